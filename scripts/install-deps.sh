@@ -1,0 +1,31 @@
+#!/bin/sh
+# Installs the Debian packages sandboxd needs to build, test and benchmark.
+# Idempotent and quiet when everything is present: `make` calls it every time.
+set -eu
+
+PACKAGES="
+  build-essential pkg-config meson ninja-build clang-format
+  libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libsqlite3-dev
+  libpq-dev libinih-dev libssl-dev libcurl4-openssl-dev libcmocka-dev
+  python3 python3-pytest python3-requests
+  bash coreutils procps iproute2 util-linux
+  bubblewrap
+"
+
+missing=""
+for p in $PACKAGES; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing="$missing $p"
+  fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages:$missing (run as root to install them)" >&2
+  exit 1
+fi
+echo "install-deps: installing$missing" >&2
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -qq
+# shellcheck disable=SC2086
+apt-get install -y -qq --no-install-recommends $missing >/dev/null

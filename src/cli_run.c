@@ -1,0 +1,342 @@
+/* `sandboxd run`: one execution from the command line, through the same engine path as the
+ * HTTP API. Prints the program's output and a summary line, or the whole result as JSON. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "engine/execution.h"
+#include "engine/language.h"
+#include "engine/result_json.h"
+#include "util/cleanup.h"
+#include "util/file.h"
+#include "util/parse.h"
+
+/* Bounds on what the CLI reads into memory: a program and its stdin, not a data set. */
+#define MAX_PROGRAM_BYTES (16u * 1024u * 1024u)
+#define MAX_STDIN_BYTES   (64u * 1024u * 1024u)
+
+static void run_usage(FILE *out)
+{
+        fprintf(out,
+                "usage: sandboxd run [options] (FILE | -c CODE) [-- ARGS...]\n"
+                "  --lang python|bash|sh   language (default: from FILE's extension, else python)\n"
+                "  --memory SIZE           memory cap incl. swap (default 256M)\n"
+                "  --pids N                processes and threads (default 64)\n"
+                "  --cpu-time DURATION     CPU time per process (default 10s)\n"
+                "  --cpus N                CPU quota in cores, e.g. 0.5 (default 1)\n"
+                "  --timeout DURATION      wall-clock deadline (default 10s)\n"
+                "  --disk SIZE             tmpfs behind /workspace, /tmp, /dev/shm (default 64M)\n"
+                "  --output SIZE           byte cap per stream (default 1M)\n"
+                "  --open-files N          open file descriptors (default 256)\n"
+                "  --stdin FILE            feed FILE ('-' for this stdin) to the program\n"
+                "  --json                  print the result as one JSON object\n"
+                "  --test-fail-step STEP   test only: force a setup step to fail\n"
+                "  --test-without LAYER    test only: turn off seccomp, landlock, caps,\n"
+                "                          no_new_privs, rlimits or netns\n");
+}
+
+/* Reads all of fd (at most max bytes) into a new buffer. */
+static int read_all_fd(int fd, size_t max, char **data, size_t *len, struct sbx_error *err)
+{
+        size_t alloc = 4096, used = 0;
+        _cleanup_free_ char *buf = malloc(alloc + 1);
+        if (buf == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate");
+        for (;;) {
+                if (used == alloc) {
+                        if (alloc >= max)
+                                return sbx_error_set(err, EFBIG, "larger than %zu bytes", max);
+                        alloc = alloc * 2 > max ? max : alloc * 2;
+                        char *grown = realloc(buf, alloc + 1);
+                        if (grown == NULL)
+                                return sbx_error_set(err, ENOMEM, "allocate");
+                        buf = grown;
+                }
+                ssize_t n = read(fd, buf + used, alloc - used);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return sbx_error_set(err, errno, "read");
+                }
+                if (n == 0)
+                        break;
+                used += (size_t)n;
+        }
+        buf[used] = '\0';
+        *data = steal_pointer(&buf);
+        *len = used;
+        return 0;
+}
+
+static int read_named_file(const char *path, size_t max, char **data, size_t *len,
+                           struct sbx_error *err)
+{
+        if (strcmp(path, "-") == 0)
+                return read_all_fd(STDIN_FILENO, max, data, len, err);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "%s", path);
+        if (read_all_fd(fd, max, data, len, err) < 0)
+                return sbx_error_prefix(err, "%s", path);
+        return 0;
+}
+
+static const char *language_from_path(const char *path)
+{
+        const char *dot = strrchr(path, '.');
+        if (dot != NULL && strcmp(dot, ".sh") == 0)
+                return "bash";
+        return "python";
+}
+
+static int parse_layer(const char *name, unsigned *layers)
+{
+        static const struct {
+                const char *name;
+                enum sbx_layer layer;
+        } known[] = {
+            {"seccomp", SBX_LAYER_SECCOMP}, {"landlock", SBX_LAYER_LANDLOCK},
+            {"caps", SBX_LAYER_CAPS},       {"no_new_privs", SBX_LAYER_NO_NEW_PRIVS},
+            {"rlimits", SBX_LAYER_RLIMITS}, {"netns", SBX_LAYER_NETNS},
+        };
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(known); i++) {
+                if (strcmp(known[i].name, name) == 0) {
+                        *layers |= known[i].layer;
+                        return 0;
+                }
+        }
+        return -1;
+}
+
+static int parse_cpus(const char *text, uint32_t *millicores, struct sbx_error *err)
+{
+        char *end;
+        errno = 0;
+        double cores = strtod(text, &end);
+        if (errno != 0 || end == text || *end != '\0' || !(cores >= 0.01 && cores <= 1024))
+                return sbx_error_set(err, EINVAL, "'%s' is not a number of cores from 0.01 to 1024",
+                                     text);
+        *millicores = (uint32_t)(cores * 1000 + 0.5);
+        return 0;
+}
+
+static void print_summary(const struct sbx_result *r)
+{
+        fprintf(stderr,
+                "sandboxd: status=%s exit_code=%d wall=%.1fms cpu=%llums memory_peak=%.1fMiB "
+                "setup=%.1fms",
+                sbx_status_name(r->status), r->run.exited ? r->run.exit_code : -1,
+                (double)r->run.wall_us / 1000.0,
+                (unsigned long long)(r->evidence.cpu_usage_us / 1000),
+                (double)r->evidence.memory_peak_bytes / (1024.0 * 1024.0),
+                (double)r->timing.setup_us / 1000.0);
+        if (r->signal != 0)
+                fprintf(stderr, " signal=%d", r->signal);
+        if (r->status == SBX_STATUS_INTERNAL_ERROR)
+                fprintf(stderr, " error=\"%s\"", r->error);
+        fputc('\n', stderr);
+}
+
+enum {
+        OPT_LANG = 256,
+        OPT_MEMORY,
+        OPT_PIDS,
+        OPT_CPU_TIME,
+        OPT_CPUS,
+        OPT_TIMEOUT,
+        OPT_DISK,
+        OPT_OUTPUT,
+        OPT_OPEN_FILES,
+        OPT_STDIN,
+        OPT_JSON,
+        OPT_TEST_FAIL_STEP,
+        OPT_TEST_WITHOUT,
+};
+
+static const struct option run_options[] = {
+    {"lang", required_argument, NULL, OPT_LANG},
+    {"memory", required_argument, NULL, OPT_MEMORY},
+    {"pids", required_argument, NULL, OPT_PIDS},
+    {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
+    {"cpus", required_argument, NULL, OPT_CPUS},
+    {"timeout", required_argument, NULL, OPT_TIMEOUT},
+    {"disk", required_argument, NULL, OPT_DISK},
+    {"output", required_argument, NULL, OPT_OUTPUT},
+    {"open-files", required_argument, NULL, OPT_OPEN_FILES},
+    {"stdin", required_argument, NULL, OPT_STDIN},
+    {"json", no_argument, NULL, OPT_JSON},
+    {"test-fail-step", required_argument, NULL, OPT_TEST_FAIL_STEP},
+    {"test-without", required_argument, NULL, OPT_TEST_WITHOUT},
+    {"help", no_argument, NULL, 'h'},
+    {NULL, 0, NULL, 0},
+};
+
+int cli_run(int argc, char **argv)
+{
+        struct sbx_request request = {0};
+        sbx_limits_default(&request.limits);
+        const char *code_arg = NULL;
+        const char *stdin_path = NULL;
+        bool json = false;
+        struct sbx_error err = {0};
+
+        optind = 1;
+        opterr = 0;
+        int opt;
+        /* "+": stop at the first non-option (the FILE); "--" ends the options too. */
+        while ((opt = getopt_long(argc, argv, "+c:h", run_options, NULL)) != -1) {
+                int rc = 0;
+                uint64_t value;
+                switch (opt) {
+                case 'c':
+                        code_arg = optarg;
+                        break;
+                case 'h':
+                        run_usage(stdout);
+                        return 0;
+                case OPT_LANG:
+                        request.language = optarg;
+                        break;
+                case OPT_MEMORY:
+                        rc = sbx_parse_size(optarg, &request.limits.memory_bytes, &err);
+                        if (rc == 0 && request.limits.memory_bytes < 4 * 1024 * 1024)
+                                rc = sbx_error_set(&err, EINVAL, "at least 4M");
+                        break;
+                case OPT_PIDS:
+                        rc = sbx_parse_u64(optarg, 1u << 22, &request.limits.pids, &err);
+                        if (rc == 0 && request.limits.pids < 2)
+                                rc = sbx_error_set(&err, EINVAL, "at least 2 (init and program)");
+                        break;
+                case OPT_CPU_TIME:
+                        rc = sbx_parse_duration_ms(optarg, &request.limits.cpu_ms, &err);
+                        break;
+                case OPT_CPUS:
+                        rc = parse_cpus(optarg, &request.limits.cpu_millicores, &err);
+                        break;
+                case OPT_TIMEOUT:
+                        rc = sbx_parse_duration_ms(optarg, &request.limits.wall_ms, &err);
+                        if (rc == 0 && request.limits.wall_ms == 0)
+                                rc = sbx_error_set(&err, EINVAL, "must be more than 0");
+                        break;
+                case OPT_DISK:
+                        rc = sbx_parse_size(optarg, &request.limits.disk_bytes, &err);
+                        if (rc == 0 && request.limits.disk_bytes < 1024 * 1024)
+                                rc = sbx_error_set(&err, EINVAL, "at least 1M");
+                        break;
+                case OPT_OUTPUT:
+                        rc = sbx_parse_size(optarg, &request.limits.output_bytes, &err);
+                        if (rc == 0 && request.limits.output_bytes > (1ull << 30))
+                                rc = sbx_error_set(&err, EINVAL, "at most 1G");
+                        break;
+                case OPT_OPEN_FILES:
+                        rc = sbx_parse_u64(optarg, 1u << 20, &value, &err);
+                        if (rc == 0 && value < 8)
+                                rc = sbx_error_set(&err, EINVAL, "at least 8");
+                        request.limits.open_files = value;
+                        break;
+                case OPT_STDIN:
+                        stdin_path = optarg;
+                        break;
+                case OPT_JSON:
+                        json = true;
+                        break;
+                case OPT_TEST_FAIL_STEP:
+                        request.test.fail_step = optarg;
+                        break;
+                case OPT_TEST_WITHOUT:
+                        if (parse_layer(optarg, &request.test.disabled_layers) < 0)
+                                rc = sbx_error_set(&err, EINVAL, "unknown layer '%s'", optarg);
+                        break;
+                case '?':
+                default:
+                        fprintf(stderr, "sandboxd run: unknown or incomplete option '%s'\n",
+                                argv[optind - 1]);
+                        run_usage(stderr);
+                        return CLI_EXIT_USAGE;
+                }
+                if (rc < 0) {
+                        fprintf(stderr, "sandboxd run: %s: %s\n", argv[optind - 1], err.message);
+                        return CLI_EXIT_USAGE;
+                }
+        }
+
+        const char *file_path = NULL;
+        if (code_arg == NULL) {
+                if (optind >= argc || strcmp(argv[optind], "--") == 0) {
+                        fprintf(stderr, "sandboxd run: give a FILE or -c CODE\n");
+                        run_usage(stderr);
+                        return CLI_EXIT_USAGE;
+                }
+                file_path = argv[optind++];
+        }
+        if (optind < argc && strcmp(argv[optind], "--") == 0)
+                optind++;
+        request.args = (const char *const *)(argv + optind);
+        request.n_args = (size_t)(argc - optind);
+
+        if (request.language == NULL)
+                request.language = file_path ? language_from_path(file_path) : "python";
+        if (sbx_language_find(request.language) == NULL) {
+                fprintf(stderr, "sandboxd run: unknown language '%s' (known: %s)\n",
+                        request.language, sbx_language_names());
+                return CLI_EXIT_USAGE;
+        }
+
+        _cleanup_free_ char *program = NULL;
+        size_t program_len = 0;
+        if (file_path != NULL) {
+                if (read_named_file(file_path, MAX_PROGRAM_BYTES, &program, &program_len, &err) <
+                    0) {
+                        fprintf(stderr, "sandboxd run: %s\n", err.message);
+                        return CLI_EXIT_NOINPUT;
+                }
+                request.code = program;
+                request.code_size = program_len;
+        } else {
+                request.code = code_arg;
+                request.code_size = strlen(code_arg);
+        }
+        _cleanup_free_ char *stdin_data = NULL;
+        if (stdin_path != NULL) {
+                if (read_named_file(stdin_path, MAX_STDIN_BYTES, &stdin_data, &request.stdin_size,
+                                    &err) < 0) {
+                        fprintf(stderr, "sandboxd run: --stdin: %s\n", err.message);
+                        return CLI_EXIT_NOINPUT;
+                }
+                request.stdin_data = stdin_data;
+        }
+
+        const struct sbx_backend *backend = sbx_backend_find(request.backend);
+        if (backend->reconcile(&err) < 0)
+                fprintf(stderr, "sandboxd run: warning: reconcile: %s\n", err.message);
+
+        struct sbx_result result;
+        if (sbx_execute(&request, &result, &err) < 0) {
+                fprintf(stderr, "sandboxd run: %s\n", err.message);
+                return CLI_EXIT_USAGE;
+        }
+        int exit_code = sbx_result_cli_exit_code(&result);
+        if (json) {
+                json_t *object = sbx_result_to_json(&result);
+                if (object == NULL || json_dumpf(object, stdout, JSON_COMPACT) < 0) {
+                        fprintf(stderr, "sandboxd run: cannot encode the result\n");
+                        exit_code = CLI_EXIT_SOFTWARE;
+                }
+                fputc('\n', stdout);
+                json_decref(object);
+        } else {
+                (void)sbx_write_all(STDOUT_FILENO, result.run.out.data, result.run.out.len);
+                (void)sbx_write_all(STDERR_FILENO, result.run.err.data, result.run.err.len);
+                print_summary(&result);
+        }
+        sbx_result_free(&result);
+        fflush(stdout);
+        return exit_code;
+}

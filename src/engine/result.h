@@ -1,0 +1,60 @@
+/* The result of one execution and how its status is decided from kernel evidence. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "sandbox/sandbox.h"
+#include "util/error.h"
+
+enum sbx_status {
+        SBX_STATUS_OK,             /* exited 0, no cap hit */
+        SBX_STATUS_EXIT_NONZERO,   /* exited with a non-zero code, no cap hit */
+        SBX_STATUS_SIGNALED,       /* killed by a signal no cap explains */
+        SBX_STATUS_TIMEOUT,        /* wall deadline, or the CPU-time rlimit (SIGXCPU) */
+        SBX_STATUS_MEMORY_LIMIT,   /* the cgroup's OOM killer fired */
+        SBX_STATUS_PIDS_LIMIT,     /* the kernel refused a fork at pids.max */
+        SBX_STATUS_OUTPUT_LIMIT,   /* a stream passed its byte cap; the run was ended */
+        SBX_STATUS_DISK_FULL,      /* the scratch tmpfs filled up, or SIGXFSZ */
+        SBX_STATUS_COMPILE_ERROR,  /* reserved for compiled languages */
+        SBX_STATUS_INTERNAL_ERROR, /* sandboxd failed; the program did not run (fail closed) */
+};
+
+struct sbx_timing {
+        uint64_t acquire_us;  /* slot + cgroups + limits */
+        uint64_t setup_us;    /* clone to exec: namespaces, mounts, Landlock, caps, seccomp */
+        uint64_t run_us;      /* exec to the end of the last process */
+        uint64_t teardown_us; /* kill, evidence, cgroup removal */
+        uint64_t total_us;
+};
+
+struct sbx_result {
+        char id[40];
+        enum sbx_status status;
+        int exit_code; /* -1 when the program did not exit normally */
+        int signal;    /* 0 unless killed by a signal */
+        struct sbx_run run;
+        struct sbx_evidence evidence;
+        struct sbx_limits limits; /* effective */
+        struct sbx_timing timing;
+        const char *backend;
+        bool pooled;
+        char error[SBX_ERROR_MESSAGE_MAX]; /* internal_error: what failed */
+};
+
+/* The name of a status as it appears in JSON ("memory_limit"). */
+const char *sbx_status_name(enum sbx_status status);
+
+/* Pure: decides the status from what the supervisor saw and the kernel's counters. A cap's
+ * status wins over the exit code, most specific first: output_limit, timeout (wall), memory_limit
+ * (OOM kill counter moved), pids_limit (pids.events max moved), disk_full (scratch full or
+ * SIGXFSZ), timeout (SIGXCPU), then signaled, exit_nonzero, ok. */
+enum sbx_status sbx_classify(const struct sbx_run *run, const struct sbx_evidence *evidence,
+                             const struct sbx_limits *limits);
+
+/* The documented exit code of `sandboxd run` for a result: the program's exit code for ok and
+ * exit_nonzero, 128+signal for signaled, and a fixed code per cap (see README). */
+int sbx_result_cli_exit_code(const struct sbx_result *result);
+
+/* Frees the output buffers. */
+void sbx_result_free(struct sbx_result *result);

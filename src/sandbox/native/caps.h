@@ -1,0 +1,9 @@
+/* Capabilities: the program runs with none, in every set, and can never regain them. */
+#pragma once
+
+#include "util/error.h"
+
+/* Child side: locks the securebits (no root privilege on exec, no setuid fix-ups, no ambient
+ * raise), then drops every capability from the bounding, ambient, inheritable, permitted and
+ * effective sets. */
+int caps_drop_all(struct sbx_error *err);

@@ -1,0 +1,128 @@
+/* cgroups for the native backend: v2 unified, hybrid (v1 controllers + controller-less v2) and
+ * pure v1, behind one API. Everything lives under one parent per hierarchy, `sandboxd/`, with one
+ * child per sandbox named by its slot number ("sandboxd/17").
+ *
+ * Slots: the slot directory in the primary hierarchy (unified where it exists, else v1 memory) is
+ * created with mkdir and then held with flock(LOCK_EX) on its directory fd for the sandbox's life.
+ * mkdir makes a slot unique among live sandboxes of all sandboxd processes; the lock tells a live
+ * owner from an orphan left by a crash (the kernel drops the lock when its owner dies).
+ * The lock belongs to the fd's open file description: a child forked while it is open shares it
+ * until it execs (the fd is O_CLOEXEC) or closes it, so a child that outlives a crashed supervisor
+ * without exec'ing keeps the slot looking live.
+ *
+ * Evidence mapping (DESIGN.md):
+ *   oom kills      v2 memory.events oom_kill       v1 memory.oom_control oom_kill
+ *   memory max     v2 memory.events max            v1 memory.failcnt
+ *   memory peak    v2 memory.peak                  v1 memory.max_usage_in_bytes
+ *   pids max       pids.events max (both)          pids.peak where present
+ *   cpu used       v2 cpu.stat usage_usec          v1 cpuacct.usage (ns)
+ *   cpu throttled  v2 cpu.stat throttled_usec      v1 cpu.stat throttled_time (ns), nr_throttled
+ *   kill all       cgroup.kill (v2, or the hybrid's unified dir)
+ *                  v1 without unified: freezer FROZEN, SIGKILL each pid, THAWED */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "sandbox/sandbox.h"
+#include "util/error.h"
+
+enum cgroup_layout {
+        CGROUP_LAYOUT_UNIFIED, /* pure v2 */
+        CGROUP_LAYOUT_HYBRID,  /* v1 controllers, controller-less v2 for tracking and kill */
+        CGROUP_LAYOUT_LEGACY,  /* pure v1 */
+};
+
+/* Where each hierarchy sandboxd uses is mounted; empty string when absent. */
+struct cgroup_mounts {
+        enum cgroup_layout layout;
+        char unified[256]; /* the cgroup2 mount */
+        char memory[256];  /* v1 controller mounts (empty on pure v2) */
+        char pids[256];
+        char cpu[256];
+        char cpuacct[256];
+        char freezer[256];
+};
+
+/* Limits a cgroup enforces. */
+struct cgroup_limits {
+        uint64_t memory_bytes; /* also the memory+swap cap, so a hog is OOM-killed, not swapped */
+        uint64_t pids;
+        uint32_t cpu_millicores; /* 0 = no quota */
+};
+
+struct cgroup; /* one sandbox's cgroups in every hierarchy */
+
+/* Pure: finds the cgroup mounts in the text of /proc/self/mountinfo and decides the layout:
+ * UNIFIED with cgroup2 and no v1 memory controller, HYBRID with cgroup2 and v1 memory+pids,
+ * LEGACY with v1 memory+pids+freezer only. Fails (ENOTSUP) otherwise: no usable hierarchy, v1
+ * memory without v1 pids, or pure v1 without the freezer (kill could not stop a fork loop). */
+int cgroup_parse_mountinfo(const char *mountinfo, struct cgroup_mounts *out, struct sbx_error *err);
+
+/* Pure: finds "key value" in a flat-keyed cgroup file's text (pids.events, memory.events,
+ * memory.oom_control, cpu.stat) and parses value. Fails (ENOENT) when the key is missing. */
+int cgroup_parse_keyed(const char *text, const char *key, uint64_t *value, struct sbx_error *err);
+
+/* Pure: parses a single-value file ("123\n", or "max\n" as UINT64_MAX). */
+int cgroup_parse_value(const char *text, uint64_t *value, struct sbx_error *err);
+
+/* Reads /proc/self/mountinfo once and caches the result. */
+int cgroup_detect(const struct cgroup_mounts **out, struct sbx_error *err);
+
+/* Creates a fresh cgroup for a sandbox in every hierarchy in use, with a unique slot number in
+ * [0, max_slots), and holds the slot's lock. Creates the `sandboxd` parents when missing; on the
+ * unified layout also enables memory, pids and cpu in the root's and the parent's
+ * cgroup.subtree_control (only those missing; fails with ENOTSUP without memory or pids). An
+ * unlocked slot found on the way is a crash's orphan: its processes are killed and it is reused.
+ * Fails with EAGAIN when every slot is taken. */
+int cgroup_create(unsigned max_slots, struct cgroup **out, struct sbx_error *err);
+
+/* The slot number this cgroup holds. */
+unsigned cgroup_slot(const struct cgroup *cg);
+
+/* A directory fd of the cgroup in the cgroup2 hierarchy, for clone3(CLONE_INTO_CGROUP); -1 on
+ * the pure v1 layout. Owned by the cgroup. */
+int cgroup_unified_fd(const struct cgroup *cg);
+
+/* Applies limits (memory + swap, pids, CPU quota) to the cgroup. */
+int cgroup_set_limits(struct cgroup *cg, const struct cgroup_limits *limits, struct sbx_error *err);
+
+/* Moves the calling thread into the cgroup's v1 directories (every hierarchy but cgroup2, which
+ * clone3(CLONE_INTO_CGROUP) handles) by writing "0" to each `tasks` file, so that a child it
+ * clones before cgroup_leave_self() is born in them. Why not write the child's pid instead: a
+ * write of another task's pid takes the cgroup_threadgroup_rwsem for writing, which costs an RCU
+ * grace period (7-15 ms on these machines) per sandbox; a thread moving itself does not take it
+ * (0.2 ms for four hierarchies). The caller must be the thread that then clones, and must call
+ * cgroup_leave_self() before the child may fork (the thread counts in pids.current meanwhile).
+ * A no-op on the unified layout. */
+int cgroup_enter_self(struct cgroup *cg, struct sbx_error *err);
+
+/* Moves the calling thread back to the v1 cgroups it was in before cgroup_enter_self(). */
+int cgroup_leave_self(struct cgroup *cg, struct sbx_error *err);
+
+/* Pure: finds the path of the hierarchy that carries controller in the text of
+ * /proc/<pid>/cgroup ("4:memory:/a/b" -> "/a/b"; controllers may be co-mounted: "1:cpu,cpuacct:/").
+ */
+int cgroup_parse_proc_path(const char *proc_cgroup, const char *controller, char *path, size_t size,
+                           struct sbx_error *err);
+
+/* Kills every process in the cgroup at once and waits (bounded, ~2 s) until none is alive;
+ * fails with ETIMEDOUT when some still is. Reaps nothing: zombies do not keep a cgroup
+ * populated, and the caller reaps its own child (through its pidfd). Idempotent. */
+int cgroup_kill_all(struct cgroup *cg, struct sbx_error *err);
+
+/* Reads the counters as deltas against the values read when the cgroup was created (all zero for
+ * a fresh cgroup; read anyway, as HOSTILE.md asks). */
+int cgroup_read_evidence(struct cgroup *cg, struct sbx_evidence *evidence, struct sbx_error *err);
+
+/* Kills what is left, removes the cgroup in every hierarchy, releases the slot and frees cg.
+ * NULL is a no-op. Logs (does not return) errors: it runs on every path out. */
+void cgroup_destroy(struct cgroup *cg);
+
+/* Removes every orphaned slot under the sandboxd parents (slot dirs nobody holds a lock on, and
+ * v1 dirs without a primary dir): kills their processes and removes the dirs. Returns the
+ * number of slots removed, or -1 (err names the first failure; the other orphans are still
+ * handled). */
+int cgroup_reconcile(struct sbx_error *err);

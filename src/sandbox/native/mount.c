@@ -1,0 +1,493 @@
+/* The sandbox's filesystem (see mount.h for the tree). Runs in the child, inside its new user,
+ * mount and pid namespaces, before anything of the program exists.
+ *
+ * The tree is built in a fresh tmpfs mounted on /tmp of the child's private mount namespace (the
+ * host's /tmp is untouched: the mount exists only in this namespace). The child chdir()s into it
+ * so that every target below is a path relative to the new root, while every host source is an
+ * absolute path still resolved through the old root. pivot_root then swaps the two and the old
+ * root is detached, taking every host mount with it except the binds made on purpose.
+ *
+ * Binds of host trees use the new mount API (open_tree + mount_setattr + move_mount): a classic
+ * MS_REMOUNT|MS_BIND in a user namespace must restate every flag the host mount has locked (atime,
+ * nosuid, ...) or fails with EPERM, whereas mount_setattr only adds the flags asked for.
+ *
+ * On failure the tree is left half built; the caller must not run the program, and the mount
+ * namespace disappears with the child. */
+#define _GNU_SOURCE
+
+#include "sandbox/native/mount.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/file.h"
+#include "util/log.h"
+
+/* Where the new root is built. Any directory of the old root would do; /tmp exists everywhere and
+ * the mount over it is private to the child's namespace. */
+#define MOUNT_NEW_ROOT "/tmp"
+
+/* Temporary home of the scratch tmpfs inside the new root, before its three directories are bound
+ * to their places; removed again before the root becomes read-only. */
+#define MOUNT_SCRATCH_DIR ".scratch"
+
+/* Host runtime trees: read-only (the program must not change what other sandboxes run), nosuid (a
+ * setuid binary must not gain anything, on top of no_new_privs) and nodev (no host device node in
+ * /usr may be opened through them). */
+#define MOUNT_RUNTIME_ATTR (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV)
+
+/* Host device nodes bound into /dev: read-only so that the sandbox cannot chmod, chown or touch
+ * the host's inode (writing to the device itself is not affected: the kernel checks a mount's
+ * read-only flag for regular files, not for device nodes), nosuid and noexec because nothing
+ * there is a program. nodev is obviously absent: the binds exist to be opened as devices. */
+#define MOUNT_DEVICE_ATTR (MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC)
+
+struct mount_context {
+        uint64_t disk_bytes;
+};
+
+static int make_directory(const char *path, mode_t mode, struct sbx_error *err)
+{
+        if (mkdir(path, mode) < 0)
+                return sbx_error_set(err, errno, "mkdir %s", path);
+        /* mkdir() applies the umask; the modes here (01777 for tmp and shm) must be exact. */
+        if (chmod(path, mode) < 0)
+                return sbx_error_set(err, errno, "chmod %s", path);
+        return 0;
+}
+
+/* An empty regular file, as the mount point of a bound file or device node. */
+static int make_mount_point_file(const char *path, struct sbx_error *err)
+{
+        _cleanup_close_ int fd =
+            open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "create %s", path);
+        return 0;
+}
+
+static int write_new_file(const char *path, const char *text, struct sbx_error *err)
+{
+        _cleanup_close_ int fd =
+            open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "create %s", path);
+        if (sbx_write_all(fd, text, strlen(text)) < 0)
+                return sbx_error_set(err, errno, "write %s", path);
+        return 0;
+}
+
+static int make_symlink(const char *link_target, const char *path, struct sbx_error *err)
+{
+        if (symlink(link_target, path) < 0)
+                return sbx_error_set(err, errno, "symlink %s -> %s", path, link_target);
+        return 0;
+}
+
+/* Recreates the host's symlink source at path with the same target text. The target is resolved
+ * inside the sandbox, so a link can only ever lead to what the sandbox already contains. */
+static int copy_symlink(const char *source, const char *path, struct sbx_error *err)
+{
+        char link_target[PATH_MAX];
+        ssize_t n = readlink(source, link_target, sizeof(link_target));
+        if (n < 0)
+                return sbx_error_set(err, errno, "readlink %s", source);
+        if ((size_t)n >= sizeof(link_target))
+                return sbx_error_set(err, ENAMETOOLONG, "readlink %s", source);
+        link_target[n] = '\0';
+        return make_symlink(link_target, path, err);
+}
+
+/* Binds source (with everything mounted below it) onto the existing mount point target, adding
+ * the MOUNT_ATTR_* flags in attr_set to every mount of the copy. Recursive because a
+ * non-recursive copy of a tree with mounts locked below it is refused (EINVAL) in a user
+ * namespace, and because a host submount must not show through as a hole in the read-only copy. */
+static int bind_tree(const char *source, const char *target, uint64_t attr_set,
+                     struct sbx_error *err)
+{
+        /* AT_SYMLINK_NOFOLLOW: callers looked at the source with lstat(); a link swapped in since
+         * must not redirect the bind. */
+        _cleanup_close_ int tree =
+            open_tree(AT_FDCWD, source,
+                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+        if (tree < 0)
+                return sbx_error_set(err, errno, "open_tree %s", source);
+        if (attr_set != 0) {
+                struct mount_attr attr = {.attr_set = attr_set};
+                if (mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof(attr)) < 0)
+                        return sbx_error_set(err, errno, "mount_setattr %s", source);
+        }
+        if (move_mount(tree, "", AT_FDCWD, target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                return sbx_error_set(err, errno, "move_mount %s onto %s", source, target);
+        return 0;
+}
+
+/* Makes the one mount at path read-only, leaving the flags of the mounts below it alone. */
+static int make_mount_readonly(const char *path, struct sbx_error *err)
+{
+        struct mount_attr attr = {.attr_set = MOUNT_ATTR_RDONLY};
+        if (mount_setattr(AT_FDCWD, path, 0, &attr, sizeof(attr)) < 0)
+                return sbx_error_set(err, errno, "mount_setattr read-only %s", path);
+        return 0;
+}
+
+/* Recreates the host entry source at path: a symlink as the same symlink, a directory or regular
+ * file bound read-only; an absent entry is skipped (hosts differ: no lib32, no python3.12...).
+ * Anything else (a socket, a device) is refused: binding one would hand the sandbox a channel to
+ * the host. */
+static int mirror_host_entry(const char *source, const char *path, struct sbx_error *err)
+{
+        struct stat st;
+        if (lstat(source, &st) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                return sbx_error_set(err, errno, "lstat %s", source);
+        }
+        if (S_ISLNK(st.st_mode))
+                return copy_symlink(source, path, err);
+        if (S_ISDIR(st.st_mode)) {
+                if (make_directory(path, 0755, err) < 0)
+                        return -1;
+        } else if (S_ISREG(st.st_mode)) {
+                if (make_mount_point_file(path, err) < 0)
+                        return -1;
+        } else {
+                return sbx_error_set(err, EINVAL, "%s is neither a file, a directory nor a link",
+                                     source);
+        }
+        return bind_tree(source, path, MOUNT_RUNTIME_ATTR, err);
+}
+
+/* Step: mount propagation. First, because until the whole namespace is private every mount below
+ * could propagate to a shared peer (a host with systemd mounts / shared), and host mounts made
+ * later under /usr would propagate into the sandbox. pivot_root also refuses a shared parent. */
+static int setup_private_propagation(const struct mount_context *context, struct sbx_error *err)
+{
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                return sbx_error_set(err, errno, "make / private");
+        return 0;
+}
+
+/* Step: the new root, a small tmpfs that only holds mount points, links and the generated /etc
+ * files; 1 MiB and 4096 inodes are far more than that and bound what a bug could pin in kernel
+ * memory. nosuid, nodev, noexec: nothing in it is a program or a device (programs run from the
+ * /usr bind and /workspace, which are mounts of their own with their own flags). */
+static int setup_root_tmpfs(const struct mount_context *context, struct sbx_error *err)
+{
+        if (mount("tmpfs", MOUNT_NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=1m,nr_inodes=4096,mode=0755") < 0)
+                return sbx_error_set(err, errno, "mount tmpfs on %s", MOUNT_NEW_ROOT);
+        /* From here on targets are relative to the new root; pivot_root(".", ".") relies on it. */
+        if (chdir(MOUNT_NEW_ROOT) < 0)
+                return sbx_error_set(err, errno, "chdir %s", MOUNT_NEW_ROOT);
+        return 0;
+}
+
+/* Step: the runtime. /usr is required; the top-level aliases are whatever the host has: merged-/usr
+ * hosts have links (bin -> usr/bin), older ones real directories. */
+static int setup_runtime(const struct mount_context *context, struct sbx_error *err)
+{
+        static const char *const aliases[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
+
+        struct stat st;
+        if (lstat("/usr", &st) < 0)
+                return sbx_error_set(err, errno, "lstat /usr");
+        if (!S_ISDIR(st.st_mode))
+                return sbx_error_set(err, ENOTDIR, "/usr is not a directory");
+        if (make_directory("usr", 0755, err) < 0)
+                return -1;
+        if (bind_tree("/usr", "usr", MOUNT_RUNTIME_ATTR, err) < 0)
+                return -1;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(aliases); i++) {
+                char source[32];
+                snprintf(source, sizeof(source), "/%s", aliases[i]);
+                if (mirror_host_entry(source, aliases[i], err) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+/* Binds every host /etc/python3* entry (Debian's python3 and python3.X configuration: the
+ * interpreter's sitecustomize lives there). */
+static int mirror_python_config(struct sbx_error *err)
+{
+        _cleanup_closedir_ DIR *etc = opendir("/etc");
+        if (etc == NULL)
+                return sbx_error_set(err, errno, "opendir /etc");
+        struct dirent *entry;
+        while ((errno = 0, entry = readdir(etc)) != NULL) {
+                if (strncmp(entry->d_name, "python3", strlen("python3")) != 0)
+                        continue;
+                char source[PATH_MAX];
+                char path[PATH_MAX];
+                snprintf(source, sizeof(source), "/etc/%s", entry->d_name);
+                snprintf(path, sizeof(path), "etc/%s", entry->d_name);
+                if (mirror_host_entry(source, path, err) < 0)
+                        return -1;
+        }
+        if (errno != 0)
+                return sbx_error_set(err, errno, "readdir /etc");
+        return 0;
+}
+
+/* Step: /etc. Only what the dynamic loader, libc and the interpreters read, never the host's
+ * accounts, secrets (shadow, ssl/private) or daemon configuration. The generated files describe
+ * the sandbox itself. */
+static int setup_etc(const struct mount_context *context, struct sbx_error *err)
+{
+        static const char *const host_entries[] = {
+            "ld.so.cache",   /* the loader's library index: without it every lookup walks */
+            "ld.so.conf",    /* read by ldconfig-aware tools, harmless */
+            "ld.so.conf.d",  /* likewise */
+            "alternatives",  /* Debian's links (python, java, editors...) point through it */
+            "localtime",     /* a link into /usr/share/zoneinfo: copied as a link */
+            "nsswitch.conf", /* libc consults it for getpwnam and getaddrinfo */
+            "mime.types",    /* Python's mimetypes and others read it */
+            "ssl/certs",     /* public CA certificates only; ssl/private is never bound */
+        };
+
+        if (make_directory("etc", 0755, err) < 0)
+                return -1;
+        if (make_directory("etc/ssl", 0755, err) < 0)
+                return -1;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(host_entries); i++) {
+                char source[PATH_MAX];
+                char path[PATH_MAX];
+                snprintf(source, sizeof(source), "/etc/%s", host_entries[i]);
+                snprintf(path, sizeof(path), "etc/%s", host_entries[i]);
+                if (mirror_host_entry(source, path, err) < 0)
+                        return -1;
+        }
+        if (mirror_python_config(err) < 0)
+                return -1;
+
+        /* uid/gid 0 is the only mapped id; nobody/nogroup are what unmapped ids show as. The home
+         * is the workspace so that tools that look for $HOME files find a writable place. */
+        if (write_new_file("etc/passwd",
+                           "root:x:0:0:sandbox:/workspace:/bin/sh\n"
+                           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
+                           err) < 0)
+                return -1;
+        if (write_new_file("etc/group", "root:x:0:\nnogroup:x:65534:\n", err) < 0)
+                return -1;
+        if (write_new_file("etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n", err) < 0)
+                return -1;
+        if (write_new_file("etc/hostname", "sandbox\n", err) < 0)
+                return -1;
+        return 0;
+}
+
+/* Step: /dev. Device nodes cannot be created in a user namespace (mknod is EPERM), so the five
+ * harmless ones are bound from the host onto empty files. */
+static int setup_dev(const struct mount_context *context, struct sbx_error *err)
+{
+        static const char *const devices[] = {"null", "zero", "full", "random", "urandom"};
+        static const struct {
+                const char *path;
+                const char *target;
+        } links[] = {
+            {"dev/fd", "/proc/self/fd"},       {"dev/stdin", "/proc/self/fd/0"},
+            {"dev/stdout", "/proc/self/fd/1"}, {"dev/stderr", "/proc/self/fd/2"},
+            {"dev/ptmx", "pts/ptmx"}, /* the private devpts instance's multiplexer */
+        };
+
+        if (make_directory("dev", 0755, err) < 0)
+                return -1;
+        /* A tmpfs of its own so that it can be read-only while /dev/pts and /dev/shm are not.
+         * 64 KiB and 64 inodes hold a dozen links and mount points. nosuid, noexec: nothing here
+         * runs; nodev: the tmpfs itself holds no device (the binds are mounts of their own). */
+        if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "size=64k,nr_inodes=64,mode=0755") < 0)
+                return sbx_error_set(err, errno, "mount tmpfs on /dev");
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(devices); i++) {
+                char source[32];
+                char path[32];
+                snprintf(source, sizeof(source), "/dev/%s", devices[i]);
+                snprintf(path, sizeof(path), "dev/%s", devices[i]);
+                struct stat st;
+                if (lstat(source, &st) < 0)
+                        return sbx_error_set(err, errno, "lstat %s", source);
+                /* The host's /dev is trusted, but a bind of anything but a character device
+                 * under these names would not be the device the program expects. */
+                if (!S_ISCHR(st.st_mode))
+                        return sbx_error_set(err, ENODEV, "%s is not a character device", source);
+                if (make_mount_point_file(path, err) < 0)
+                        return -1;
+                if (bind_tree(source, path, MOUNT_DEVICE_ATTR, err) < 0)
+                        return -1;
+        }
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(links); i++)
+                if (make_symlink(links[i].target, links[i].path, err) < 0)
+                        return -1;
+        if (make_directory("dev/pts", 0755, err) < 0)
+                return -1;
+        if (make_directory("dev/shm", 01777, err) < 0)
+                return -1;
+        /* A new devpts instance, so that the program sees only its own terminals. ptmxmode=0666
+         * lets any uid open the multiplexer; mode=0620 for the slaves as usual; no gid= (the tty
+         * group is not mapped in the user namespace). nosuid, noexec: terminals only. */
+        if (mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+                return sbx_error_set(err, errno, "mount devpts on /dev/pts");
+        /* Read-only last: nothing can be added to /dev (a link, a FIFO) once populated. */
+        return make_mount_readonly("dev", err);
+}
+
+/* Step: /proc. Mounted before pivot_root: in a user namespace the kernel only allows a new proc
+ * while a fully visible one is in the mount namespace (the host's, until the old root goes).
+ * hidepid=invisible hides processes the program may not ptrace (the sandbox's pid 1 after it
+ * dropped to non-dumpable); subset=pid removes everything that is not a process (kallsyms,
+ * sysrq-trigger, sys/, ...). nosuid, nodev, noexec: proc holds none of those. */
+static int setup_proc(const struct mount_context *context, struct sbx_error *err)
+{
+        const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
+
+        if (make_directory("proc", 0555, err) < 0)
+                return -1;
+        if (mount("proc", "proc", "proc", flags, "hidepid=invisible,subset=pid") == 0)
+                return 0;
+        if (errno != EINVAL)
+                return sbx_error_set(err, errno, "mount proc");
+        /* Kernels before 5.8 know neither "invisible" nor subset=pid: still hide other processes,
+         * but the sandbox then sees the rest of /proc. */
+        sbx_warn("mount: proc refused hidepid=invisible,subset=pid, falling back to hidepid=2");
+        if (mount("proc", "proc", "proc", flags, "hidepid=2") < 0)
+                return sbx_error_set(err, errno, "mount proc with hidepid=2");
+        return 0;
+}
+
+/* Step: the scratch space. One tmpfs of disk_bytes behind /workspace, /tmp and /dev/shm, so the
+ * three share one budget: the program sees ENOSPC at the bound whichever it fills. nr_inodes is
+ * bounded because size= only counts data pages: without it, empty files would each pin an inode
+ * and a dentry (about 1 KiB of kernel memory) up to the default of half the RAM's pages; 16384
+ * is plenty for a program's files and caps that at ~16 MiB. nosuid, nodev: files the program
+ * writes must never be setuid or devices; exec stays allowed (the program itself lives in
+ * /workspace). */
+static int setup_scratch(const struct mount_context *context, struct sbx_error *err)
+{
+        static const struct {
+                const char *source;
+                const char *target;
+        } binds[] = {
+            {MOUNT_SCRATCH_DIR "/workspace", "workspace"},
+            {MOUNT_SCRATCH_DIR "/tmp", "tmp"},
+            {MOUNT_SCRATCH_DIR "/shm", "dev/shm"},
+        };
+
+        char options[96];
+        snprintf(options, sizeof(options), "size=%" PRIu64 ",nr_inodes=16384,mode=0755",
+                 context->disk_bytes);
+
+        if (make_directory(MOUNT_SCRATCH_DIR, 0700, err) < 0)
+                return -1;
+        if (mount("tmpfs", MOUNT_SCRATCH_DIR, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+                return sbx_error_set(err, errno, "mount tmpfs (%s)", options);
+        if (make_directory(MOUNT_SCRATCH_DIR "/workspace", 0755, err) < 0 ||
+            make_directory(MOUNT_SCRATCH_DIR "/tmp", 01777, err) < 0 ||
+            make_directory(MOUNT_SCRATCH_DIR "/shm", 01777, err) < 0)
+                return -1;
+        if (make_directory("workspace", 0755, err) < 0 || make_directory("tmp", 0755, err) < 0)
+                return -1;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(binds); i++)
+                /* No extra flags: the binds keep the tmpfs's nosuid and nodev. */
+                if (bind_tree(binds[i].source, binds[i].target, 0, err) < 0)
+                        return -1;
+        /* Only the three binds keep the tmpfs alive; its temporary mount point goes. */
+        if (umount2(MOUNT_SCRATCH_DIR, MNT_DETACH) < 0)
+                return sbx_error_set(err, errno, "umount %s", MOUNT_SCRATCH_DIR);
+        if (rmdir(MOUNT_SCRATCH_DIR) < 0)
+                return sbx_error_set(err, errno, "rmdir %s", MOUNT_SCRATCH_DIR);
+        return 0;
+}
+
+/* Step: pivot_root. After every bind of a host path (they resolve through the old root) and after
+ * /proc (see setup_proc). pivot_root(".", ".") stacks the old root on top of the new one at "/";
+ * detaching it removes every host mount from the namespace in one go. No directory for the old
+ * root is needed, so none is left behind. */
+static int setup_pivot_root(const struct mount_context *context, struct sbx_error *err)
+{
+        if (syscall(SYS_pivot_root, ".", ".") < 0)
+                return sbx_error_set(err, errno, "pivot_root");
+        if (umount2(".", MNT_DETACH) < 0)
+                return sbx_error_set(err, errno, "detach the old root");
+        /* The cwd may still reference the old root's stacking; settle on the new root. */
+        if (chdir("/") < 0)
+                return sbx_error_set(err, errno, "chdir /");
+        return 0;
+}
+
+/* Step: the root read-only. Last, because the steps before write into it (mount points, /etc
+ * files, the scratch dir's removal). Non-recursive: /workspace, /tmp, /dev/pts ... keep their
+ * own flags. */
+static int setup_root_readonly(const struct mount_context *context, struct sbx_error *err)
+{
+        return make_mount_readonly("/", err);
+}
+
+struct mount_step {
+        const char *name; /* what fail_step matches, and the prefix of an error */
+        int (*run)(const struct mount_context *context, struct sbx_error *err);
+};
+
+/* In this order; each step's comment says why it sits where it does. */
+static const struct mount_step mount_steps[] = {
+    {"mount_propagation", setup_private_propagation},
+    {"mount_root", setup_root_tmpfs},
+    {"mount_runtime", setup_runtime},
+    {"mount_etc", setup_etc},
+    {"mount_dev", setup_dev},
+    {"mount_proc", setup_proc},
+    {"mount_scratch", setup_scratch},
+    {"pivot_root", setup_pivot_root},
+    {"mount_root_readonly", setup_root_readonly},
+};
+
+/* "mount" names the tree building as a whole (the launcher's step list): it fails the first
+ * step, before anything is mounted. */
+static bool step_forced(size_t index, const char *fail_step)
+{
+        if (fail_step == NULL)
+                return false;
+        if (strcmp(fail_step, mount_steps[index].name) == 0)
+                return true;
+        return index == 0 && strcmp(fail_step, "mount") == 0;
+}
+
+int mount_setup_root(uint64_t disk_bytes, const char *fail_step, struct sbx_error *err)
+{
+        const struct mount_context context = {.disk_bytes = disk_bytes};
+
+        /* Checked before anything is mounted: tmpfs reads size=0 as "no limit". */
+        if (disk_bytes == 0)
+                return sbx_error_set(err, EINVAL,
+                                     "mount: disk_bytes is 0, the scratch would be "
+                                     "unbounded");
+
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_steps); i++) {
+                if (step_forced(i, fail_step))
+                        return sbx_error_set(err, EPERM,
+                                             "%s: forced to fail by the test hook (fail_step %s)",
+                                             mount_steps[i].name, fail_step);
+                if (mount_steps[i].run(&context, err) < 0)
+                        return sbx_error_prefix(err, "%s", mount_steps[i].name);
+        }
+        return 0;
+}
+
+int mount_scratch_usage(struct statfs *st, struct sbx_error *err)
+{
+        if (statfs("/workspace", st) < 0)
+                return sbx_error_set(err, errno, "statfs /workspace");
+        return 0;
+}

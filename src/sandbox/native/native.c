@@ -1,0 +1,187 @@
+/* The native backend's operations: a slot and cgroups at create, launch.c's process at start,
+ * the shared supervisor loop at wait, cgroup.kill at kill, cgroup counters as evidence. */
+#define _GNU_SOURCE
+#include "sandbox/native/native.h"
+
+#include <errno.h>
+#include <grp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/native/cgroup.h"
+#include "sandbox/native/launch.h"
+#include "sandbox/native/userns.h"
+#include "sandbox/supervise.h"
+#include "util/file.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* Live sandboxes per machine; each slot is one host uid and one cgroup name. */
+#define NATIVE_MAX_SLOTS 1024
+
+struct sbx_sandbox {
+        const struct sbx_spec *spec;
+        struct cgroup *cgroup;
+        struct launch_process proc;
+        bool started;
+};
+
+static int drop_supplementary_groups(struct sbx_error *err)
+{
+        /* A child inherits the supervisor's supplementary groups (root's gid 0 among them) and,
+         * with setgroups denied in its user namespace, could never drop them: files readable by
+         * the host's root group would be readable inside. So the supervisor holds none. */
+        static bool done;
+        if (done)
+                return 0;
+        if (setgroups(0, NULL) < 0)
+                return sbx_error_set(err, errno, "setgroups(0)");
+        done = true;
+        return 0;
+}
+
+static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
+                         struct sbx_error *err)
+{
+        if (drop_supplementary_groups(err) < 0)
+                return sbx_error_prefix(err, "setup step 'userns'");
+        struct sbx_sandbox *sandbox = calloc(1, sizeof(*sandbox));
+        if (sandbox == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate sandbox");
+        sandbox->spec = spec;
+        launch_process_init(&sandbox->proc);
+
+        if (cgroup_create(NATIVE_MAX_SLOTS, &sandbox->cgroup, err) < 0) {
+                free(sandbox);
+                return sbx_error_prefix(err, "setup step 'cgroup'");
+        }
+        struct cgroup_limits limits = {
+            .memory_bytes = spec->limits.memory_bytes,
+            .pids = spec->limits.pids,
+            .cpu_millicores = spec->limits.cpu_millicores,
+        };
+        int rc;
+        if (spec->test.fail_step != NULL && strcmp(spec->test.fail_step, "cgroup") == 0)
+                rc = sbx_error_set(err, EPERM, "forced to fail by the test hook");
+        else
+                rc = cgroup_set_limits(sandbox->cgroup, &limits, err);
+        if (rc < 0) {
+                cgroup_destroy(sandbox->cgroup);
+                free(sandbox);
+                return sbx_error_prefix(err, "setup step 'cgroup'");
+        }
+        *out = sandbox;
+        return 0;
+}
+
+static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        unsigned host_id = SBX_HOST_ID_BASE + cgroup_slot(sandbox->cgroup);
+        sandbox->started = true;
+        return launch_start(sandbox->spec, sandbox->cgroup, host_id, &sandbox->proc, err);
+}
+
+static int native_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        return cgroup_kill_all(sandbox->cgroup, err);
+}
+
+static int kill_callback(void *ctx, struct sbx_error *err)
+{
+        return native_kill(ctx, err);
+}
+
+static void read_report(struct sbx_sandbox *sandbox, int init_status, struct sbx_run *run)
+{
+        struct launch_report report;
+        ssize_t n = read(sandbox->proc.report_fd, &report, sizeof(report));
+        if (n == (ssize_t)sizeof(report)) {
+                int status = report.wait_status;
+                run->exited = WIFEXITED(status);
+                run->exit_code = run->exited ? WEXITSTATUS(status) : -1;
+                run->signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
+                if (report.disk_known) {
+                        run->disk_known = true;
+                        run->disk_total_bytes = report.disk_total_bytes;
+                        run->disk_used_bytes = report.disk_total_bytes - report.disk_free_bytes;
+                        run->inodes_free = report.inodes_free;
+                }
+                return;
+        }
+        /* No report: init itself was killed (deadline, output cap, OOM) before the program
+         * ended, so the program died with it. */
+        run->exited = false;
+        run->exit_code = -1;
+        run->signal = WIFSIGNALED(init_status) ? WTERMSIG(init_status) : SIGKILL;
+}
+
+static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
+{
+        uint64_t started = sbx_now_us();
+        struct sbx_supervise params = {
+            .stdin_fd = sandbox->proc.stdin_fd,
+            .stdin_data = sandbox->spec->stdin_data,
+            .stdin_size = sandbox->spec->stdin_size,
+            .stdout_fd = sandbox->proc.stdout_fd,
+            .stderr_fd = sandbox->proc.stderr_fd,
+            .pidfd = sandbox->proc.pidfd,
+            .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
+            .output_cap = sandbox->spec->limits.output_bytes,
+            .kill = kill_callback,
+            .kill_ctx = sandbox,
+        };
+        /* sbx_supervise closes these three. */
+        sandbox->proc.stdin_fd = -1;
+        sandbox->proc.stdout_fd = -1;
+        sandbox->proc.stderr_fd = -1;
+        int rc = sbx_supervise(&params, run, err);
+        int init_status = 0;
+        if (launch_reap(&sandbox->proc, &init_status, rc == 0 ? err : &(struct sbx_error){0}) < 0)
+                rc = -1;
+        run->wall_us = sbx_now_us() - started;
+        read_report(sandbox, init_status, run);
+        return rc;
+}
+
+static int native_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence *evidence,
+                                struct sbx_error *err)
+{
+        return cgroup_read_evidence(sandbox->cgroup, evidence, err);
+}
+
+static void native_destroy(struct sbx_sandbox *sandbox)
+{
+        if (sandbox == NULL)
+                return;
+        struct sbx_error err = {0};
+        if (sandbox->proc.pid > 0 && cgroup_kill_all(sandbox->cgroup, &err) < 0)
+                sbx_warn("destroy: %s", err.message);
+        launch_release(&sandbox->proc);
+        cgroup_destroy(sandbox->cgroup);
+        free(sandbox);
+}
+
+static int native_reconcile(struct sbx_error *err)
+{
+        int removed = cgroup_reconcile(err);
+        if (removed < 0)
+                return -1;
+        if (removed > 0)
+                sbx_warn("reconcile: removed %d orphaned sandbox(es) left by an earlier crash",
+                         removed);
+        return 0;
+}
+
+const struct sbx_backend sbx_native_backend = {
+    .name = "native",
+    .create = native_create,
+    .start = native_start,
+    .wait = native_wait,
+    .kill = native_kill,
+    .read_evidence = native_read_evidence,
+    .destroy = native_destroy,
+    .reconcile = native_reconcile,
+};

@@ -1,0 +1,160 @@
+#include "sandbox/supervise.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#include "util/log.h"
+#include "util/time.h"
+
+/* After the sandbox has been killed or its init has exited, every process holding a pipe is dead
+ * or dying, so the pipes reach end of file within milliseconds. This bound only guards against a
+ * kernel surprise: the supervisor must always return. */
+#define DRAIN_BOUND_US (2 * 1000 * 1000)
+
+/* Bytes read per read(): large enough that a flood costs few system calls, small enough for the
+ * stack. */
+#define READ_CHUNK 65536
+
+struct stream {
+        int fd;
+        struct sbx_buffer *buffer;
+};
+
+static void close_fd(int *fd)
+{
+        if (*fd >= 0) {
+                close(*fd);
+                *fd = -1;
+        }
+}
+
+/* Reads what is available on one stream. Returns true when the cap was passed by this read. */
+static bool drain_stream(struct stream *stream)
+{
+        char chunk[READ_CHUNK];
+        ssize_t n = read(stream->fd, chunk, sizeof(chunk));
+        if (n < 0) {
+                if (errno == EINTR || errno == EAGAIN)
+                        return false;
+                close_fd(&stream->fd); /* EIO and friends: treat as end of stream */
+                return false;
+        }
+        if (n == 0) {
+                close_fd(&stream->fd);
+                return false;
+        }
+        bool was_over = stream->buffer->overflow;
+        if (sbx_buffer_append(stream->buffer, chunk, (size_t)n) < 0) {
+                /* Out of memory in the supervisor: keep what we have, stop collecting. */
+                stream->buffer->overflow = true;
+        }
+        return !was_over && stream->buffer->overflow;
+}
+
+int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err)
+{
+        sbx_buffer_init(&run->out, params->output_cap);
+        sbx_buffer_init(&run->err, params->output_cap);
+        struct stream streams[2] = {
+            {params->stdout_fd, &run->out},
+            {params->stderr_fd, &run->err},
+        };
+        int stdin_fd = params->stdin_fd;
+        const char *stdin_next = params->stdin_data;
+        size_t stdin_left = params->stdin_size;
+        if (stdin_left == 0)
+                close_fd(&stdin_fd); /* the program sees end of file at once */
+
+        bool exited = false;
+        bool killed = false;
+        uint64_t drain_deadline_us = 0;
+        int rc = 0;
+
+        while (!exited || streams[0].fd >= 0 || streams[1].fd >= 0) {
+                uint64_t now = sbx_now_us();
+                if (!killed && now >= params->deadline_us) {
+                        run->wall_timeout = true;
+                        killed = true;
+                        if (params->kill(params->kill_ctx, err) < 0)
+                                rc = -1;
+                }
+                if ((killed || exited) && drain_deadline_us == 0)
+                        drain_deadline_us = now + DRAIN_BOUND_US;
+                if (drain_deadline_us != 0 && now >= drain_deadline_us) {
+                        sbx_warn("supervise: output pipes still open %u ms after the end; closing",
+                                 DRAIN_BOUND_US / 1000);
+                        break;
+                }
+
+                struct pollfd fds[4];
+                nfds_t n = 0;
+                int stream_slot[2] = {-1, -1};
+                for (int i = 0; i < 2; i++) {
+                        if (streams[i].fd >= 0) {
+                                stream_slot[i] = (int)n;
+                                fds[n++] = (struct pollfd){.fd = streams[i].fd, .events = POLLIN};
+                        }
+                }
+                int stdin_slot = -1;
+                if (stdin_fd >= 0) {
+                        stdin_slot = (int)n;
+                        fds[n++] = (struct pollfd){.fd = stdin_fd, .events = POLLOUT};
+                }
+                int pid_slot = -1;
+                if (!exited) {
+                        pid_slot = (int)n;
+                        fds[n++] = (struct pollfd){.fd = params->pidfd, .events = POLLIN};
+                }
+
+                uint64_t wake = drain_deadline_us != 0
+                                    ? drain_deadline_us
+                                    : (killed ? now + DRAIN_BOUND_US : params->deadline_us);
+                int timeout_ms = wake > now ? (int)((wake - now + 999) / 1000) : 0;
+                int ready = poll(fds, n, timeout_ms);
+                if (ready < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        rc = sbx_error_set(err, errno, "supervise: poll");
+                        break;
+                }
+                if (ready == 0)
+                        continue;
+
+                for (int i = 0; i < 2; i++) {
+                        int slot = stream_slot[i];
+                        if (slot < 0 || fds[slot].revents == 0)
+                                continue;
+                        if (drain_stream(&streams[i]) && !killed) {
+                                /* Past the cap: the run is over; keep reading to drain. */
+                                run->output_limit = true;
+                                killed = true;
+                                if (params->kill(params->kill_ctx, err) < 0)
+                                        rc = -1;
+                        }
+                }
+                if (stdin_slot >= 0 && fds[stdin_slot].revents != 0) {
+                        if (fds[stdin_slot].revents & (POLLERR | POLLHUP)) {
+                                close_fd(&stdin_fd); /* the program closed its stdin */
+                        } else {
+                                ssize_t w = write(stdin_fd, stdin_next, stdin_left);
+                                if (w > 0) {
+                                        stdin_next += w;
+                                        stdin_left -= (size_t)w;
+                                        if (stdin_left == 0)
+                                                close_fd(&stdin_fd);
+                                } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
+                                        close_fd(&stdin_fd); /* EPIPE: nobody reads any more */
+                                }
+                        }
+                }
+                if (pid_slot >= 0 && fds[pid_slot].revents != 0)
+                        exited = true;
+        }
+
+        close_fd(&stdin_fd);
+        close_fd(&streams[0].fd);
+        close_fd(&streams[1].fd);
+        return rc;
+}

@@ -1,0 +1,29 @@
+/* The supervisor's I/O loop, shared by every backend: feeds stdin, drains stdout and stderr
+ * concurrently under a per-stream byte cap, and enforces the wall deadline. The kernel enforces
+ * every other limit; this loop only reads pipes and watches the clock. */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sandbox/sandbox.h"
+#include "util/error.h"
+
+struct sbx_supervise {
+        int stdin_fd; /* write end of the program's stdin (non-blocking), or -1; closed here */
+        const void *stdin_data;
+        size_t stdin_size;
+        int stdout_fd; /* read ends of the program's stdout and stderr; closed here */
+        int stderr_fd;
+        int pidfd;            /* readable when the process whose exit ends the run has exited */
+        uint64_t deadline_us; /* CLOCK_MONOTONIC (sbx_now_us) at which the sandbox is killed */
+        size_t output_cap;    /* bytes kept per stream; one more ends the run */
+        /* Kills every process of the sandbox; called at the deadline and at the output cap. */
+        int (*kill)(void *ctx, struct sbx_error *err);
+        void *kill_ctx;
+};
+
+/* Runs the loop until the process behind pidfd has exited and both output pipes are at end of
+ * file. Fills run->out, run->err (initialised here), run->wall_timeout and run->output_limit; the
+ * caller reaps the process and fills the exit status. */
+int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err);

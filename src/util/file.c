@@ -1,0 +1,63 @@
+#include "util/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+
+int sbx_write_all(int fd, const void *data, size_t len)
+{
+        const char *p = data;
+        while (len > 0) {
+                ssize_t n = write(fd, p, len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -1;
+                }
+                p += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+int sbx_write_file_at(int dirfd, const char *name, const char *text, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_WRONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "open %s", name);
+        /* One write() per value: cgroup and /proc control files parse each write as a whole. */
+        size_t len = strlen(text);
+        ssize_t n;
+        do
+                n = write(fd, text, len);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return sbx_error_set(err, errno, "write '%s' to %s", text, name);
+        if ((size_t)n != len)
+                return sbx_error_set(err, EIO, "short write to %s", name);
+        return 0;
+}
+
+int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "open %s", name);
+        size_t len = 0;
+        while (len + 1 < size) {
+                ssize_t n = read(fd, buf + len, size - 1 - len);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return sbx_error_set(err, errno, "read %s", name);
+                }
+                if (n == 0)
+                        break;
+                len += (size_t)n;
+        }
+        buf[len] = '\0';
+        return (int)len;
+}

@@ -1,0 +1,18 @@
+/* Small-file helpers for kernel interfaces (cgroup files, /proc maps). Every path is opened
+ * relative to a directory fd with O_NOFOLLOW|O_CLOEXEC: the supervisor never follows a link it did
+ * not create. */
+#pragma once
+
+#include <stddef.h>
+
+#include "util/error.h"
+
+/* Writes the whole string to dirfd/name (O_WRONLY, no create, no truncation semantics beyond what
+ * the kernel file does). dirfd may be AT_FDCWD. */
+int sbx_write_file_at(int dirfd, const char *name, const char *text, struct sbx_error *err);
+
+/* Reads at most size-1 bytes of dirfd/name into buf and NUL-terminates it. Returns the length. */
+int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct sbx_error *err);
+
+/* Writes all of len bytes to fd, retrying on EINTR and short writes. Returns 0 or -1 (errno). */
+int sbx_write_all(int fd, const void *data, size_t len);

@@ -1,0 +1,10 @@
+#include "util/time.h"
+
+#include <time.h>
+
+uint64_t sbx_now_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
