@@ -7,7 +7,7 @@ PACKAGES="
   build-essential pkg-config meson ninja-build clang-format
   libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libsqlite3-dev
   libpq-dev libinih-dev libssl-dev libcurl4-openssl-dev libcmocka-dev
-  python3 python3-pytest python3-requests
+  python3 python3-pytest python3-requests python3-jsonschema
   bash coreutils procps iproute2 util-linux
   bubblewrap
 "

@@ -102,9 +102,9 @@ static int parse_layer(const char *name, unsigned *layers)
                 const char *name;
                 enum sbx_layer layer;
         } known[] = {
-            {"seccomp", SBX_LAYER_SECCOMP}, {"landlock", SBX_LAYER_LANDLOCK},
-            {"caps", SBX_LAYER_CAPS},       {"no_new_privs", SBX_LAYER_NO_NEW_PRIVS},
-            {"rlimits", SBX_LAYER_RLIMITS}, {"netns", SBX_LAYER_NETNS},
+                {"seccomp", SBX_LAYER_SECCOMP}, {"landlock", SBX_LAYER_LANDLOCK},
+                {"caps", SBX_LAYER_CAPS},       {"no_new_privs", SBX_LAYER_NO_NEW_PRIVS},
+                {"rlimits", SBX_LAYER_RLIMITS}, {"netns", SBX_LAYER_NETNS},
         };
         for (size_t i = 0; i < SBX_ARRAY_SIZE(known); i++) {
                 if (strcmp(known[i].name, name) == 0) {
@@ -161,21 +161,21 @@ enum {
 };
 
 static const struct option run_options[] = {
-    {"lang", required_argument, NULL, OPT_LANG},
-    {"memory", required_argument, NULL, OPT_MEMORY},
-    {"pids", required_argument, NULL, OPT_PIDS},
-    {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
-    {"cpus", required_argument, NULL, OPT_CPUS},
-    {"timeout", required_argument, NULL, OPT_TIMEOUT},
-    {"disk", required_argument, NULL, OPT_DISK},
-    {"output", required_argument, NULL, OPT_OUTPUT},
-    {"open-files", required_argument, NULL, OPT_OPEN_FILES},
-    {"stdin", required_argument, NULL, OPT_STDIN},
-    {"json", no_argument, NULL, OPT_JSON},
-    {"test-fail-step", required_argument, NULL, OPT_TEST_FAIL_STEP},
-    {"test-without", required_argument, NULL, OPT_TEST_WITHOUT},
-    {"help", no_argument, NULL, 'h'},
-    {NULL, 0, NULL, 0},
+        {"lang", required_argument, NULL, OPT_LANG},
+        {"memory", required_argument, NULL, OPT_MEMORY},
+        {"pids", required_argument, NULL, OPT_PIDS},
+        {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
+        {"cpus", required_argument, NULL, OPT_CPUS},
+        {"timeout", required_argument, NULL, OPT_TIMEOUT},
+        {"disk", required_argument, NULL, OPT_DISK},
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {"open-files", required_argument, NULL, OPT_OPEN_FILES},
+        {"stdin", required_argument, NULL, OPT_STDIN},
+        {"json", no_argument, NULL, OPT_JSON},
+        {"test-fail-step", required_argument, NULL, OPT_TEST_FAIL_STEP},
+        {"test-without", required_argument, NULL, OPT_TEST_WITHOUT},
+        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
 };
 
 int cli_run(int argc, char **argv)

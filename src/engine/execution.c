@@ -14,22 +14,91 @@
 
 #define MIB (1024ull * 1024ull)
 
-/* The environment every program gets, and nothing else of the host's. */
+/* The environment every program gets, and nothing else of the host's; a request may add to it
+ * (sbx_request_env_valid) but not replace these. */
 static const char *const sandbox_environment[] = {
-    "PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/workspace", "TMPDIR=/tmp", "LANG=C.UTF-8", NULL,
+        "PATH=/usr/local/bin:/usr/bin:/bin",
+        "HOME=/workspace",
+        "TMPDIR=/tmp",
+        "LANG=C.UTF-8",
 };
+
+bool sbx_request_path_valid(const char *path)
+{
+        size_t len = strnlen(path, SBX_MAX_FILE_PATH + 1);
+        if (len == 0 || len > SBX_MAX_FILE_PATH || path[0] == '/')
+                return false;
+        const char *component = path;
+        for (size_t i = 0; i <= len; i++) {
+                char c = path[i];
+                if (c == '/' || c == '\0') {
+                        size_t n = (size_t)(path + i - component);
+                        if (n == 0 || (n == 1 && component[0] == '.') ||
+                            (n == 2 && component[0] == '.' && component[1] == '.'))
+                                return false;
+                        component = path + i + 1;
+                        continue;
+                }
+                if (c < 0x20 || c > 0x7e || c == '\\')
+                        return false;
+        }
+        return true;
+}
+
+bool sbx_request_env_valid(const char *entry)
+{
+        size_t len = strnlen(entry, SBX_MAX_ENV_BYTES + 1);
+        if (len > SBX_MAX_ENV_BYTES)
+                return false;
+        const char *equals = strchr(entry, '=');
+        if (equals == NULL)
+                return false;
+        size_t name_len = (size_t)(equals - entry);
+        if (name_len == 0 || name_len > 64)
+                return false;
+        for (size_t i = 0; i < name_len; i++) {
+                char c = entry[i];
+                bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                          (i > 0 && c >= '0' && c <= '9');
+                if (!ok)
+                        return false;
+        }
+        if (name_len >= 3 && strncmp(entry, "LD_", 3) == 0)
+                return false;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(sandbox_environment); i++) {
+                const char *fixed = sandbox_environment[i];
+                size_t fixed_len = (size_t)(strchr(fixed, '=') - fixed);
+                if (fixed_len == name_len && strncmp(fixed, entry, name_len) == 0)
+                        return false;
+        }
+        return true;
+}
+
+/* The base environment followed by the request's additions, NULL-terminated. */
+static const char **build_envp(const struct sbx_request *request)
+{
+        size_t base = SBX_ARRAY_SIZE(sandbox_environment);
+        const char **envp = calloc(base + request->n_env + 1, sizeof(*envp));
+        if (envp == NULL)
+                return NULL;
+        for (size_t i = 0; i < base; i++)
+                envp[i] = sandbox_environment[i];
+        for (size_t i = 0; i < request->n_env; i++)
+                envp[base + i] = request->env[i];
+        return envp;
+}
 
 void sbx_limits_default(struct sbx_limits *limits)
 {
         *limits = (struct sbx_limits){
-            .wall_ms = 10 * 1000,
-            .cpu_ms = 10 * 1000,
-            .memory_bytes = 256 * MIB,
-            .pids = 64,
-            .disk_bytes = 64 * MIB,
-            .output_bytes = 1 * MIB,
-            .open_files = 256,
-            .cpu_millicores = 1000,
+                .wall_ms = 10 * 1000,
+                .cpu_ms = 10 * 1000,
+                .memory_bytes = 256 * MIB,
+                .pids = 64,
+                .disk_bytes = 64 * MIB,
+                .output_bytes = 1 * MIB,
+                .open_files = 256,
+                .cpu_millicores = 1000,
         };
 }
 
@@ -86,26 +155,43 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
         if (backend == NULL)
                 return sbx_error_set(err, EINVAL, "unknown backend '%s'", request->backend);
 
-        char program_path[64];
-        snprintf(program_path, sizeof(program_path), "/workspace/%s", language->file_name);
-        _cleanup_free_ const char **argv = build_argv(language, request, program_path);
-        if (argv == NULL)
-                return sbx_error_set(err, ENOMEM, "allocate argv");
+        /* The API checks these too; the engine checks again: it trusts no caller. */
+        if (request->code == NULL && (request->n_files == 0 || request->entrypoint == NULL ||
+                                      !sbx_request_path_valid(request->entrypoint)))
+                return sbx_error_set(err, EINVAL, "no code, or files without a valid entrypoint");
+        if (request->n_files > SBX_MAX_FILES || request->n_args > SBX_MAX_ARGS ||
+            request->n_env > SBX_MAX_ENV)
+                return sbx_error_set(err, EINVAL, "too many files, args or env entries");
+        for (size_t i = 0; i < request->n_files; i++)
+                if (!sbx_request_path_valid(request->files[i].path))
+                        return sbx_error_set(err, EINVAL, "invalid file path");
+        for (size_t i = 0; i < request->n_env; i++)
+                if (!sbx_request_env_valid(request->env[i]))
+                        return sbx_error_set(err, EINVAL, "invalid env entry");
+
         struct sbx_file program = {
-            .path = language->file_name,
-            .data = request->code,
-            .size = request->code_size,
+                .path = language->file_name,
+                .data = request->code,
+                .size = request->code_size,
         };
+        bool single = request->code != NULL;
+        char program_path[SBX_MAX_FILE_PATH + 16];
+        snprintf(program_path, sizeof(program_path), "/workspace/%s",
+                 single ? language->file_name : request->entrypoint);
+        _cleanup_free_ const char **argv = build_argv(language, request, program_path);
+        _cleanup_free_ const char **envp = build_envp(request);
+        if (argv == NULL || envp == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate argv");
         struct sbx_spec spec = {
-            .argv = argv,
-            .envp = sandbox_environment,
-            .files = &program,
-            .n_files = 1,
-            .stdin_data = request->stdin_data,
-            .stdin_size = request->stdin_size,
-            .limits = request->limits,
-            .network = SBX_NETWORK_NONE,
-            .test = request->test,
+                .argv = argv,
+                .envp = envp,
+                .files = single ? &program : request->files,
+                .n_files = single ? 1 : request->n_files,
+                .stdin_data = request->stdin_data,
+                .stdin_size = request->stdin_size,
+                .limits = request->limits,
+                .network = SBX_NETWORK_NONE,
+                .test = request->test,
         };
 
         *result = (struct sbx_result){.limits = request->limits, .backend = backend->name};

@@ -2,24 +2,53 @@
  * start it, supervise it, read the evidence, tear it down, decide the status, time every phase. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "engine/result.h"
 #include "sandbox/sandbox.h"
 #include "util/error.h"
 
+/* Limits on what one request may carry; the API's settings pipeline and the engine both enforce
+ * them (the engine again, on every message). */
+#define SBX_MAX_FILES       64
+#define SBX_MAX_FILE_PATH   255
+#define SBX_MAX_ARGS        64
+#define SBX_MAX_ARG_BYTES   4096
+#define SBX_MAX_ENV         64
+#define SBX_MAX_ENV_BYTES   4096
+#define SBX_MAX_CODE_BYTES  (4u * 1024u * 1024u) /* all files together */
+#define SBX_MAX_STDIN_BYTES (4u * 1024u * 1024u)
+
 struct sbx_request {
         const char *language; /* sbx_language_find() name */
-        const char *code;     /* the program text: /workspace/<language file_name> */
+        /* Either code (one program: /workspace/<language file_name>) ... */
+        const char *code;
         size_t code_size;
+        /* ... or files (code NULL) with entrypoint naming the one to run. Paths are relative to
+         * /workspace and already validated (sbx_request_path_valid). */
+        const struct sbx_file *files;
+        size_t n_files;
+        const char *entrypoint;
         const char *const *args; /* extra argv after the program file */
         size_t n_args;
+        const char *const *env; /* extra "NAME=value" entries (sbx_request_env_valid) */
+        size_t n_env;
         const void *stdin_data;
         size_t stdin_size;
         struct sbx_limits limits;
         const char *backend; /* NULL = "native" */
         struct sbx_test_hooks test;
 };
+
+/* Whether path may name a file in /workspace: relative, no "." or ".." component, no empty
+ * component, no NUL, at most SBX_MAX_FILE_PATH bytes, printable ASCII without backslash. */
+bool sbx_request_path_valid(const char *path);
+
+/* Whether entry is "NAME=value" with NAME matching [A-Za-z_][A-Za-z0-9_]{0,63}, not starting with
+ * LD_ (the dynamic loader's knobs) and not one of the variables sandboxd sets itself (PATH, HOME,
+ * TMPDIR, LANG), and the whole entry at most SBX_MAX_ENV_BYTES. */
+bool sbx_request_env_valid(const char *entry);
 
 /* The built-in default limits (README documents them). */
 void sbx_limits_default(struct sbx_limits *limits);

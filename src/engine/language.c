@@ -7,9 +7,9 @@
 static const char *const no_args[] = {NULL};
 
 static const struct sbx_language languages[] = {
-    {"python", "main.py", "/usr/bin/python3", no_args},
-    {"bash", "main.sh", "/bin/bash", no_args},
-    {"sh", "main.sh", "/bin/sh", no_args},
+        {"python", "main.py", "/usr/bin/python3", no_args},
+        {"bash", "main.sh", "/bin/bash", no_args},
+        {"sh", "main.sh", "/bin/sh", no_args},
 };
 
 const struct sbx_language *sbx_language_find(const char *name)

@@ -9,16 +9,16 @@
 #define DISK_FULL_SLACK_BYTES (64 * 1024)
 
 static const char *const status_names[] = {
-    [SBX_STATUS_OK] = "ok",
-    [SBX_STATUS_EXIT_NONZERO] = "exit_nonzero",
-    [SBX_STATUS_SIGNALED] = "signaled",
-    [SBX_STATUS_TIMEOUT] = "timeout",
-    [SBX_STATUS_MEMORY_LIMIT] = "memory_limit",
-    [SBX_STATUS_PIDS_LIMIT] = "pids_limit",
-    [SBX_STATUS_OUTPUT_LIMIT] = "output_limit",
-    [SBX_STATUS_DISK_FULL] = "disk_full",
-    [SBX_STATUS_COMPILE_ERROR] = "compile_error",
-    [SBX_STATUS_INTERNAL_ERROR] = "internal_error",
+        [SBX_STATUS_OK] = "ok",
+        [SBX_STATUS_EXIT_NONZERO] = "exit_nonzero",
+        [SBX_STATUS_SIGNALED] = "signaled",
+        [SBX_STATUS_TIMEOUT] = "timeout",
+        [SBX_STATUS_MEMORY_LIMIT] = "memory_limit",
+        [SBX_STATUS_PIDS_LIMIT] = "pids_limit",
+        [SBX_STATUS_OUTPUT_LIMIT] = "output_limit",
+        [SBX_STATUS_DISK_FULL] = "disk_full",
+        [SBX_STATUS_COMPILE_ERROR] = "compile_error",
+        [SBX_STATUS_INTERNAL_ERROR] = "internal_error",
 };
 
 const char *sbx_status_name(enum sbx_status status)

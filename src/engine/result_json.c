@@ -82,12 +82,13 @@ static json_t *evidence_json(const struct sbx_result *r)
 {
         const struct sbx_evidence *e = &r->evidence;
         return json_pack(
-            "{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:b}", "oom_kills", (json_int_t)e->oom_kills,
-            "memory_max_events", (json_int_t)e->memory_max_events, "pids_max_events",
-            (json_int_t)e->pids_max_events, "cpu_usage_us", (json_int_t)e->cpu_usage_us,
-            "cpu_throttled_us", (json_int_t)e->cpu_throttled_us, "cpu_nr_throttled",
-            (json_int_t)e->cpu_nr_throttled, "wall_timeout", r->run.wall_timeout, "output_limit",
-            r->run.output_limit, "disk_full", r->status == SBX_STATUS_DISK_FULL);
+                "{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:b}", "oom_kills",
+                (json_int_t)e->oom_kills, "memory_max_events", (json_int_t)e->memory_max_events,
+                "pids_max_events", (json_int_t)e->pids_max_events, "cpu_usage_us",
+                (json_int_t)e->cpu_usage_us, "cpu_throttled_us", (json_int_t)e->cpu_throttled_us,
+                "cpu_nr_throttled", (json_int_t)e->cpu_nr_throttled, "wall_timeout",
+                r->run.wall_timeout, "output_limit", r->run.output_limit, "disk_full",
+                r->status == SBX_STATUS_DISK_FULL);
 }
 
 static json_t *usage_json(const struct sbx_result *r)
@@ -112,18 +113,18 @@ json_t *sbx_result_to_json(const struct sbx_result *r)
 {
         bool exited = r->status != SBX_STATUS_INTERNAL_ERROR && r->run.exited;
         bool signaled =
-            r->status != SBX_STATUS_INTERNAL_ERROR && !r->run.exited && r->run.signal != 0;
-        json_t *object =
-            json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:{s:b, s:b}, s:o, s:o, s:o, s:o, s:s, s:b}",
-                      "id", r->id, "status", sbx_status_name(r->status), "exit_code",
-                      exited ? json_integer(r->run.exit_code) : json_null(), "signal",
-                      signaled ? json_integer(r->run.signal) : json_null(), "stdout",
-                      utf8_string(r->run.out.data, r->run.out.len), "stderr",
-                      utf8_string(r->run.err.data, r->run.err.len), "truncated", "stdout",
-                      r->run.out.overflow, "stderr", r->run.err.overflow, "usage", usage_json(r),
-                      "limits", limits_json(&r->limits), "evidence", evidence_json(r), "timing",
-                      timing_json(&r->timing), "backend", r->backend ? r->backend : "native",
-                      "pooled", r->pooled);
+                r->status != SBX_STATUS_INTERNAL_ERROR && !r->run.exited && r->run.signal != 0;
+        json_t *object = json_pack(
+                "{s:s, s:s, s:o, s:o, s:o, s:o, s:{s:b, s:b}, s:o, s:o, s:o, s:o, s:s, s:b}", "id",
+                r->id, "status", sbx_status_name(r->status), "exit_code",
+                exited ? json_integer(r->run.exit_code) : json_null(), "signal",
+                signaled ? json_integer(r->run.signal) : json_null(), "stdout",
+                utf8_string(r->run.out.data, r->run.out.len), "stderr",
+                utf8_string(r->run.err.data, r->run.err.len), "truncated", "stdout",
+                r->run.out.overflow, "stderr", r->run.err.overflow, "usage", usage_json(r),
+                "limits", limits_json(&r->limits), "evidence", evidence_json(r), "timing",
+                timing_json(&r->timing), "backend", r->backend ? r->backend : "native", "pooled",
+                r->pooled);
         if (object != NULL && r->status == SBX_STATUS_INTERNAL_ERROR)
                 json_object_set_new(object, "error", json_string(r->error));
         return object;

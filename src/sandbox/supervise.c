@@ -58,8 +58,8 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
         sbx_buffer_init(&run->out, params->output_cap);
         sbx_buffer_init(&run->err, params->output_cap);
         struct stream streams[2] = {
-            {params->stdout_fd, &run->out},
-            {params->stderr_fd, &run->err},
+                {params->stdout_fd, &run->out},
+                {params->stderr_fd, &run->err},
         };
         int stdin_fd = params->stdin_fd;
         const char *stdin_next = params->stdin_data;
@@ -109,8 +109,8 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                 }
 
                 uint64_t wake = drain_deadline_us != 0
-                                    ? drain_deadline_us
-                                    : (killed ? now + DRAIN_BOUND_US : params->deadline_us);
+                                        ? drain_deadline_us
+                                        : (killed ? now + DRAIN_BOUND_US : params->deadline_us);
                 int timeout_ms = wake > now ? (int)((wake - now + 999) / 1000) : 0;
                 int ready = poll(fds, n, timeout_ms);
                 if (ready < 0) {

@@ -17,11 +17,11 @@ struct sbx_error {
  * Always returns -1 so that callers can write `return sbx_error_set(err, errno, "...")`.
  * err may be NULL. */
 int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+        __attribute__((format(printf, 3, 4)));
 
 /* Prepends "<context>: " to the message already in err. Returns -1. err may be NULL. */
 int sbx_error_prefix(struct sbx_error *err, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
+        __attribute__((format(printf, 2, 3)));
 
 /* Resets err to "no error". */
 void sbx_error_clear(struct sbx_error *err);

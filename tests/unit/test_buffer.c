@@ -198,17 +198,17 @@ static void test_free_resets_and_allows_reuse(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_init_is_empty),
-            cmocka_unit_test(test_append_within_cap),
-            cmocka_unit_test(test_fill_exactly_to_cap_is_no_overflow),
-            cmocka_unit_test(test_append_across_cap_keeps_prefix),
-            cmocka_unit_test(test_single_append_larger_than_cap),
-            cmocka_unit_test(test_empty_appends),
-            cmocka_unit_test(test_zero_cap_keeps_nothing),
-            cmocka_unit_test(test_binary_data_with_nuls),
-            cmocka_unit_test(test_growth_in_small_chunks),
-            cmocka_unit_test(test_huge_cap_allocates_lazily),
-            cmocka_unit_test(test_free_resets_and_allows_reuse),
+                cmocka_unit_test(test_init_is_empty),
+                cmocka_unit_test(test_append_within_cap),
+                cmocka_unit_test(test_fill_exactly_to_cap_is_no_overflow),
+                cmocka_unit_test(test_append_across_cap_keeps_prefix),
+                cmocka_unit_test(test_single_append_larger_than_cap),
+                cmocka_unit_test(test_empty_appends),
+                cmocka_unit_test(test_zero_cap_keeps_nothing),
+                cmocka_unit_test(test_binary_data_with_nuls),
+                cmocka_unit_test(test_growth_in_small_chunks),
+                cmocka_unit_test(test_huge_cap_allocates_lazily),
+                cmocka_unit_test(test_free_resets_and_allows_reuse),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -240,19 +240,19 @@ static void test_u64_rejects_junk(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_size_plain_bytes),
-            cmocka_unit_test(test_size_suffixes),
-            cmocka_unit_test(test_size_byte_spellings),
-            cmocka_unit_test(test_size_edges),
-            cmocka_unit_test(test_size_rejects_junk),
-            cmocka_unit_test(test_duration_units),
-            cmocka_unit_test(test_duration_bare_number_is_seconds),
-            cmocka_unit_test(test_duration_fractions),
-            cmocka_unit_test(test_duration_large),
-            cmocka_unit_test(test_duration_rejects_junk),
-            cmocka_unit_test(test_u64_valid),
-            cmocka_unit_test(test_u64_above_max),
-            cmocka_unit_test(test_u64_rejects_junk),
+                cmocka_unit_test(test_size_plain_bytes),
+                cmocka_unit_test(test_size_suffixes),
+                cmocka_unit_test(test_size_byte_spellings),
+                cmocka_unit_test(test_size_edges),
+                cmocka_unit_test(test_size_rejects_junk),
+                cmocka_unit_test(test_duration_units),
+                cmocka_unit_test(test_duration_bare_number_is_seconds),
+                cmocka_unit_test(test_duration_fractions),
+                cmocka_unit_test(test_duration_large),
+                cmocka_unit_test(test_duration_rejects_junk),
+                cmocka_unit_test(test_u64_valid),
+                cmocka_unit_test(test_u64_above_max),
+                cmocka_unit_test(test_u64_rejects_junk),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

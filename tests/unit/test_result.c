@@ -29,14 +29,14 @@ static void case_init(struct classify_case *c)
 {
         memset(c, 0, sizeof(*c));
         c->limits = (struct sbx_limits){
-            .wall_ms = 10000,
-            .cpu_ms = 10000,
-            .memory_bytes = 256 * MIB,
-            .pids = 64,
-            .disk_bytes = 64 * MIB,
-            .output_bytes = MIB,
-            .open_files = 256,
-            .cpu_millicores = 1000,
+                .wall_ms = 10000,
+                .cpu_ms = 10000,
+                .memory_bytes = 256 * MIB,
+                .pids = 64,
+                .disk_bytes = 64 * MIB,
+                .output_bytes = MIB,
+                .open_files = 256,
+                .cpu_millicores = 1000,
         };
         c->run.exited = true;
         c->run.exit_code = 0;
@@ -165,6 +165,21 @@ static void test_cpu_time_is_timeout(void **state)
         assert_status(&c, SBX_STATUS_TIMEOUT);
 }
 
+static void test_cpu_hard_limit_kill_is_timeout(void **state)
+{
+        /* A program that catches SIGXCPU runs on to the hard limit and gets SIGKILL there; with
+         * the CPU used at or past the cap that SIGKILL is the cpu-time limit, not a signal. */
+        struct classify_case c;
+        case_init(&c);
+        c.limits.cpu_ms = 1000;
+        c.evidence.cpu_usage_us = 2000 * 1000;
+        set_killed(&c, SIGKILL);
+        assert_status(&c, SBX_STATUS_TIMEOUT);
+        /* Control: the same SIGKILL far below the CPU cap is just a signal. */
+        c.evidence.cpu_usage_us = 100 * 1000;
+        assert_status(&c, SBX_STATUS_SIGNALED);
+}
+
 static void test_sigxfsz_is_disk_full(void **state)
 {
         struct classify_case c;
@@ -184,6 +199,18 @@ static void test_scratch_full_is_disk_full(void **state)
         set_exited(&c, 0);
         assert_status(&c, SBX_STATUS_DISK_FULL);
         set_killed(&c, SIGTERM);
+        assert_status(&c, SBX_STATUS_DISK_FULL);
+}
+
+static void test_scratch_full_but_for_a_partial_page_is_disk_full(void **state)
+{
+        /* A writer that hit ENOSPC can leave the last page partly used: still full. */
+        struct classify_case c;
+        case_init(&c);
+        set_scratch_full(&c);
+        c.run.disk_used_bytes = c.limits.disk_bytes - 4096;
+        c.run.inodes_free = 100;
+        set_exited(&c, 1);
         assert_status(&c, SBX_STATUS_DISK_FULL);
 }
 
@@ -349,25 +376,27 @@ static void test_classify_then_exit_code(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_names),
-            cmocka_unit_test(test_ok),
-            cmocka_unit_test(test_exit_nonzero),
-            cmocka_unit_test(test_signaled),
-            cmocka_unit_test(test_cpu_time_is_timeout),
-            cmocka_unit_test(test_sigxfsz_is_disk_full),
-            cmocka_unit_test(test_scratch_full_is_disk_full),
-            cmocka_unit_test(test_scratch_unknown_or_roomy_is_not_disk_full),
-            cmocka_unit_test(test_memory_limit),
-            cmocka_unit_test(test_memory_pressure_without_kill_is_not_memory_limit),
-            cmocka_unit_test(test_pids_limit),
-            cmocka_unit_test(test_output_limit_beats_everything),
-            cmocka_unit_test(test_wall_timeout_beats_memory),
-            cmocka_unit_test(test_memory_beats_pids),
-            cmocka_unit_test(test_pids_beats_disk),
-            cmocka_unit_test(test_disk_beats_cpu_time),
-            cmocka_unit_test(test_cpu_time_beats_plain_signal_and_exit),
-            cmocka_unit_test(test_cli_exit_codes),
-            cmocka_unit_test(test_classify_then_exit_code),
+                cmocka_unit_test(test_names),
+                cmocka_unit_test(test_ok),
+                cmocka_unit_test(test_exit_nonzero),
+                cmocka_unit_test(test_signaled),
+                cmocka_unit_test(test_cpu_time_is_timeout),
+                cmocka_unit_test(test_cpu_hard_limit_kill_is_timeout),
+                cmocka_unit_test(test_sigxfsz_is_disk_full),
+                cmocka_unit_test(test_scratch_full_is_disk_full),
+                cmocka_unit_test(test_scratch_full_but_for_a_partial_page_is_disk_full),
+                cmocka_unit_test(test_scratch_unknown_or_roomy_is_not_disk_full),
+                cmocka_unit_test(test_memory_limit),
+                cmocka_unit_test(test_memory_pressure_without_kill_is_not_memory_limit),
+                cmocka_unit_test(test_pids_limit),
+                cmocka_unit_test(test_output_limit_beats_everything),
+                cmocka_unit_test(test_wall_timeout_beats_memory),
+                cmocka_unit_test(test_memory_beats_pids),
+                cmocka_unit_test(test_pids_beats_disk),
+                cmocka_unit_test(test_disk_beats_cpu_time),
+                cmocka_unit_test(test_cpu_time_beats_plain_signal_and_exit),
+                cmocka_unit_test(test_cli_exit_codes),
+                cmocka_unit_test(test_classify_then_exit_code),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -44,11 +44,11 @@ static void test_typical_limits(void **state)
 {
         (void)state;
         struct sbx_limits limits = {
-            .cpu_ms = 5000,
-            .memory_bytes = 256 * MIB,
-            .pids = 64,
-            .disk_bytes = 64 * MIB,
-            .open_files = 256,
+                .cpu_ms = 5000,
+                .memory_bytes = 256 * MIB,
+                .pids = 64,
+                .disk_bytes = 64 * MIB,
+                .open_files = 256,
         };
         struct rlimit_setting plan[RLIMIT_PLAN_MAX];
         size_t n = rlimit_plan(&limits, plan);
@@ -103,7 +103,7 @@ static void test_cpu_rounds_up(void **state)
                 uint64_t cpu_ms;
                 rlim_t soft;
         } cases[] = {
-            {1, 1}, {999, 1}, {1000, 1}, {1001, 2}, {1500, 2}, {2000, 2}, {60001, 61},
+                {1, 1}, {999, 1}, {1000, 1}, {1001, 2}, {1500, 2}, {2000, 2}, {60001, 61},
         };
         for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
                 struct sbx_limits limits = {.cpu_ms = cases[i].cpu_ms};
@@ -140,12 +140,12 @@ static void test_stack_hard_is_at_least_soft(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_order_and_names),
-            cmocka_unit_test(test_typical_limits),
-            cmocka_unit_test(test_zero_means_no_cap),
-            cmocka_unit_test(test_cpu_rounds_up),
-            cmocka_unit_test(test_cpu_does_not_overflow),
-            cmocka_unit_test(test_stack_hard_is_at_least_soft),
+                cmocka_unit_test(test_order_and_names),
+                cmocka_unit_test(test_typical_limits),
+                cmocka_unit_test(test_zero_means_no_cap),
+                cmocka_unit_test(test_cpu_rounds_up),
+                cmocka_unit_test(test_cpu_does_not_overflow),
+                cmocka_unit_test(test_stack_hard_is_at_least_soft),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

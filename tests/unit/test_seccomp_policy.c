@@ -25,55 +25,55 @@
 #include "sandbox/native/seccomp.h"
 
 static const char *const required_refused[] = {
-    "unshare",
-    "setns",
-    "mount",
-    "umount2",
-    "pivot_root",
-    "chroot",
-    "open_tree",
-    "move_mount",
-    "fsopen",
-    "fsconfig",
-    "fsmount",
-    "fspick",
-    "mount_setattr",
-    "io_uring_setup",
-    "io_uring_enter",
-    "io_uring_register",
-    "bpf",
-    "perf_event_open",
-    "userfaultfd",
-    "keyctl",
-    "add_key",
-    "request_key",
-    "ptrace",
-    "process_vm_readv",
-    "process_vm_writev",
-    "pidfd_getfd",
-    "kcmp",
-    "settimeofday",
-    "clock_settime",
-    "clock_adjtime",
-    "adjtimex",
-    "open_by_handle_at",
-    "name_to_handle_at",
-    "kexec_load",
-    "kexec_file_load",
-    "init_module",
-    "finit_module",
-    "delete_module",
-    "reboot",
-    "swapon",
-    "swapoff",
-    "acct",
-    "quotactl",
-    "quotactl_fd",
-    "syslog",
-    "lookup_dcookie",
-    "vhangup",
-    "iopl",
-    "ioperm",
+        "unshare",
+        "setns",
+        "mount",
+        "umount2",
+        "pivot_root",
+        "chroot",
+        "open_tree",
+        "move_mount",
+        "fsopen",
+        "fsconfig",
+        "fsmount",
+        "fspick",
+        "mount_setattr",
+        "io_uring_setup",
+        "io_uring_enter",
+        "io_uring_register",
+        "bpf",
+        "perf_event_open",
+        "userfaultfd",
+        "keyctl",
+        "add_key",
+        "request_key",
+        "ptrace",
+        "process_vm_readv",
+        "process_vm_writev",
+        "pidfd_getfd",
+        "kcmp",
+        "settimeofday",
+        "clock_settime",
+        "clock_adjtime",
+        "adjtimex",
+        "open_by_handle_at",
+        "name_to_handle_at",
+        "kexec_load",
+        "kexec_file_load",
+        "init_module",
+        "finit_module",
+        "delete_module",
+        "reboot",
+        "swapon",
+        "swapoff",
+        "acct",
+        "quotactl",
+        "quotactl_fd",
+        "syslog",
+        "lookup_dcookie",
+        "vhangup",
+        "iopl",
+        "ioperm",
 };
 
 static const struct seccomp_rule *find_rule(const char *syscall, enum seccomp_match match,
@@ -121,7 +121,7 @@ static void test_required_calls_are_refused(void **state)
         (void)state;
         for (size_t i = 0; i < sizeof(required_refused) / sizeof(required_refused[0]); i++) {
                 const struct seccomp_rule *r =
-                    find_rule(required_refused[i], SECCOMP_MATCH_ALWAYS, 0, 0, 0);
+                        find_rule(required_refused[i], SECCOMP_MATCH_ALWAYS, 0, 0, 0);
                 if (r == NULL)
                         fail_msg("%s is not refused unconditionally", required_refused[i]);
                 else
@@ -210,6 +210,10 @@ static void test_filter_builds(void **state)
 /* Runs check() in a child under the loaded filter; returns its wait status. */
 static int run_filtered(int (*check)(void))
 {
+        /* As in the sandbox: compiled in the parent, loaded in the child. */
+        struct sbx_error prepare_err = {0};
+        if (seccomp_prepare(&prepare_err) < 0)
+                fail_msg("seccomp_prepare: %s", prepare_err.message);
         pid_t pid = fork();
         assert_true(pid >= 0);
         if (pid == 0) {
@@ -334,15 +338,15 @@ static void test_foreign_abis_are_killed(void **state)
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_every_rule_is_explained_and_valid),
-            cmocka_unit_test(test_required_calls_are_refused),
-            cmocka_unit_test(test_no_duplicate_rows),
-            cmocka_unit_test(test_one_errno_per_syscall),
-            cmocka_unit_test(test_every_name_resolves),
-            cmocka_unit_test(test_filter_builds),
-            cmocka_unit_test(test_loaded_filter_answers_with_policy_errnos),
+                cmocka_unit_test(test_every_rule_is_explained_and_valid),
+                cmocka_unit_test(test_required_calls_are_refused),
+                cmocka_unit_test(test_no_duplicate_rows),
+                cmocka_unit_test(test_one_errno_per_syscall),
+                cmocka_unit_test(test_every_name_resolves),
+                cmocka_unit_test(test_filter_builds),
+                cmocka_unit_test(test_loaded_filter_answers_with_policy_errnos),
 #ifdef __x86_64__
-            cmocka_unit_test(test_foreign_abis_are_killed),
+                cmocka_unit_test(test_foreign_abis_are_killed),
 #endif
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

@@ -62,7 +62,7 @@ enum cgroup_hierarchy {
 };
 
 static const char *const hierarchy_names[HIERARCHY_COUNT] = {
-    "unified", "memory", "pids", "cpu", "cpuacct", "freezer",
+        "unified", "memory", "pids", "cpu", "cpuacct", "freezer",
 };
 
 /* One hierarchy's part of a cgroup. Co-mounted controllers ("cpu,cpuacct") share one directory:
@@ -409,7 +409,7 @@ static int still_populated(struct cgroup *cg, bool *populated, struct sbx_error 
                 char events[256];
                 uint64_t value;
                 if (sbx_read_file_at(unified_fd, "cgroup.events", events, sizeof(events), err) <
-                        0 ||
+                            0 ||
                     cgroup_parse_keyed(events, "populated", &value, err) < 0)
                         return sbx_error_prefix(err, "cgroup: %s", cg->name);
                 if (value != 0) {
@@ -775,7 +775,7 @@ static int read_counters(const struct cgroup *cg, struct sbx_evidence *raw, stru
                                err) < 0 ||
                     read_value(memory_fd, "memory.peak", true, &raw->memory_peak_bytes, err) < 0 ||
                     read_keyed(cpu_fd, "cpu.stat", "usage_usec", false, &raw->cpu_usage_us, err) <
-                        0)
+                            0)
                         return -1;
                 /* Present only while the cpu controller is enabled for the cgroup. */
                 if (read_keyed(cpu_fd, "cpu.stat", "throttled_usec", true, &raw->cpu_throttled_us,
@@ -788,7 +788,7 @@ static int read_counters(const struct cgroup *cg, struct sbx_evidence *raw, stru
         uint64_t usage_ns = 0;
         uint64_t throttled_ns = 0;
         if (read_keyed(memory_fd, "memory.oom_control", "oom_kill", false, &raw->oom_kills, err) <
-                0 ||
+                    0 ||
             read_value(memory_fd, "memory.failcnt", false, &raw->memory_max_events, err) < 0 ||
             read_value(memory_fd, "memory.max_usage_in_bytes", false, &raw->memory_peak_bytes,
                        err) < 0 ||
@@ -861,7 +861,7 @@ static int set_v1_memory(int memory_fd, const char *value, struct sbx_error *err
 {
         struct stat st;
         bool has_memsw =
-            fstatat(memory_fd, "memory.memsw.limit_in_bytes", &st, AT_SYMLINK_NOFOLLOW) == 0;
+                fstatat(memory_fd, "memory.memsw.limit_in_bytes", &st, AT_SYMLINK_NOFOLLOW) == 0;
         /* The kernel keeps memory <= memory+swap: lowering goes memory first, raising memsw
          * first. The order that fails with EINVAL is the wrong one for this change. */
         struct sbx_error ignored;
@@ -1006,14 +1006,14 @@ int cgroup_read_evidence(struct cgroup *cg, struct sbx_evidence *evidence, struc
                 return sbx_error_prefix(err, "cgroup: %s: evidence", cg->name);
         const struct sbx_evidence *base = &cg->baseline;
         *evidence = (struct sbx_evidence){
-            .oom_kills = delta(now.oom_kills, base->oom_kills),
-            .memory_max_events = delta(now.memory_max_events, base->memory_max_events),
-            .memory_peak_bytes = now.memory_peak_bytes, /* a peak is not a count */
-            .pids_max_events = delta(now.pids_max_events, base->pids_max_events),
-            .pids_peak = now.pids_peak,
-            .cpu_usage_us = delta(now.cpu_usage_us, base->cpu_usage_us),
-            .cpu_throttled_us = delta(now.cpu_throttled_us, base->cpu_throttled_us),
-            .cpu_nr_throttled = delta(now.cpu_nr_throttled, base->cpu_nr_throttled),
+                .oom_kills = delta(now.oom_kills, base->oom_kills),
+                .memory_max_events = delta(now.memory_max_events, base->memory_max_events),
+                .memory_peak_bytes = now.memory_peak_bytes, /* a peak is not a count */
+                .pids_max_events = delta(now.pids_max_events, base->pids_max_events),
+                .pids_peak = now.pids_peak,
+                .cpu_usage_us = delta(now.cpu_usage_us, base->cpu_usage_us),
+                .cpu_throttled_us = delta(now.cpu_throttled_us, base->cpu_throttled_us),
+                .cpu_nr_throttled = delta(now.cpu_nr_throttled, base->cpu_nr_throttled),
         };
         return 0;
 }
@@ -1123,8 +1123,8 @@ int cgroup_reconcile(struct sbx_error *err)
         int removed = 0;
         int result = open_parents(probe, false, err);
         if (result == 0 && probe->dirs[probe->primary].parent_fd >= 0)
-                result =
-                    reconcile_primary(mounts, probe->dirs[probe->primary].parent_fd, &removed, err);
+                result = reconcile_primary(mounts, probe->dirs[probe->primary].parent_fd, &removed,
+                                           err);
         for (int h = 0; h < HIERARCHY_COUNT; h++) {
                 if (h == (int)probe->primary || !owns_directory(probe, h) ||
                     probe->dirs[h].parent_fd < 0)

@@ -81,11 +81,11 @@ static void note_v1_controllers(struct cgroup_mounts *out, const char *options, 
                 const char *name;
                 size_t offset;
         } controllers[] = {
-            {"memory", offsetof(struct cgroup_mounts, memory)},
-            {"pids", offsetof(struct cgroup_mounts, pids)},
-            {"cpu", offsetof(struct cgroup_mounts, cpu)},
-            {"cpuacct", offsetof(struct cgroup_mounts, cpuacct)},
-            {"freezer", offsetof(struct cgroup_mounts, freezer)},
+                {"memory", offsetof(struct cgroup_mounts, memory)},
+                {"pids", offsetof(struct cgroup_mounts, pids)},
+                {"cpu", offsetof(struct cgroup_mounts, cpu)},
+                {"cpuacct", offsetof(struct cgroup_mounts, cpuacct)},
+                {"freezer", offsetof(struct cgroup_mounts, freezer)},
         };
         const char *p = options;
         const char *end = options + length;
@@ -246,7 +246,7 @@ int cgroup_parse_proc_path(const char *proc_cgroup, const char *controller, char
                 /* "<id>:<controllers>:<path>"; the path may itself contain ':'. */
                 const char *first = memchr(line, ':', (size_t)(end - line));
                 const char *second =
-                    first ? memchr(first + 1, ':', (size_t)(end - first - 1)) : NULL;
+                        first ? memchr(first + 1, ':', (size_t)(end - first - 1)) : NULL;
                 if (second != NULL) {
                         for (const char *c = first + 1; c < second;) {
                                 const char *comma = memchr(c, ',', (size_t)(second - c));

@@ -80,20 +80,20 @@ struct landlock_path_rule {
 };
 
 static const struct landlock_path_rule landlock_path_rules[] = {
-    /* The runtime: read and run, nothing else. Rules follow the hierarchy across mounts, so
-     * this also covers /usr, /etc, /proc and /dev. */
-    {"/", ACCESS_FS_READ_EXECUTE},
-    /* The scratch tmpfs: the program's own files, including building and running binaries. */
-    {"/workspace", UINT64_MAX},
-    {"/tmp", UINT64_MAX},
-    {"/dev/shm", UINT64_MAX},
-    {"/dev/null", ACCESS_FS_DEVICE},
-    {"/dev/zero", ACCESS_FS_DEVICE},
-    {"/dev/full", ACCESS_FS_DEVICE},
-    {"/dev/random", ACCESS_FS_DEVICE},
-    {"/dev/urandom", ACCESS_FS_DEVICE},
-    /* The sandbox's private devpts: ptmx (opened through the /dev/ptmx link) and its pts. */
-    {"/dev/pts", ACCESS_FS_DEVICE},
+        /* The runtime: read and run, nothing else. Rules follow the hierarchy across mounts, so
+         * this also covers /usr, /etc, /proc and /dev. */
+        {"/", ACCESS_FS_READ_EXECUTE},
+        /* The scratch tmpfs: the program's own files, including building and running binaries. */
+        {"/workspace", UINT64_MAX},
+        {"/tmp", UINT64_MAX},
+        {"/dev/shm", UINT64_MAX},
+        {"/dev/null", ACCESS_FS_DEVICE},
+        {"/dev/zero", ACCESS_FS_DEVICE},
+        {"/dev/full", ACCESS_FS_DEVICE},
+        {"/dev/random", ACCESS_FS_DEVICE},
+        {"/dev/urandom", ACCESS_FS_DEVICE},
+        /* The sandbox's private devpts: ptmx (opened through the /dev/ptmx link) and its pts. */
+        {"/dev/pts", ACCESS_FS_DEVICE},
 };
 
 static int sys_landlock_create_ruleset(const void *attr, size_t size, uint32_t flags)
@@ -174,7 +174,7 @@ int landlock_apply(struct sbx_error *err)
                  * network namespace has only loopback; this also closes loopback TCP between
                  * processes that should not talk (and stays true if the netns layer is off). */
                 attr.handled_access_net =
-                    LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
+                        LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
                 attr_size = offsetof(struct landlock_ruleset_attr_v6, scoped);
         }
         if (abi >= 6) {

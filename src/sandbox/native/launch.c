@@ -157,10 +157,10 @@ static bool layer_on(const struct sbx_spec *spec, enum sbx_layer layer)
 #define STEP_OR_DIE(spec, error_fd, name, fn, ...)                                                 \
         do {                                                                                       \
                 struct sbx_error step_err_ = {0};                                                  \
-                int step_rc_ =                                                                     \
-                    hook_forces((spec), (name))                                                    \
-                        ? sbx_error_set(&step_err_, EPERM, "forced to fail by the test hook")      \
-                        : fn(__VA_ARGS__ __VA_OPT__(, ) & step_err_);                              \
+                int step_rc_ = hook_forces((spec), (name))                                         \
+                                       ? sbx_error_set(&step_err_, EPERM,                          \
+                                                       "forced to fail by the test hook")          \
+                                       : fn(__VA_ARGS__ __VA_OPT__(, ) & step_err_);               \
                 if (step_rc_ < 0)                                                                  \
                         fail_or_die((error_fd), (name), &step_err_);                               \
         } while (0)
@@ -207,8 +207,8 @@ static int write_files(const struct sbx_spec *spec, struct sbx_error *err)
                         return -1;
                 /* O_EXCL|O_NOFOLLOW: a fresh tmpfs holds nothing to follow, and never will. */
                 _cleanup_close_ int fd =
-                    open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                         file->executable ? 0755 : 0644);
+                        open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                             file->executable ? 0755 : 0644);
                 if (fd < 0)
                         return sbx_error_set(err, errno, "create %s", file->path);
                 if (sbx_write_all(fd, file->data, file->size) < 0)
@@ -390,12 +390,12 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
 void launch_process_init(struct launch_process *proc)
 {
         *proc = (struct launch_process){
-            .pid = 0,
-            .pidfd = -1,
-            .stdin_fd = -1,
-            .stdout_fd = -1,
-            .stderr_fd = -1,
-            .report_fd = -1,
+                .pid = 0,
+                .pidfd = -1,
+                .stdin_fd = -1,
+                .stdout_fd = -1,
+                .stderr_fd = -1,
+                .report_fd = -1,
         };
 }
 
@@ -465,10 +465,10 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
 
         int pidfd = -1;
         struct launch_clone_args args = {
-            .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
-                     CLONE_PIDFD,
-            .pidfd = (uint64_t)(uintptr_t)&pidfd,
-            .exit_signal = SIGCHLD,
+                .flags = CLONE_NEWUSER | CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | CLONE_NEWUTS |
+                         CLONE_PIDFD,
+                .pidfd = (uint64_t)(uintptr_t)&pidfd,
+                .exit_signal = SIGCHLD,
         };
         if (layer_on(spec, SBX_LAYER_NETNS))
                 args.flags |= CLONE_NEWNET;

@@ -71,7 +71,7 @@ static int make_directory(const char *path, mode_t mode, struct sbx_error *err)
 static int make_mount_point_file(const char *path, struct sbx_error *err)
 {
         _cleanup_close_ int fd =
-            open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+                open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
         if (fd < 0)
                 return sbx_error_set(err, errno, "create %s", path);
         return 0;
@@ -80,7 +80,7 @@ static int make_mount_point_file(const char *path, struct sbx_error *err)
 static int write_new_file(const char *path, const char *text, struct sbx_error *err)
 {
         _cleanup_close_ int fd =
-            open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+                open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (fd < 0)
                 return sbx_error_set(err, errno, "create %s", path);
         if (sbx_write_all(fd, text, strlen(text)) < 0)
@@ -119,8 +119,8 @@ static int bind_tree(const char *source, const char *target, uint64_t attr_set,
         /* AT_SYMLINK_NOFOLLOW: callers looked at the source with lstat(); a link swapped in since
          * must not redirect the bind. */
         _cleanup_close_ int tree =
-            open_tree(AT_FDCWD, source,
-                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
+                open_tree(AT_FDCWD, source,
+                          OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_SYMLINK_NOFOLLOW);
         if (tree < 0)
                 return sbx_error_set(err, errno, "open_tree %s", source);
         if (attr_set != 0) {
@@ -247,14 +247,14 @@ static int mirror_python_config(struct sbx_error *err)
 static int setup_etc(const struct mount_context *context, struct sbx_error *err)
 {
         static const char *const host_entries[] = {
-            "ld.so.cache",   /* the loader's library index: without it every lookup walks */
-            "ld.so.conf",    /* read by ldconfig-aware tools, harmless */
-            "ld.so.conf.d",  /* likewise */
-            "alternatives",  /* Debian's links (python, java, editors...) point through it */
-            "localtime",     /* a link into /usr/share/zoneinfo: copied as a link */
-            "nsswitch.conf", /* libc consults it for getpwnam and getaddrinfo */
-            "mime.types",    /* Python's mimetypes and others read it */
-            "ssl/certs",     /* public CA certificates only; ssl/private is never bound */
+                "ld.so.cache",   /* the loader's library index: without it every lookup walks */
+                "ld.so.conf",    /* read by ldconfig-aware tools, harmless */
+                "ld.so.conf.d",  /* likewise */
+                "alternatives",  /* Debian's links (python, java, editors...) point through it */
+                "localtime",     /* a link into /usr/share/zoneinfo: copied as a link */
+                "nsswitch.conf", /* libc consults it for getpwnam and getaddrinfo */
+                "mime.types",    /* Python's mimetypes and others read it */
+                "ssl/certs",     /* public CA certificates only; ssl/private is never bound */
         };
 
         if (make_directory("etc", 0755, err) < 0)
@@ -297,9 +297,9 @@ static int setup_dev(const struct mount_context *context, struct sbx_error *err)
                 const char *path;
                 const char *target;
         } links[] = {
-            {"dev/fd", "/proc/self/fd"},       {"dev/stdin", "/proc/self/fd/0"},
-            {"dev/stdout", "/proc/self/fd/1"}, {"dev/stderr", "/proc/self/fd/2"},
-            {"dev/ptmx", "pts/ptmx"}, /* the private devpts instance's multiplexer */
+                {"dev/fd", "/proc/self/fd"},       {"dev/stdin", "/proc/self/fd/0"},
+                {"dev/stdout", "/proc/self/fd/1"}, {"dev/stderr", "/proc/self/fd/2"},
+                {"dev/ptmx", "pts/ptmx"}, /* the private devpts instance's multiplexer */
         };
 
         if (make_directory("dev", 0755, err) < 0)
@@ -380,9 +380,9 @@ static int setup_scratch(const struct mount_context *context, struct sbx_error *
                 const char *source;
                 const char *target;
         } binds[] = {
-            {MOUNT_SCRATCH_DIR "/workspace", "workspace"},
-            {MOUNT_SCRATCH_DIR "/tmp", "tmp"},
-            {MOUNT_SCRATCH_DIR "/shm", "dev/shm"},
+                {MOUNT_SCRATCH_DIR "/workspace", "workspace"},
+                {MOUNT_SCRATCH_DIR "/tmp", "tmp"},
+                {MOUNT_SCRATCH_DIR "/shm", "dev/shm"},
         };
 
         char options[96];
@@ -442,15 +442,15 @@ struct mount_step {
 
 /* In this order; each step's comment says why it sits where it does. */
 static const struct mount_step mount_steps[] = {
-    {"mount_propagation", setup_private_propagation},
-    {"mount_root", setup_root_tmpfs},
-    {"mount_runtime", setup_runtime},
-    {"mount_etc", setup_etc},
-    {"mount_dev", setup_dev},
-    {"mount_proc", setup_proc},
-    {"mount_scratch", setup_scratch},
-    {"pivot_root", setup_pivot_root},
-    {"mount_root_readonly", setup_root_readonly},
+        {"mount_propagation", setup_private_propagation},
+        {"mount_root", setup_root_tmpfs},
+        {"mount_runtime", setup_runtime},
+        {"mount_etc", setup_etc},
+        {"mount_dev", setup_dev},
+        {"mount_proc", setup_proc},
+        {"mount_scratch", setup_scratch},
+        {"pivot_root", setup_pivot_root},
+        {"mount_root_readonly", setup_root_readonly},
 };
 
 /* "mount" names the tree building as a whole (the launcher's step list): it fails the first

@@ -13,6 +13,7 @@
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/launch.h"
+#include "sandbox/native/seccomp.h"
 #include "sandbox/native/userns.h"
 #include "sandbox/supervise.h"
 #include "util/file.h"
@@ -48,6 +49,8 @@ static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
 {
         if (drop_supplementary_groups(err) < 0)
                 return sbx_error_prefix(err, "setup step 'userns'");
+        if (seccomp_prepare(err) < 0)
+                return sbx_error_prefix(err, "setup step 'seccomp'");
         struct sbx_sandbox *sandbox = calloc(1, sizeof(*sandbox));
         if (sandbox == NULL)
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
@@ -59,9 +62,9 @@ static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                 return sbx_error_prefix(err, "setup step 'cgroup'");
         }
         struct cgroup_limits limits = {
-            .memory_bytes = spec->limits.memory_bytes,
-            .pids = spec->limits.pids,
-            .cpu_millicores = spec->limits.cpu_millicores,
+                .memory_bytes = spec->limits.memory_bytes,
+                .pids = spec->limits.pids,
+                .cpu_millicores = spec->limits.cpu_millicores,
         };
         int rc;
         if (spec->test.fail_step != NULL && strcmp(spec->test.fail_step, "cgroup") == 0)
@@ -122,16 +125,16 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
 {
         uint64_t started = sbx_now_us();
         struct sbx_supervise params = {
-            .stdin_fd = sandbox->proc.stdin_fd,
-            .stdin_data = sandbox->spec->stdin_data,
-            .stdin_size = sandbox->spec->stdin_size,
-            .stdout_fd = sandbox->proc.stdout_fd,
-            .stderr_fd = sandbox->proc.stderr_fd,
-            .pidfd = sandbox->proc.pidfd,
-            .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
-            .output_cap = sandbox->spec->limits.output_bytes,
-            .kill = kill_callback,
-            .kill_ctx = sandbox,
+                .stdin_fd = sandbox->proc.stdin_fd,
+                .stdin_data = sandbox->spec->stdin_data,
+                .stdin_size = sandbox->spec->stdin_size,
+                .stdout_fd = sandbox->proc.stdout_fd,
+                .stderr_fd = sandbox->proc.stderr_fd,
+                .pidfd = sandbox->proc.pidfd,
+                .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
+                .output_cap = sandbox->spec->limits.output_bytes,
+                .kill = kill_callback,
+                .kill_ctx = sandbox,
         };
         /* sbx_supervise closes these three. */
         sandbox->proc.stdin_fd = -1;
@@ -176,12 +179,12 @@ static int native_reconcile(struct sbx_error *err)
 }
 
 const struct sbx_backend sbx_native_backend = {
-    .name = "native",
-    .create = native_create,
-    .start = native_start,
-    .wait = native_wait,
-    .kill = native_kill,
-    .read_evidence = native_read_evidence,
-    .destroy = native_destroy,
-    .reconcile = native_reconcile,
+        .name = "native",
+        .create = native_create,
+        .start = native_start,
+        .wait = native_wait,
+        .kill = native_kill,
+        .read_evidence = native_read_evidence,
+        .destroy = native_destroy,
+        .reconcile = native_reconcile,
 };

@@ -23,7 +23,7 @@ static void free_interface_list(struct if_nameindex **list)
 static int check_loopback_only(struct sbx_error *err)
 {
         __attribute__((cleanup(free_interface_list))) struct if_nameindex *interfaces =
-            if_nameindex();
+                if_nameindex();
         if (interfaces == NULL)
                 return sbx_error_set(err, errno, "netns: list interfaces");
         for (struct if_nameindex *i = interfaces; i->if_index != 0; i++)

@@ -24,9 +24,9 @@ static void rlimit_add(struct rlimit_setting out[RLIMIT_PLAN_MAX], size_t *n, in
                        const char *name, rlim_t soft, rlim_t hard)
 {
         out[*n] = (struct rlimit_setting){
-            .resource = resource,
-            .name = name,
-            .value = {.rlim_cur = soft, .rlim_max = hard},
+                .resource = resource,
+                .name = name,
+                .value = {.rlim_cur = soft, .rlim_max = hard},
         };
         (*n)++;
 }
@@ -64,7 +64,7 @@ size_t rlimit_plan(const struct sbx_limits *limits, struct rlimit_setting out[RL
          * evidence (pids.events max); the two count the same tasks, and NPROC refuses at
          * count >= limit where pids.max refuses at count > max. */
         rlim_t processes =
-            limits->pids == 0 ? RLIM_INFINITY : (rlim_t)limits->pids + RLIMIT_NPROC_MARGIN;
+                limits->pids == 0 ? RLIM_INFINITY : (rlim_t)limits->pids + RLIMIT_NPROC_MARGIN;
         rlimit_add(out, &n, RLIMIT_NPROC, "RLIMIT_NPROC", processes, processes);
 
         /* CPU seconds per process, rounded up so a limit is never shorter than asked. SIGXCPU

@@ -8,9 +8,17 @@
  * after the arch check, so they too end in KILL_PROCESS. We rely on that rather than adding the
  * x32 arch (which would make x32 a second policy to keep in step); tests/unit/test_seccomp_policy.c
  * checks both with a real SIGSYS, so a libseccomp that stops doing this fails the build. */
+#define _GNU_SOURCE
 #include "sandbox/native/seccomp.h"
 
 #include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 #include <seccomp.h>
 
 #include "util/cleanup.h"
@@ -101,13 +109,48 @@ int seccomp_build(scmp_filter_ctx *out, struct sbx_error *err)
         return 0;
 }
 
-int seccomp_apply(struct sbx_error *err)
+/* The compiled filter, shared read-only by every sandbox this process starts. */
+static struct sock_filter *compiled_program;
+static unsigned short compiled_length;
+
+int seccomp_prepare(struct sbx_error *err)
 {
+        if (compiled_program != NULL)
+                return 0;
         _cleanup_seccomp_ scmp_filter_ctx ctx = NULL;
         if (seccomp_build(&ctx, err) < 0)
                 return -1;
-        int rc = seccomp_load(ctx);
+        /* libseccomp 2.5 exports BPF only to an fd; a memfd keeps it in memory. */
+        _cleanup_close_ int fd = memfd_create("sandboxd-seccomp", MFD_CLOEXEC);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "seccomp: memfd_create");
+        int rc = seccomp_export_bpf(ctx, fd);
         if (rc < 0)
-                return sbx_error_set(err, -rc, "seccomp: load filter");
+                return sbx_error_set(err, -rc, "seccomp: compile filter");
+        off_t size = lseek(fd, 0, SEEK_END);
+        if (size <= 0 || size % (off_t)sizeof(struct sock_filter) != 0 ||
+            size / (off_t)sizeof(struct sock_filter) > BPF_MAXINSNS)
+                return sbx_error_set(err, EINVAL, "seccomp: compiled filter has a bad size");
+        _cleanup_free_ struct sock_filter *program = malloc((size_t)size);
+        if (program == NULL)
+                return sbx_error_set(err, ENOMEM, "seccomp: allocate filter");
+        if (pread(fd, program, (size_t)size, 0) != size)
+                return sbx_error_set(err, errno ? errno : EIO, "seccomp: read compiled filter");
+        compiled_length = (unsigned short)(size / (off_t)sizeof(struct sock_filter));
+        compiled_program = steal_pointer(&program);
+        return 0;
+}
+
+int seccomp_apply(struct sbx_error *err)
+{
+        if (compiled_program == NULL)
+                return sbx_error_set(err, EINVAL, "seccomp: no compiled filter (seccomp_prepare)");
+        /* The kernel refuses a filter from a process without CAP_SYS_ADMIN unless it has
+         * NO_NEW_PRIVS; the caller set it already, setting it again is harmless. */
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return sbx_error_set(err, errno, "seccomp: PR_SET_NO_NEW_PRIVS");
+        struct sock_fprog program = {.len = compiled_length, .filter = compiled_program};
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) < 0)
+                return sbx_error_set(err, errno, "seccomp: load filter");
         return 0;
 }

@@ -36,6 +36,11 @@ extern const size_t seccomp_policy_len;
  * the filter (seccomp_release() it); on failure *out is NULL. */
 int seccomp_build(scmp_filter_ctx *out, struct sbx_error *err);
 
-/* Child side: builds the filter from seccomp_policy and loads it (sets NO_NEW_PRIVS if not set).
- * Must be the last step before execve: it would refuse the setup calls after it. */
+/* Parent side: builds the filter once per process and compiles it to BPF, kept for every later
+ * sandbox (libseccomp's build and compile cost ~0.3 ms; a forked child then only copies the
+ * program). Safe to call again: it compiles once. */
+int seccomp_prepare(struct sbx_error *err);
+
+/* Child side, after seccomp_prepare() in the parent: sets NO_NEW_PRIVS and loads the compiled
+ * filter. Must be the last step before execve: it would refuse the setup calls after it. */
 int seccomp_apply(struct sbx_error *err);
