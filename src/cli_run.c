@@ -180,7 +180,7 @@ static const struct option run_options[] = {
 
 int cli_run(int argc, char **argv)
 {
-        struct sbx_request request = {0};
+        struct sbx_request request = {.cancel_fd = -1};
         sbx_limits_default(&request.limits);
         const char *code_arg = NULL;
         const char *stdin_path = NULL;

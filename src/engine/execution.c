@@ -192,6 +192,7 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
                 .limits = request->limits,
                 .network = SBX_NETWORK_NONE,
                 .test = request->test,
+                .cancel_fd = request->cancel_fd,
         };
 
         *result = (struct sbx_result){.limits = request->limits, .backend = backend->name};
@@ -231,7 +232,11 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
         result->timing.teardown_us = t4 - t3;
         result->timing.total_us = t4 - t0;
 
-        if (result->status != SBX_STATUS_INTERNAL_ERROR) {
+        if (result->run.canceled) {
+                /* Whatever the program did before, it did not finish: the caller asked to stop. */
+                struct sbx_error canceled = {.message = "canceled"};
+                fail_internal(result, &canceled);
+        } else if (result->status != SBX_STATUS_INTERNAL_ERROR) {
                 result->status = sbx_classify(&result->run, &result->evidence, &result->limits);
                 result->exit_code = result->run.exited ? result->run.exit_code : -1;
                 result->signal = result->run.exited ? 0 : result->run.signal;

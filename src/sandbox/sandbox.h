@@ -74,6 +74,7 @@ struct sbx_spec {
         struct sbx_limits limits;
         enum sbx_network network;
         struct sbx_test_hooks test;
+        int cancel_fd; /* readable = kill the sandbox and end the run (canceled); <= 0 for none */
 };
 
 /* What the supervisor saw while the program ran. */
@@ -83,6 +84,7 @@ struct sbx_run {
         int signal;            /* ... or was killed by this signal (0 when it exited) */
         bool wall_timeout;     /* the wall deadline fired and the sandbox was killed */
         bool output_limit;     /* a stream exceeded output_bytes and the sandbox was killed */
+        bool canceled;         /* spec.cancel_fd became readable and the sandbox was killed */
         struct sbx_buffer out; /* stdout, at most output_bytes; .overflow = truncated */
         struct sbx_buffer err; /* stderr, likewise */
         bool disk_known;       /* the fields below were read from the sandbox's tmpfs */

@@ -88,7 +88,7 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                         break;
                 }
 
-                struct pollfd fds[4];
+                struct pollfd fds[5];
                 nfds_t n = 0;
                 int stream_slot[2] = {-1, -1};
                 for (int i = 0; i < 2; i++) {
@@ -101,6 +101,11 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                 if (stdin_fd >= 0) {
                         stdin_slot = (int)n;
                         fds[n++] = (struct pollfd){.fd = stdin_fd, .events = POLLOUT};
+                }
+                int cancel_slot = -1;
+                if (params->cancel_fd > 0 && !killed && !exited) {
+                        cancel_slot = (int)n;
+                        fds[n++] = (struct pollfd){.fd = params->cancel_fd, .events = POLLIN};
                 }
                 int pid_slot = -1;
                 if (!exited) {
@@ -151,6 +156,13 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                 }
                 if (pid_slot >= 0 && fds[pid_slot].revents != 0)
                         exited = true;
+                if (cancel_slot >= 0 && fds[cancel_slot].revents != 0 && !killed && !exited) {
+                        /* Not read here: the fd stays readable, and it is not polled again. */
+                        run->canceled = true;
+                        killed = true;
+                        if (params->kill(params->kill_ctx, err) < 0)
+                                rc = -1;
+                }
         }
 
         close_fd(&stdin_fd);

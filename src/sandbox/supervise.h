@@ -21,9 +21,11 @@ struct sbx_supervise {
         /* Kills every process of the sandbox; called at the deadline and at the output cap. */
         int (*kill)(void *ctx, struct sbx_error *err);
         void *kill_ctx;
+        /* Readable = cancel: kill the sandbox, set run->canceled. <= 0 for none; not closed. */
+        int cancel_fd;
 };
 
 /* Runs the loop until the process behind pidfd has exited and both output pipes are at end of
- * file. Fills run->out, run->err (initialised here), run->wall_timeout and run->output_limit; the
- * caller reaps the process and fills the exit status. */
+ * file. Fills run->out, run->err (initialised here), run->wall_timeout, run->output_limit and
+ * run->canceled; the caller reaps the process and fills the exit status. */
 int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err);

@@ -81,6 +81,9 @@ struct cgroup {
         char name[16]; /* the slot in decimal: the directory name in every hierarchy */
         struct cgroup_dir dirs[HIERARCHY_COUNT];
         struct sbx_evidence baseline;
+        /* kill_all found it empty: nothing can enter an empty sandbox cgroup again (only its
+         * processes' children are ever born there), so later kills have nothing to do. */
+        bool emptied;
         /* cgroup_enter_self: the v1 directories the calling thread came from, to go back to. */
         int return_fds[HIERARCHY_COUNT];
 };
@@ -181,7 +184,9 @@ static bool hierarchy_in_use(const struct cgroup_mounts *mounts, enum cgroup_hie
         case CGROUP_LAYOUT_UNIFIED:
                 return h == HIERARCHY_UNIFIED;
         case CGROUP_LAYOUT_HYBRID:
-                return h != HIERARCHY_FREEZER;
+                /* cgroup.kill replaces the freezer, and the cgroup2 directory's cpu.stat counts
+                 * CPU usage without any controller: one hierarchy less to create and remove. */
+                return h != HIERARCHY_FREEZER && h != HIERARCHY_CPUACCT;
         case CGROUP_LAYOUT_LEGACY:
                 return h != HIERARCHY_UNIFIED;
         }
@@ -309,30 +314,52 @@ static void cgroup_free(struct cgroup *cg)
                         close(cg->return_fds[h]);
                 if (h != (int)cg->primary && cg->dirs[h].fd >= 0)
                         close(cg->dirs[h].fd);
-                if (cg->dirs[h].parent_fd >= 0)
-                        close(cg->dirs[h].parent_fd);
         }
         if (cg->dirs[cg->primary].fd >= 0)
                 close(cg->dirs[cg->primary].fd);
         free(cg);
 }
 
+/* <mount>/sandboxd of every hierarchy, opened once per process and shared by every cgroup (they
+ * borrow the fd): a sandbox then costs no open/close of its parents. */
+static pthread_mutex_t parent_cache_lock = PTHREAD_MUTEX_INITIALIZER;
+static int parent_cache[HIERARCHY_COUNT] = {-1, -1, -1, -1, -1, -1};
+
 /* Opens <mount>/sandboxd in hierarchy h, creating it when create is set. With create unset a
  * missing parent leaves parent_fd at -1 and is not an error. */
 static int open_parent(struct cgroup *cg, int h, bool create, struct sbx_error *err)
 {
+        pthread_mutex_lock(&parent_cache_lock);
+        int cached = parent_cache[h];
+        pthread_mutex_unlock(&parent_cache_lock);
+        if (cached >= 0) {
+                cg->dirs[h].parent_fd = cached;
+                return 0;
+        }
         const char *mount = hierarchy_mount(cg->mounts, (enum cgroup_hierarchy)h);
         _cleanup_close_ int mount_fd = open(mount, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
         if (mount_fd < 0)
                 return sbx_error_set(err, errno, "cgroup: open %s", mount);
-        if (create && mkdirat(mount_fd, CGROUP_PARENT_NAME, 0755) < 0 && errno != EEXIST)
-                return sbx_error_set(err, errno, "cgroup: mkdir %s/" CGROUP_PARENT_NAME, mount);
         int fd = open_directory_at(mount_fd, CGROUP_PARENT_NAME);
+        if (fd < 0 && errno == ENOENT && create) {
+                if (mkdirat(mount_fd, CGROUP_PARENT_NAME, 0755) < 0 && errno != EEXIST)
+                        return sbx_error_set(err, errno, "cgroup: mkdir %s/" CGROUP_PARENT_NAME,
+                                             mount);
+                fd = open_directory_at(mount_fd, CGROUP_PARENT_NAME);
+        }
         if (fd < 0) {
                 if (!create && errno == ENOENT)
                         return 0;
                 return sbx_error_set(err, errno, "cgroup: open %s/" CGROUP_PARENT_NAME, mount);
         }
+        pthread_mutex_lock(&parent_cache_lock);
+        if (parent_cache[h] < 0) {
+                parent_cache[h] = fd;
+        } else {
+                close(fd); /* another thread was first */
+                fd = parent_cache[h];
+        }
+        pthread_mutex_unlock(&parent_cache_lock);
         cg->dirs[h].parent_fd = fd;
         return 0;
 }
@@ -412,10 +439,10 @@ static int still_populated(struct cgroup *cg, bool *populated, struct sbx_error 
                             0 ||
                     cgroup_parse_keyed(events, "populated", &value, err) < 0)
                         return sbx_error_prefix(err, "cgroup: %s", cg->name);
-                if (value != 0) {
-                        *populated = true;
-                        return 0;
-                }
+                /* Every process of the sandbox is born into the cgroup2 directory and never
+                 * leaves it, so its word is final; the v1 lists are for the pure v1 layout. */
+                *populated = value != 0;
+                return 0;
         }
         for (int h = 0; h < HIERARCHY_COUNT; h++) {
                 if (h == HIERARCHY_UNIFIED || !owns_directory(cg, h) || cg->dirs[h].fd < 0)
@@ -431,6 +458,8 @@ static int still_populated(struct cgroup *cg, bool *populated, struct sbx_error 
 
 int cgroup_kill_all(struct cgroup *cg, struct sbx_error *err)
 {
+        if (cg->emptied)
+                return 0;
         int unified_fd = dir_fd(cg, HIERARCHY_UNIFIED);
         int freezer_fd = dir_fd(cg, HIERARCHY_FREEZER);
         if (unified_fd >= 0) {
@@ -464,8 +493,10 @@ int cgroup_kill_all(struct cgroup *cg, struct sbx_error *err)
                 bool populated;
                 if (still_populated(cg, &populated, err) < 0)
                         return -1;
-                if (!populated)
+                if (!populated) {
+                        cg->emptied = true;
                         return 0;
+                }
                 if (sbx_now_us() > deadline)
                         return sbx_error_set(err, ETIMEDOUT,
                                              "cgroup: %s still has processes after %d ms", cg->name,
@@ -792,11 +823,19 @@ static int read_counters(const struct cgroup *cg, struct sbx_evidence *raw, stru
             read_value(memory_fd, "memory.failcnt", false, &raw->memory_max_events, err) < 0 ||
             read_value(memory_fd, "memory.max_usage_in_bytes", false, &raw->memory_peak_bytes,
                        err) < 0 ||
-            read_value(controller_fd(cg, HIERARCHY_CPUACCT), "cpuacct.usage", false, &usage_ns,
-                       err) < 0 ||
             read_keyed(cpu_fd, "cpu.stat", "throttled_time", false, &throttled_ns, err) < 0 ||
             read_keyed(cpu_fd, "cpu.stat", "nr_throttled", false, &raw->cpu_nr_throttled, err) < 0)
                 return -1;
+        if (cg->mounts->layout == CGROUP_LAYOUT_HYBRID) {
+                uint64_t usage_us = 0;
+                if (read_keyed(dir_fd(cg, HIERARCHY_UNIFIED), "cpu.stat", "usage_usec", false,
+                               &usage_us, err) < 0)
+                        return -1;
+                usage_ns = usage_us * 1000;
+        } else if (read_value(controller_fd(cg, HIERARCHY_CPUACCT), "cpuacct.usage", false,
+                              &usage_ns, err) < 0) {
+                return -1;
+        }
         raw->cpu_usage_us = usage_ns / 1000;
         raw->cpu_throttled_us = throttled_ns / 1000;
         return 0;
@@ -928,15 +967,13 @@ int cgroup_set_limits(struct cgroup *cg, const struct cgroup_limits *limits, str
                         return sbx_error_set(err, ENOTSUP, "cgroup: no v1 cpu hierarchy");
                 return 0;
         }
-        char period[32];
+        /* The period is not written: a new v1 cgroup starts with the kernel's default, which is
+         * CPU_PERIOD_US, and every sandbox's cgroup is new. */
         char quota[32];
-        snprintf(period, sizeof(period), "%d", CPU_PERIOD_US);
         if (limits->cpu_millicores == 0)
                 snprintf(quota, sizeof(quota), "-1");
         else
                 snprintf(quota, sizeof(quota), "%" PRIu64, quota_us);
-        if (write_limit(cpu_fd, "cpu.cfs_period_us", period, err) < 0)
-                return -1;
         return write_limit(cpu_fd, "cpu.cfs_quota_us", quota, err);
 }
 
@@ -1072,45 +1109,6 @@ static int reconcile_primary(const struct cgroup_mounts *mounts, int parent_fd, 
         return result;
 }
 
-/* Removes the v1 directories of hierarchy h whose slot has no primary directory. The slot's
- * primary directory is claimed first like cgroup_create does, so no sandboxd starting meanwhile
- * can take the slot while its v1 leftovers are being removed. */
-static int reconcile_v1(struct cgroup *probe, int h, int *removed, struct sbx_error *err)
-{
-        int parent_fd = probe->dirs[h].parent_fd;
-        int dup_fd = fcntl(parent_fd, F_DUPFD_CLOEXEC, 0);
-        if (dup_fd < 0)
-                return sbx_error_set(err, errno, "cgroup: reconcile");
-        _cleanup_closedir_ DIR *dir = fdopendir(dup_fd);
-        if (dir == NULL) {
-                close(dup_fd);
-                return sbx_error_set(err, errno, "cgroup: reconcile");
-        }
-        int primary_parent = probe->dirs[probe->primary].parent_fd;
-        int result = 0;
-        struct dirent *entry;
-        while ((entry = readdir(dir)) != NULL) {
-                unsigned slot;
-                if (!is_slot_name(entry->d_name, &slot))
-                        continue;
-                if (mkdirat(primary_parent, entry->d_name, 0755) < 0)
-                        continue; /* EEXIST: a live slot, or one handled with its primary */
-                struct sbx_error failure;
-                bool failed;
-                int fd = lock_slot_directory(primary_parent, entry->d_name, &failed, &failure);
-                if (fd < 0) {
-                        if (failed)
-                                note_failure(&result, err, &failure);
-                        continue;
-                }
-                if (remove_orphan(probe->mounts, slot, fd, &failure) < 0)
-                        note_failure(&result, err, &failure);
-                else
-                        (*removed)++;
-        }
-        return result;
-}
-
 int cgroup_reconcile(struct sbx_error *err)
 {
         const struct cgroup_mounts *mounts;
@@ -1125,19 +1123,9 @@ int cgroup_reconcile(struct sbx_error *err)
         if (result == 0 && probe->dirs[probe->primary].parent_fd >= 0)
                 result = reconcile_primary(mounts, probe->dirs[probe->primary].parent_fd, &removed,
                                            err);
-        for (int h = 0; h < HIERARCHY_COUNT; h++) {
-                if (h == (int)probe->primary || !owns_directory(probe, h) ||
-                    probe->dirs[h].parent_fd < 0)
-                        continue;
-                struct sbx_error failure;
-                if (probe->dirs[probe->primary].parent_fd < 0 &&
-                    open_parent(probe, probe->primary, true, &failure) < 0) {
-                        note_failure(&result, err, &failure);
-                        break;
-                }
-                if (reconcile_v1(probe, h, &removed, &failure) < 0)
-                        note_failure(&result, err, &failure);
-        }
+        /* Only the primary hierarchy is walked: create makes the primary directory first and
+         * destroy removes it last, so every leftover of a crash has an unlocked primary
+         * directory, and removing an orphan removes its directories in every hierarchy. */
         cgroup_free(probe);
         return result < 0 ? -1 : removed;
 }

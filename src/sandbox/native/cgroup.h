@@ -15,7 +15,8 @@
  *   memory max     v2 memory.events max            v1 memory.failcnt
  *   memory peak    v2 memory.peak                  v1 memory.max_usage_in_bytes
  *   pids max       pids.events max (both)          pids.peak where present
- *   cpu used       v2 cpu.stat usage_usec          v1 cpuacct.usage (ns)
+ *   cpu used       cgroup2 cpu.stat usage_usec     pure v1: cpuacct.usage (ns); hybrid: the
+ *                  (also on the hybrid layout)     cgroup2 cpu.stat, so no cpuacct directory
  *   cpu throttled  v2 cpu.stat throttled_usec      v1 cpu.stat throttled_time (ns), nr_throttled
  *   kill all       cgroup.kill (v2, or the hybrid's unified dir)
  *                  v1 without unified: freezer FROZEN, SIGKILL each pid, THAWED */
@@ -121,8 +122,10 @@ int cgroup_read_evidence(struct cgroup *cg, struct sbx_evidence *evidence, struc
  * NULL is a no-op. Logs (does not return) errors: it runs on every path out. */
 void cgroup_destroy(struct cgroup *cg);
 
-/* Removes every orphaned slot under the sandboxd parents (slot dirs nobody holds a lock on, and
- * v1 dirs without a primary dir): kills their processes and removes the dirs. Returns the
+/* Removes every orphaned slot under the sandboxd parents (primary slot dirs nobody holds a lock
+ * on): kills their processes and removes their dirs in every hierarchy. A v1 dir left without a
+ * primary one cannot come from sandboxd (the primary is made first and removed last); if one
+ * appears anyway, cgroup_create() recreates it empty when its slot is next used. Returns the
  * number of slots removed, or -1 (err names the first failure; the other orphans are still
  * handled). */
 int cgroup_reconcile(struct sbx_error *err);

@@ -42,6 +42,9 @@
  * to their places; removed again before the root becomes read-only. */
 #define MOUNT_SCRATCH_DIR ".scratch"
 
+/* Host regular files up to this size are copied into the root tmpfs (size=1m) instead of bound. */
+#define MOUNT_COPY_MAX_BYTES (128 * 1024)
+
 /* Host runtime trees: read-only (the program must not change what other sandboxes run), nosuid (a
  * setuid binary must not gain anything, on top of no_new_privs) and nodev (no host device node in
  * /usr may be opened through them). */
@@ -59,11 +62,9 @@ struct mount_context {
 
 static int make_directory(const char *path, mode_t mode, struct sbx_error *err)
 {
+        /* Exact modes (01777 for tmp and shm): mount_setup_root clears the umask first. */
         if (mkdir(path, mode) < 0)
                 return sbx_error_set(err, errno, "mkdir %s", path);
-        /* mkdir() applies the umask; the modes here (01777 for tmp and shm) must be exact. */
-        if (chmod(path, mode) < 0)
-                return sbx_error_set(err, errno, "chmod %s", path);
         return 0;
 }
 
@@ -142,10 +143,41 @@ static int make_mount_readonly(const char *path, struct sbx_error *err)
         return 0;
 }
 
-/* Recreates the host entry source at path: a symlink as the same symlink, a directory or regular
- * file bound read-only; an absent entry is skipped (hosts differ: no lib32, no python3.12...).
- * Anything else (a socket, a device) is refused: binding one would hand the sandbox a channel to
- * the host. */
+/* Copies a small host file into the root tmpfs (read-only once built): for a file this size a
+ * copy costs a few microseconds, a bind mount several times that. */
+static int copy_small_file(const char *source, const char *path, struct sbx_error *err)
+{
+        _cleanup_close_ int in = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (in < 0)
+                return sbx_error_set(err, errno, "open %s", source);
+        _cleanup_close_ int out =
+                open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (out < 0)
+                return sbx_error_set(err, errno, "create %s", path);
+        char buffer[16384];
+        size_t total = 0;
+        for (;;) {
+                ssize_t n = read(in, buffer, sizeof(buffer));
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return sbx_error_set(err, errno, "read %s", source);
+                }
+                if (n == 0)
+                        return 0;
+                total += (size_t)n;
+                /* The file grew past the bound since lstat(): the root tmpfs is small. */
+                if (total > MOUNT_COPY_MAX_BYTES)
+                        return sbx_error_set(err, EFBIG, "%s grew while being copied", source);
+                if (sbx_write_all(out, buffer, (size_t)n) < 0)
+                        return sbx_error_set(err, errno, "write %s", path);
+        }
+}
+
+/* Recreates the host entry source at path: a symlink as the same symlink, a small regular file
+ * as a copy, a directory or larger file bound read-only; an absent entry is skipped (hosts differ:
+ * no lib32, no python3.12...). Anything else (a socket, a device) is refused: binding one would
+ * hand the sandbox a channel to the host. */
 static int mirror_host_entry(const char *source, const char *path, struct sbx_error *err)
 {
         struct stat st;
@@ -160,6 +192,8 @@ static int mirror_host_entry(const char *source, const char *path, struct sbx_er
                 if (make_directory(path, 0755, err) < 0)
                         return -1;
         } else if (S_ISREG(st.st_mode)) {
+                if (st.st_size <= MOUNT_COPY_MAX_BYTES)
+                        return copy_small_file(source, path, err);
                 if (make_mount_point_file(path, err) < 0)
                         return -1;
         } else {
@@ -246,10 +280,10 @@ static int mirror_python_config(struct sbx_error *err)
  * the sandbox itself. */
 static int setup_etc(const struct mount_context *context, struct sbx_error *err)
 {
+        /* Each entry is a bind mount, and each costs setup time: ld.so.conf{,.d} are left out,
+         * since only ldconfig reads them and the loader uses ld.so.cache. */
         static const char *const host_entries[] = {
                 "ld.so.cache",   /* the loader's library index: without it every lookup walks */
-                "ld.so.conf",    /* read by ldconfig-aware tools, harmless */
-                "ld.so.conf.d",  /* likewise */
                 "alternatives",  /* Debian's links (python, java, editors...) point through it */
                 "localtime",     /* a link into /usr/share/zoneinfo: copied as a link */
                 "nsswitch.conf", /* libc consults it for getpwnam and getaddrinfo */
@@ -474,15 +508,20 @@ int mount_setup_root(uint64_t disk_bytes, const char *fail_step, struct sbx_erro
                                      "mount: disk_bytes is 0, the scratch would be "
                                      "unbounded");
 
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_steps); i++) {
+        /* Directory modes must be exact (01777 for tmp and shm) without a chmod after every
+         * mkdir; the program later gets the usual 022 back. */
+        mode_t saved_umask = umask(0);
+        int rc = 0;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_steps) && rc == 0; i++) {
                 if (step_forced(i, fail_step))
-                        return sbx_error_set(err, EPERM,
-                                             "%s: forced to fail by the test hook (fail_step %s)",
-                                             mount_steps[i].name, fail_step);
-                if (mount_steps[i].run(&context, err) < 0)
-                        return sbx_error_prefix(err, "%s", mount_steps[i].name);
+                        rc = sbx_error_set(err, EPERM,
+                                           "%s: forced to fail by the test hook (fail_step %s)",
+                                           mount_steps[i].name, fail_step);
+                else if (mount_steps[i].run(&context, err) < 0)
+                        rc = sbx_error_prefix(err, "%s", mount_steps[i].name);
         }
-        return 0;
+        umask(saved_umask);
+        return rc;
 }
 
 int mount_scratch_usage(struct statfs *st, struct sbx_error *err)

@@ -13,7 +13,6 @@
 
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/launch.h"
-#include "sandbox/native/seccomp.h"
 #include "sandbox/native/userns.h"
 #include "sandbox/supervise.h"
 #include "util/file.h"
@@ -49,8 +48,6 @@ static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
 {
         if (drop_supplementary_groups(err) < 0)
                 return sbx_error_prefix(err, "setup step 'userns'");
-        if (seccomp_prepare(err) < 0)
-                return sbx_error_prefix(err, "setup step 'seccomp'");
         struct sbx_sandbox *sandbox = calloc(1, sizeof(*sandbox));
         if (sandbox == NULL)
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
@@ -135,6 +132,7 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 .output_cap = sandbox->spec->limits.output_bytes,
                 .kill = kill_callback,
                 .kill_ctx = sandbox,
+                .cancel_fd = sandbox->spec->cancel_fd,
         };
         /* sbx_supervise closes these three. */
         sandbox->proc.stdin_fd = -1;

@@ -4,7 +4,8 @@
 #pragma once
 
 #include <stddef.h>
-#include <seccomp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <stdint.h>
 
 #include "util/error.h"
@@ -30,17 +31,10 @@ struct seccomp_rule {
 extern const struct seccomp_rule seccomp_policy[];
 extern const size_t seccomp_policy_len;
 
-/* Builds the filter from seccomp_policy without loading it: default allow, each rule's errno,
- * non-native architectures (i386 `int $0x80`) and x32 system call numbers killed. Rows whose
- * syscall name this libseccomp does not know are skipped (logged at debug). On success *out owns
- * the filter (seccomp_release() it); on failure *out is NULL. */
-int seccomp_build(scmp_filter_ctx *out, struct sbx_error *err);
+/* The BPF program compiled from seccomp_policy at build time (seccomp_filter.c, generated). */
+extern const struct sock_filter seccomp_compiled_filter[];
+extern const unsigned short seccomp_compiled_length;
 
-/* Parent side: builds the filter once per process and compiles it to BPF, kept for every later
- * sandbox (libseccomp's build and compile cost ~0.3 ms; a forked child then only copies the
- * program). Safe to call again: it compiles once. */
-int seccomp_prepare(struct sbx_error *err);
-
-/* Child side, after seccomp_prepare() in the parent: sets NO_NEW_PRIVS and loads the compiled
- * filter. Must be the last step before execve: it would refuse the setup calls after it. */
+/* Child side: sets NO_NEW_PRIVS and loads the compiled filter. Must be the last step before
+ * execve: it would refuse the setup calls after it. */
 int seccomp_apply(struct sbx_error *err);
