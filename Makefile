@@ -1,7 +1,9 @@
 # The two commands of the README, on a fresh Debian 12 machine as root:
-#   make run   installs missing packages, builds, runs the main job with the embedded defaults
-#   make test  installs, builds, runs every test (unit, integration, hostile, format, sanitizers)
-# Plain `make` builds build/sandboxd.
+#   make run   installs missing packages, builds, and starts `sandboxd serve` with the embedded
+#              defaults (127.0.0.1:8080); it prints a token and how to call the API
+#   make test  installs, builds, runs every test (format, unit, integration, both normally and
+#              under ASan + UBSan, then the leak audit)
+# Plain `make` builds build/sandboxd and build/sandboxd-api.
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
@@ -9,7 +11,7 @@ MESON      ?= meson
 NINJA      ?= ninja
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan run test unit integration format-check leak-audit bench clean
+.PHONY: all deps build asan run demo test unit integration format-check leak-audit bench clean
 
 all: build
 
@@ -29,6 +31,9 @@ asan: deps $(ASAN_BUILD)/build.ninja
 	$(NINJA) -C $(ASAN_BUILD)
 
 run: build
+	$(BUILD)/sandboxd serve
+
+demo: build
 	./scripts/demo.sh $(BUILD)/sandboxd
 
 unit: build
@@ -44,12 +49,7 @@ leak-audit:
 	./scripts/leak-audit.sh
 
 test: build asan
-	./tests/style/check-format.sh
-	$(MESON) test -C $(BUILD) --print-errorlogs
-	$(MESON) test -C $(ASAN_BUILD) --print-errorlogs
-	SANDBOXD=$(abspath $(BUILD)/sandboxd) $(PYTEST) -q -p no:cacheprovider tests/integration
-	SANDBOXD=$(abspath $(ASAN_BUILD)/sandboxd) SANDBOXD_SANITIZED=1 $(PYTEST) -q -p no:cacheprovider tests/integration
-	./scripts/leak-audit.sh
+	./scripts/test.sh
 
 bench: build
 	./bench/exec_latency.sh $(BUILD)/sandboxd

@@ -1,5 +1,5 @@
 #!/bin/sh
-# `make run`: a short demonstration of sandboxd's main job. Runs a few untrusted programs with
+# `make demo`: a short demonstration of sandboxd's main job. Runs a few untrusted programs with
 # `sandboxd run --json` and the built-in default limits (only the timeout demo shortens the
 # deadline), and prints each result's status and the kernel's evidence. Exits 0 when every demo
 # ended with the status it was meant to show.

@@ -1,6 +1,8 @@
 /* sandboxd: run untrusted code in kernel-enforced sandboxes.
  *
  *   sandboxd run [options] (FILE | -c CODE) [-- ARGS...]   run once, no server
+ *   sandboxd serve [--config FILE]                          the HTTP service
+ *   sandboxd token [TENANT]                                 a new API token
  *   sandboxd version
  *
  * main() prepares the process (stdio, signals, subreaper) and dispatches; everything else is a
@@ -23,6 +25,8 @@
 static void usage(FILE *out)
 {
         fprintf(out, "usage: sandboxd run [options] (FILE | -c CODE) [-- ARGS...]\n"
+                     "       sandboxd serve [--config FILE]\n"
+                     "       sandboxd token [TENANT]\n"
                      "       sandboxd version\n"
                      "Run `sandboxd run --help` for the options.\n");
 }
@@ -63,6 +67,10 @@ int main(int argc, char **argv)
         }
         if (strcmp(argv[1], "run") == 0)
                 return cli_run(argc - 1, argv + 1);
+        if (strcmp(argv[1], "serve") == 0)
+                return cli_serve(argc - 1, argv + 1);
+        if (strcmp(argv[1], "token") == 0)
+                return cli_token(argc - 1, argv + 1);
         if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
                 printf("sandboxd %s\n", SANDBOXD_VERSION);
                 return 0;

@@ -324,13 +324,26 @@ static void cgroup_free(struct cgroup *cg)
  * borrow the fd): a sandbox then costs no open/close of its parents. */
 static pthread_mutex_t parent_cache_lock = PTHREAD_MUTEX_INITIALIZER;
 static int parent_cache[HIERARCHY_COUNT] = {-1, -1, -1, -1, -1, -1};
+/* What each cached fd was opened on: a forked engine worker closes every fd it inherits, and the
+ * number may since name another file. A cached fd is used only while fstat() still finds this. */
+static struct stat parent_cache_stat[HIERARCHY_COUNT];
+
+static bool parent_cache_valid(int h)
+{
+        struct stat now;
+        return parent_cache[h] >= 0 && fstat(parent_cache[h], &now) == 0 &&
+               now.st_dev == parent_cache_stat[h].st_dev &&
+               now.st_ino == parent_cache_stat[h].st_ino && S_ISDIR(now.st_mode);
+}
 
 /* Opens <mount>/sandboxd in hierarchy h, creating it when create is set. With create unset a
  * missing parent leaves parent_fd at -1 and is not an error. */
 static int open_parent(struct cgroup *cg, int h, bool create, struct sbx_error *err)
 {
         pthread_mutex_lock(&parent_cache_lock);
-        int cached = parent_cache[h];
+        int cached = parent_cache_valid(h) ? parent_cache[h] : -1;
+        if (cached < 0)
+                parent_cache[h] = -1; /* stale: the number is not ours to close any more */
         pthread_mutex_unlock(&parent_cache_lock);
         if (cached >= 0) {
                 cg->dirs[h].parent_fd = cached;
@@ -352,9 +365,16 @@ static int open_parent(struct cgroup *cg, int h, bool create, struct sbx_error *
                         return 0;
                 return sbx_error_set(err, errno, "cgroup: open %s/" CGROUP_PARENT_NAME, mount);
         }
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                int saved = errno;
+                close(fd);
+                return sbx_error_set(err, saved, "cgroup: fstat %s/" CGROUP_PARENT_NAME, mount);
+        }
         pthread_mutex_lock(&parent_cache_lock);
         if (parent_cache[h] < 0) {
                 parent_cache[h] = fd;
+                parent_cache_stat[h] = st;
         } else {
                 close(fd); /* another thread was first */
                 fd = parent_cache[h];
@@ -1079,12 +1099,14 @@ static void note_failure(int *result, struct sbx_error *err, const struct sbx_er
 static int reconcile_primary(const struct cgroup_mounts *mounts, int parent_fd, int *removed,
                              struct sbx_error *err)
 {
-        int dup_fd = fcntl(parent_fd, F_DUPFD_CLOEXEC, 0);
-        if (dup_fd < 0)
+        /* A new open file description, not a dup: a dup would share the cached parent fd's
+         * directory offset, and every walk after the first would find nothing. */
+        int walk_fd = open_directory_at(parent_fd, ".");
+        if (walk_fd < 0)
                 return sbx_error_set(err, errno, "cgroup: reconcile");
-        _cleanup_closedir_ DIR *dir = fdopendir(dup_fd);
+        _cleanup_closedir_ DIR *dir = fdopendir(walk_fd);
         if (dir == NULL) {
-                close(dup_fd);
+                close(walk_fd);
                 return sbx_error_set(err, errno, "cgroup: reconcile");
         }
         int result = 0;

@@ -14,8 +14,9 @@
  *
  * Pipes (all O_CLOEXEC):
  *   stdin, stdout, stderr  supervisor <-> program
- *   sync                   supervisor -> init: one byte once the uid/gid maps are written and
- *                          init is in its v1 cgroups; end of file means "give up"
+ *   sync                   supervisor -> init: one byte once the uid/gid maps are written; end
+ *                          of file before it means "give up". The supervisor then keeps its end
+ *                          open for the sandbox's life: a hang-up afterwards means it died
  *   error                  init and program -> supervisor: "step\terrno\tmessage" when a setup
  *                          step fails. The program's copy closes on a successful execve, init's
  *                          right after the fork, so end of file with no data means "exec'd"
@@ -336,9 +337,15 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
         char go;
         if (read(p->sync_r, &go, 1) != 1)
                 _exit(1); /* the supervisor gave up before mapping us */
-        close_if_open(&p->sync_r);
 
         STEP_OR_DIE(spec, error_fd, "userns", userns_apply);
+        /* Changing credentials cleared the parent-death signal: set it again, then make sure
+         * the supervisor did not die in between (its end of the sync pipe stays open for the
+         * sandbox's life, so a hang-up means it is gone). */
+        struct pollfd lifeline = {.fd = p->sync_r, .events = POLLIN};
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || poll(&lifeline, 1, 0) != 0)
+                _exit(1);
+        close_if_open(&p->sync_r);
         STEP_OR_DIE(spec, error_fd, "cgroup", enter_cgroup_namespace);
         STEP_OR_DIE(spec, error_fd, "hostname", set_hostname);
         if (layer_on(spec, SBX_LAYER_NETNS))
@@ -396,6 +403,7 @@ void launch_process_init(struct launch_process *proc)
                 .stdout_fd = -1,
                 .stderr_fd = -1,
                 .report_fd = -1,
+                .lifeline_fd = -1,
         };
 }
 
@@ -522,6 +530,8 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
                 rc = sbx_error_prefix(err, "setup step 'userns'");
         else if (sbx_write_all(p.sync_w, "g", 1) < 0)
                 rc = sbx_error_set(err, errno, "setup step 'userns': release init");
+        if (rc == 0)
+                proc->lifeline_fd = take_fd(&p.sync_w);
         close_if_open(&p.sync_w); /* on failure, end of file tells init to give up */
 
         if (rc == 0)
@@ -566,5 +576,6 @@ void launch_release(struct launch_process *proc)
         close_if_open(&proc->stdout_fd);
         close_if_open(&proc->stderr_fd);
         close_if_open(&proc->report_fd);
+        close_if_open(&proc->lifeline_fd);
         proc->pid = 0;
 }

@@ -25,7 +25,9 @@ struct launch_process {
         int stdin_fd;  /* write end of the program's stdin, non-blocking */
         int stdout_fd; /* read ends of the program's stdout and stderr */
         int stderr_fd;
-        int report_fd; /* read end of init's report (struct launch_report) */
+        int report_fd;   /* read end of init's report (struct launch_report) */
+        int lifeline_fd; /* write end of the sync pipe, held open while the sandbox lives: init
+                          * sees POLLHUP on its end when the supervisor is gone */
 };
 
 /* Clones the sandbox's init into new user, pid, mount, network, IPC and UTS namespaces (and into

@@ -1,0 +1,35 @@
+#!/bin/sh
+# What `make test` runs after building: the format check, the unit tests and the integration
+# tests against the normal and the sanitizer (ASan + UBSan) builds, then the leak audit. Every
+# stage runs even when an earlier one failed, so that one run shows every failure, and the leak
+# audit always runs last; the exit status is non-zero when any stage failed.
+set -u
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+ASAN_BUILD=${ASAN_BUILD:-build-asan}
+PYTEST="/usr/bin/python3 -m pytest -q -p no:cacheprovider"
+
+failed=""
+stage() {
+        name=$1
+        shift
+        echo "==> $name"
+        if ! "$@"; then
+                failed="$failed $name"
+                echo "==> $name: FAILED"
+        fi
+}
+
+stage format ./tests/style/check-format.sh
+stage unit meson test -C "$BUILD" --print-errorlogs
+stage unit-asan meson test -C "$ASAN_BUILD" --print-errorlogs
+stage integration env SANDBOXD="$PWD/$BUILD/sandboxd" $PYTEST tests/integration
+stage integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
+        $PYTEST tests/integration
+stage leak-audit ./scripts/leak-audit.sh
+
+if [ -n "$failed" ]; then
+        echo "make test: FAILED:$failed"
+        exit 1
+fi
+echo "make test: every stage passed"

@@ -1,0 +1,413 @@
+/* The engine client: calls register themselves (request_id, the reply type they expect, a
+ * condvar of their own) in a list under one mutex BEFORE they send, so that a reply can never
+ * arrive unclaimed; the dispatcher thread completes them by request_id. Each waiting caller owns
+ * its call struct on its stack and takes it off the list itself when it stops waiting, so a
+ * late reply finds nothing and is dropped. */
+#define _GNU_SOURCE
+#include "api/engine_client.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/time.h"
+
+struct call {
+        struct call *next;
+        uint64_t request_id;
+        uint16_t reply_type;
+        const char *execution_id; /* RUN only: what cancel looks for */
+        pthread_cond_t done_cond;
+        bool done;
+        struct sbx_error error; /* when done without a reply */
+        void *reply;            /* when done with one: the whole message, owned by the call */
+        size_t reply_len;
+};
+
+struct sbx_engine_client {
+        int fd;
+        pthread_t dispatcher;
+        bool dispatcher_running; /* joinable */
+        void (*on_lost)(void *ctx);
+        void *on_lost_ctx;
+
+        pthread_mutex_t lock; /* everything below */
+        struct call *calls;
+        uint64_t next_request_id;
+        bool dead;                     /* no call may start any more */
+        bool shutting_down;            /* the dead state comes from sbx_engine_client_shutdown */
+        pthread_mutex_t shutdown_lock; /* serialises shutdown and join */
+};
+
+static int unavailable(struct sbx_error *err, const char *why)
+{
+        sbx_error_set(err, 0, "engine unavailable: %s", why);
+        err->code = EPIPE;
+        return -1;
+}
+
+/* ---- The dispatcher ------------------------------------------------------------------------ */
+
+/* Called with the lock held. */
+static struct call *take_call(struct sbx_engine_client *client, uint64_t request_id)
+{
+        for (struct call **p = &client->calls; *p != NULL; p = &(*p)->next) {
+                if ((*p)->request_id == request_id) {
+                        struct call *call = *p;
+                        *p = call->next;
+                        call->next = NULL;
+                        return call;
+                }
+        }
+        return NULL;
+}
+
+static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
+{
+        struct sbx_message_header header;
+        struct sbx_error err = {0};
+        if (sbx_message_decode_header(buf, len, &header, &err) < 0) {
+                sbx_warn("engine client: dropped a reply: %s", err.message);
+                free(buf);
+                return;
+        }
+        pthread_mutex_lock(&client->lock);
+        struct call *call = take_call(client, header.request_id);
+        if (call == NULL) {
+                pthread_mutex_unlock(&client->lock);
+                /* Its caller stopped waiting (timeout), or the engine answered for a worker that
+                 * had already answered. */
+                sbx_debug("engine client: dropped a %s for request %llu nobody waits for",
+                          sbx_message_type_name(header.type),
+                          (unsigned long long)header.request_id);
+                free(buf);
+                return;
+        }
+        if (header.type == call->reply_type) {
+                call->reply = buf;
+                call->reply_len = len;
+        } else {
+                sbx_error_set(&call->error, 0, "engine answered %s with %s",
+                              sbx_message_type_name(call->reply_type),
+                              sbx_message_type_name(header.type));
+                call->error.code = EBADMSG;
+                free(buf);
+        }
+        call->done = true;
+        pthread_cond_signal(&call->done_cond);
+        pthread_mutex_unlock(&client->lock);
+}
+
+static void *dispatch(void *arg)
+{
+        struct sbx_engine_client *client = arg;
+        struct sbx_error err = {0};
+        for (;;) {
+                void *buf = NULL;
+                size_t len = 0;
+                int rc = sbx_message_receive(client->fd, &buf, &len, &err);
+                if (rc > 0) {
+                        deliver(client, buf, len);
+                        continue;
+                }
+                if (rc < 0 && sbx_message_dropped(&err)) {
+                        sbx_warn("engine client: %s", err.message);
+                        continue;
+                }
+                break;
+        }
+
+        pthread_mutex_lock(&client->lock);
+        bool lost = !client->shutting_down;
+        const char *why = lost ? "the engine hung up" : "the engine client was shut down";
+        client->dead = true;
+        for (struct call *call = client->calls; call != NULL; call = call->next) {
+                unavailable(&call->error, why);
+                call->done = true;
+                pthread_cond_signal(&call->done_cond);
+        }
+        client->calls = NULL;
+        pthread_mutex_unlock(&client->lock);
+        if (lost) {
+                sbx_warn("engine client: %s", why);
+                if (client->on_lost != NULL)
+                        client->on_lost(client->on_lost_ctx);
+        }
+        return NULL;
+}
+
+/* ---- Calls --------------------------------------------------------------------------------- */
+
+/* Registers call and assigns its request_id. Fails at once when the engine is gone. */
+static int call_begin(struct sbx_engine_client *client, struct call *call, uint16_t reply_type,
+                      const char *execution_id, struct sbx_error *err)
+{
+        *call = (struct call){.reply_type = reply_type, .execution_id = execution_id};
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        int rc = pthread_cond_init(&call->done_cond, &attr);
+        pthread_condattr_destroy(&attr);
+        if (rc != 0)
+                return sbx_error_set(err, rc, "engine client: condition variable");
+
+        pthread_mutex_lock(&client->lock);
+        if (client->dead) {
+                bool shut = client->shutting_down;
+                pthread_mutex_unlock(&client->lock);
+                pthread_cond_destroy(&call->done_cond);
+                return unavailable(err,
+                                   shut ? "the engine client was shut down" : "the engine hung up");
+        }
+        call->request_id = ++client->next_request_id;
+        call->next = client->calls;
+        client->calls = call;
+        pthread_mutex_unlock(&client->lock);
+        return 0;
+}
+
+/* Takes call off the list (if the dispatcher has not) and frees what it still holds. */
+static void call_end(struct sbx_engine_client *client, struct call *call)
+{
+        pthread_mutex_lock(&client->lock);
+        take_call(client, call->request_id);
+        pthread_mutex_unlock(&client->lock);
+        pthread_cond_destroy(&call->done_cond);
+        free(call->reply);
+        call->reply = NULL;
+}
+
+static int send_message(struct sbx_engine_client *client, void *buf, size_t len,
+                        struct sbx_error *err)
+{
+        int rc = sbx_message_send(client->fd, buf, len, err);
+        free(buf);
+        if (rc < 0 && (err->code == EPIPE || err->code == ECONNRESET || err->code == ENOTCONN)) {
+                char why[SBX_ERROR_MESSAGE_MAX];
+                memcpy(why, err->message, sizeof(why));
+                return unavailable(err, why);
+        }
+        return rc;
+}
+
+/* Waits until the call is done or timeout_ms have passed. Returns 0 with call->reply set, or -1
+ * with err. */
+static int call_wait(struct sbx_engine_client *client, struct call *call, uint64_t timeout_ms,
+                     struct sbx_error *err)
+{
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += (time_t)(timeout_ms / 1000);
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&client->lock);
+        int rc = 0;
+        while (!call->done && rc != ETIMEDOUT)
+                rc = pthread_cond_timedwait(&call->done_cond, &client->lock, &deadline);
+        bool done = call->done;
+        if (!done)
+                take_call(client, call->request_id); /* a late reply is dropped */
+        pthread_mutex_unlock(&client->lock);
+        if (!done)
+                return sbx_error_set(err, ETIMEDOUT, "engine did not answer %s within %llu ms",
+                                     sbx_message_type_name((uint16_t)(call->reply_type)),
+                                     (unsigned long long)timeout_ms);
+        if (call->reply == NULL) {
+                *err = call->error;
+                return -1;
+        }
+        return 0;
+}
+
+/* One request with an empty body (PING, STATS) and its reply, decoded into *message. */
+static int simple_call(struct sbx_engine_client *client, enum sbx_message_type type,
+                       uint16_t reply_type, unsigned timeout_ms, struct sbx_message *message,
+                       struct sbx_error *err)
+{
+        struct call call;
+        if (call_begin(client, &call, reply_type, NULL, err) < 0)
+                return -1;
+        void *buf;
+        size_t len;
+        int rc = sbx_message_encode_empty(type, call.request_id, &buf, &len, err);
+        if (rc == 0)
+                rc = send_message(client, buf, len, err);
+        if (rc == 0)
+                rc = call_wait(client, &call, timeout_ms, err);
+        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
+                rc = sbx_error_prefix(err, "engine client: %s", sbx_message_type_name(reply_type));
+        call_end(client, &call);
+        return rc;
+}
+
+int sbx_engine_client_ping(struct sbx_engine_client *client, unsigned timeout_ms,
+                           struct sbx_error *err)
+{
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        return simple_call(client, SBX_MESSAGE_PING, SBX_MESSAGE_PONG, timeout_ms, message, err);
+}
+
+int sbx_engine_client_stats(struct sbx_engine_client *client, unsigned timeout_ms,
+                            struct sbx_message_stats *stats, struct sbx_error *err)
+{
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        if (simple_call(client, SBX_MESSAGE_STATS, SBX_MESSAGE_STATS_REPLY, timeout_ms, message,
+                        err) < 0)
+                return -1;
+        *stats = message->body.stats;
+        return 0;
+}
+
+static void send_cancel(struct sbx_engine_client *client, uint64_t request_id)
+{
+        void *buf;
+        size_t len;
+        struct sbx_error err = {0};
+        if (sbx_message_encode_empty(SBX_MESSAGE_CANCEL, request_id, &buf, &len, &err) < 0 ||
+            send_message(client, buf, len, &err) < 0)
+                sbx_warn("engine client: cancel request %llu: %s", (unsigned long long)request_id,
+                         err.message);
+}
+
+int sbx_engine_client_run(struct sbx_engine_client *client, const char *execution_id,
+                          const struct sbx_request *request, struct sbx_engine_result *out,
+                          struct sbx_error *err)
+{
+        *out = (struct sbx_engine_result){0};
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        struct call call;
+        if (call_begin(client, &call, SBX_MESSAGE_RESULT, execution_id, err) < 0)
+                return -1;
+        void *buf;
+        size_t len;
+        int rc = sbx_message_encode_run(call.request_id, execution_id, request, &buf, &len, err);
+        if (rc == 0)
+                rc = send_message(client, buf, len, err);
+        if (rc == 0) {
+                rc = call_wait(client, &call, request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS,
+                               err);
+                if (rc < 0 && err->code == ETIMEDOUT)
+                        send_cancel(client, call.request_id); /* do not leave it running */
+        }
+        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
+                rc = sbx_error_prefix(err, "engine client: RESULT");
+        if (rc == 0) {
+                out->result = message->body.result;
+                out->message = steal_pointer(&call.reply);
+        }
+        call_end(client, &call);
+        return rc;
+}
+
+void sbx_engine_result_free(struct sbx_engine_result *result)
+{
+        if (result == NULL)
+                return;
+        free(result->message);
+        *result = (struct sbx_engine_result){0};
+}
+
+int sbx_engine_client_cancel(struct sbx_engine_client *client, const char *execution_id,
+                             struct sbx_error *err)
+{
+        uint64_t request_id = 0;
+        pthread_mutex_lock(&client->lock);
+        for (struct call *call = client->calls; call != NULL; call = call->next)
+                if (call->execution_id != NULL && strcmp(call->execution_id, execution_id) == 0)
+                        request_id = call->request_id;
+        pthread_mutex_unlock(&client->lock);
+        if (request_id == 0)
+                return sbx_error_set(err, ENOENT, "engine client: execution %s is not running",
+                                     execution_id);
+        void *buf;
+        size_t len;
+        if (sbx_message_encode_empty(SBX_MESSAGE_CANCEL, request_id, &buf, &len, err) < 0)
+                return -1;
+        return send_message(client, buf, len, err);
+}
+
+bool sbx_engine_client_alive(struct sbx_engine_client *client)
+{
+        pthread_mutex_lock(&client->lock);
+        bool alive = !client->dead;
+        pthread_mutex_unlock(&client->lock);
+        return alive;
+}
+
+/* ---- Life cycle ---------------------------------------------------------------------------- */
+
+int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,
+                            struct sbx_engine_client **out, struct sbx_error *err)
+{
+        struct sbx_engine_client *client = calloc(1, sizeof(*client));
+        if (client == NULL) {
+                close(fd);
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        }
+        client->fd = fd;
+        client->on_lost = on_lost;
+        client->on_lost_ctx = ctx;
+        pthread_mutex_init(&client->lock, NULL);
+        pthread_mutex_init(&client->shutdown_lock, NULL);
+
+        /* The dispatcher inherits this mask: process signals (SIGTERM for the API) must go to a
+         * thread that handles them, never interrupt the reader. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        int rc = pthread_create(&client->dispatcher, NULL, dispatch, client);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+                sbx_engine_client_free(client);
+                return sbx_error_set(err, rc, "engine client: start the dispatcher thread");
+        }
+        client->dispatcher_running = true;
+        *out = client;
+        return 0;
+}
+
+void sbx_engine_client_shutdown(struct sbx_engine_client *client)
+{
+        pthread_mutex_lock(&client->shutdown_lock);
+        pthread_mutex_lock(&client->lock);
+        if (!client->dead)
+                client->shutting_down = true;
+        pthread_mutex_unlock(&client->lock);
+        /* Wakes the dispatcher's blocked recv with end of file. */
+        shutdown(client->fd, SHUT_RDWR);
+        if (client->dispatcher_running) {
+                pthread_join(client->dispatcher, NULL);
+                client->dispatcher_running = false;
+        }
+        pthread_mutex_lock(&client->lock);
+        client->dead = true; /* also when the dispatcher never started */
+        pthread_mutex_unlock(&client->lock);
+        pthread_mutex_unlock(&client->shutdown_lock);
+}
+
+void sbx_engine_client_free(struct sbx_engine_client *client)
+{
+        if (client == NULL)
+                return;
+        sbx_engine_client_shutdown(client);
+        close(client->fd);
+        pthread_mutex_destroy(&client->lock);
+        pthread_mutex_destroy(&client->shutdown_lock);
+        free(client);
+}

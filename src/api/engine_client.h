@@ -1,0 +1,79 @@
+/* The API process's side of the engine protocol: a thread-safe client over the SOCK_SEQPACKET
+ * socket to the engine. Any number of HTTP threads call it at once; one dispatcher thread reads
+ * every reply (RESULT, PONG, STATS_REPLY) and wakes the caller waiting for that request_id.
+ *
+ * Errors a call reports in err->code:
+ *   EPIPE      the engine is unavailable: its socket hung up or failed (now, or earlier: after the
+ *              first loss every call fails at once), or the client was shut down. HTTP 503.
+ *   ETIMEDOUT  no reply within the call's bound (the engine may be alive but stuck).
+ *   EBADMSG    the engine's reply could not be decoded.
+ *   EINVAL     the request cannot be carried by the protocol (see protocol.h).
+ *   ENOENT     cancel: no such execution in flight. */
+#pragma once
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "engine/execution.h"
+#include "engine/protocol.h"
+#include "engine/result.h"
+#include "util/error.h"
+
+/* How long past its wall deadline a RUN may take before the client gives up on the engine: setup,
+ * teardown and a loaded machine fit well within it. */
+#define SBX_ENGINE_RUN_SLACK_MS 30000
+
+struct sbx_engine_client;
+
+/* A RESULT as received. result's pointers (stdout, stderr, backend) point into message, which
+ * this struct owns: free both with sbx_engine_result_free(), never with sbx_result_free(). The
+ * struct may be copied or moved (result does not point into itself). */
+struct sbx_engine_result {
+        struct sbx_result result;
+        void *message;
+};
+
+/* Starts a client on fd (a connected SOCK_SEQPACKET socket to the engine; owned by the client
+ * from now on, also on failure) and its dispatcher thread, which runs with every signal blocked.
+ * on_lost, if not NULL, is called once, from the dispatcher thread, when the engine hangs up or
+ * its socket fails (not after sbx_engine_client_shutdown). It runs on the dispatcher thread, so it
+ * must not call back into the client (shutdown would join its own thread): it should only tell
+ * the rest of the process, e.g. write to a pipe or raise SIGTERM. */
+int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,
+                            struct sbx_engine_client **out, struct sbx_error *err);
+
+/* Runs request as execution_id (32 lowercase hex) and waits for its RESULT, at most
+ * request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS (then CANCEL is sent and ETIMEDOUT
+ * returned). A RESULT with status internal_error is still a success here (0): the engine's own
+ * refusals ("engine busy", "engine shutting down", "canceled") arrive that way. */
+int sbx_engine_client_run(struct sbx_engine_client *client, const char *execution_id,
+                          const struct sbx_request *request, struct sbx_engine_result *out,
+                          struct sbx_error *err);
+
+/* Frees a result from sbx_engine_client_run. NULL and a zeroed struct are no-ops. */
+void sbx_engine_result_free(struct sbx_engine_result *result);
+
+/* Asks the engine to cancel the execution in flight under execution_id; its run call then returns
+ * a RESULT internal_error "canceled". Does not wait. ENOENT when no such run is waiting. */
+int sbx_engine_client_cancel(struct sbx_engine_client *client, const char *execution_id,
+                             struct sbx_error *err);
+
+/* Sends PING and waits up to timeout_ms for the PONG. 0 when the engine answered. */
+int sbx_engine_client_ping(struct sbx_engine_client *client, unsigned timeout_ms,
+                           struct sbx_error *err);
+
+/* Sends STATS and waits up to timeout_ms for the engine's counters. */
+int sbx_engine_client_stats(struct sbx_engine_client *client, unsigned timeout_ms,
+                            struct sbx_message_stats *stats, struct sbx_error *err);
+
+/* False once the engine was lost or the client shut down. */
+bool sbx_engine_client_alive(struct sbx_engine_client *client);
+
+/* Stops the client: shuts the socket down in both directions (the engine sees the API hang up
+ * and shuts down itself), wakes every waiting call with EPIPE, joins the dispatcher. Calls made
+ * afterwards fail at once. Idempotent; thread-safe against concurrent calls. */
+void sbx_engine_client_shutdown(struct sbx_engine_client *client);
+
+/* Shuts down (if not yet), closes the socket and frees the client. The caller guarantees that no
+ * other thread is inside or will enter a call. NULL is a no-op. */
+void sbx_engine_client_free(struct sbx_engine_client *client);

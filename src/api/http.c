@@ -1,0 +1,520 @@
+/* Request handling. libmicrohttpd calls handle_request() several times per request: once with
+ * the headers (a fresh struct request is attached), once per piece of the body, and once more with
+ * no data, when the response is produced. Each connection has its own thread, so the POST
+ * handler simply blocks while the engine runs the sandbox. */
+#define _GNU_SOURCE
+#include "api/http.h"
+
+#include <errno.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "api/openapi.h"
+#include "api/problem.h"
+#include "engine/result_json.h"
+#include "service/auth.h"
+#include "service/settings.h"
+#include "util/buffer.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define JSON_CONTENT_TYPE "application/json"
+
+/* Connections served at once: each is a thread, and a slow client must not exhaust them. */
+#define HTTP_CONNECTION_LIMIT 256
+/* Seconds a connection may sit idle (headers or body trickling in) before it is closed. */
+#define HTTP_IDLE_TIMEOUT_S 30
+/* How long /health waits for the engine's PONG, and /metrics for its STATS. */
+#define ENGINE_PROBE_TIMEOUT_MS 1000
+
+/* The per-request state libmicrohttpd keeps for us between calls. */
+struct request {
+        struct sbx_buffer body;
+        bool body_too_large;
+};
+
+/* Requests being handled: SIGTERM waits for them to finish. */
+static atomic_int requests_in_flight;
+
+static uint64_t wall_clock_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static uint64_t monotonic_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- responses ---- */
+
+struct header {
+        const char *name;
+        const char *value;
+};
+
+static enum MHD_Result respond(struct sbx_api *api, struct MHD_Connection *connection,
+                               unsigned status, const char *content_type, const char *body,
+                               size_t length, const struct header *headers, size_t n_headers)
+{
+        struct MHD_Response *response =
+                MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
+        if (response == NULL)
+                return MHD_NO;
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+        /* Responses describe one tenant's executions: never cache them anywhere. */
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        for (size_t i = 0; i < n_headers; i++)
+                MHD_add_response_header(response, headers[i].name, headers[i].value);
+        enum MHD_Result queued = MHD_queue_response(connection, status, response);
+        MHD_destroy_response(response);
+        sbx_metrics_count_http_request(api->metrics, status);
+        return queued;
+}
+
+static enum MHD_Result respond_json(struct sbx_api *api, struct MHD_Connection *connection,
+                                    unsigned status, const char *content_type, json_t *body,
+                                    const struct header *headers, size_t n_headers)
+{
+        _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+        json_decref(body);
+        if (text == NULL) {
+                static const char fallback[] =
+                        "{\"type\":\"https://sandboxd.dev/problems/internal\",\"title\":"
+                        "\"Internal error\",\"status\":500,\"detail\":\"out of memory\","
+                        "\"errors\":[]}";
+                return respond(api, connection, 500, SBX_PROBLEM_CONTENT_TYPE, fallback,
+                               sizeof(fallback) - 1, NULL, 0);
+        }
+        return respond(api, connection, status, content_type, text, strlen(text), headers,
+                       n_headers);
+}
+
+static enum MHD_Result respond_problem(struct sbx_api *api, struct MHD_Connection *connection,
+                                       unsigned status, const char *detail,
+                                       const struct sbx_problem_field *fields, size_t n_fields,
+                                       const struct header *headers, size_t n_headers)
+{
+        json_t *body = sbx_problem_new(status, sbx_problem_default_slug(status), NULL, detail,
+                                       fields, n_fields);
+        return respond_json(api, connection, status, SBX_PROBLEM_CONTENT_TYPE, body, headers,
+                            n_headers);
+}
+
+static enum MHD_Result respond_method_not_allowed(struct sbx_api *api,
+                                                  struct MHD_Connection *connection,
+                                                  const char *method, const char *allow)
+{
+        char detail[128];
+        snprintf(detail, sizeof(detail), "%.16s is not allowed here; use %s", method, allow);
+        const struct header allow_header = {MHD_HTTP_HEADER_ALLOW, allow};
+        return respond_problem(api, connection, 405, detail, NULL, 0, &allow_header, 1);
+}
+
+/* ---- authentication ---- */
+
+static const struct sbx_tenant *authenticate(struct sbx_api *api, struct MHD_Connection *connection)
+{
+        const char *authorization =
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
+        return sbx_auth_find_tenant(api->config, sbx_auth_bearer_token(authorization));
+}
+
+static enum MHD_Result respond_unauthorized(struct sbx_api *api, struct MHD_Connection *connection)
+{
+        const struct header challenge = {MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                         "Bearer realm=\"sandboxd\""};
+        return respond_problem(api, connection, 401,
+                               "a valid token is required: Authorization: Bearer <token>", NULL, 0,
+                               &challenge, 1);
+}
+
+/* ---- GET /health, /metrics, /v1/openapi.json ---- */
+
+static enum MHD_Result handle_health(struct sbx_api *api, struct MHD_Connection *connection)
+{
+        struct sbx_error err = {0};
+        if (sbx_engine_client_ping(api->engine, ENGINE_PROBE_TIMEOUT_MS, &err) < 0)
+                return respond_problem(api, connection, 503, "the engine does not answer", NULL, 0,
+                                       NULL, 0);
+        return respond_json(api, connection, 200, JSON_CONTENT_TYPE,
+                            json_pack("{s:s, s:s}", "status", "ok", "engine", "up"), NULL, 0);
+}
+
+static enum MHD_Result handle_metrics(struct sbx_api *api, struct MHD_Connection *connection)
+{
+        struct sbx_message_stats stats;
+        struct sbx_error err = {0};
+        if (sbx_engine_client_stats(api->engine, ENGINE_PROBE_TIMEOUT_MS, &stats, &err) == 0)
+                sbx_metrics_set_sandboxes_alive(api->metrics, stats.workers_alive);
+        /* Counted before rendering, so that this request is in its own figures. */
+        sbx_metrics_count_http_request(api->metrics, 200);
+        size_t length = 0;
+        _cleanup_free_ char *text = sbx_metrics_render(api->metrics, &length);
+        if (text == NULL)
+                return respond_problem(api, connection, 500, "out of memory", NULL, 0, NULL, 0);
+        struct MHD_Response *response =
+                MHD_create_response_from_buffer(length, text, MHD_RESPMEM_MUST_COPY);
+        if (response == NULL)
+                return MHD_NO;
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, SBX_METRICS_CONTENT_TYPE);
+        enum MHD_Result queued = MHD_queue_response(connection, 200, response);
+        MHD_destroy_response(response);
+        return queued;
+}
+
+static enum MHD_Result handle_openapi(struct sbx_api *api, struct MHD_Connection *connection)
+{
+        return respond(api, connection, 200, SBX_OPENAPI_CONTENT_TYPE, sbx_openapi_json(),
+                       sbx_openapi_json_length(), NULL, 0);
+}
+
+/* ---- POST /v1/executions ---- */
+
+static bool is_json_content_type(const char *value)
+{
+        if (value == NULL)
+                return false;
+        size_t n = strlen(JSON_CONTENT_TYPE);
+        /* "application/json" with optional parameters ("; charset=utf-8"). */
+        return strncasecmp(value, JSON_CONTENT_TYPE, n) == 0 &&
+               (value[n] == '\0' || value[n] == ';' || value[n] == ' ');
+}
+
+static json_t *clamped_json(const struct sbx_settings *settings)
+{
+        json_t *array = json_array();
+        for (size_t i = 0; array != NULL && i < settings->n_clamped; i++)
+                json_array_append_new(array, json_string(settings->clamped[i]));
+        return array;
+}
+
+/* {"bytes": N, "sha256": "..."} standing for a string of the request in the audit log. */
+static json_t *digest_of(const json_t *string)
+{
+        char hex[SBX_AUDIT_SHA256_HEX_SIZE];
+        struct sbx_error err = {0};
+        const char *data = json_string_value(string);
+        size_t size = json_string_length(string);
+        if (data == NULL || sbx_audit_sha256_hex(data, size, hex, &err) < 0)
+                return json_null();
+        return json_pack("{s:I, s:s}", "bytes", (json_int_t)size, "sha256", hex);
+}
+
+/* The request as the audit log keeps it: every setting, but code, stdin and file contents as
+ * their size and SHA-256. They can be megabytes each, and they are the tenant's data, not
+ * settings; the hash still proves which program ran. */
+static json_t *redacted_request(const json_t *requested)
+{
+        json_t *copy = json_deep_copy(requested);
+        if (copy == NULL)
+                return NULL;
+        static const char *const byte_fields[] = {"code", "stdin"};
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(byte_fields); i++) {
+                json_t *value = json_object_get(copy, byte_fields[i]);
+                if (json_is_string(value))
+                        json_object_set_new(copy, byte_fields[i], digest_of(value));
+        }
+        size_t index;
+        json_t *file;
+        json_array_foreach(json_object_get(copy, "files"), index, file)
+        {
+                json_t *content = json_object_get(file, "content");
+                if (json_is_string(content))
+                        json_object_set_new(file, "content", digest_of(content));
+        }
+        return copy;
+}
+
+static void record_audit(struct sbx_api *api, const struct sbx_settings *settings,
+                         const struct sbx_result *result, json_t *response, uint64_t created_at_ms)
+{
+        _cleanup_(json_decrefp) json_t *clamped = clamped_json(settings);
+        _cleanup_(json_decrefp) json_t *requested = redacted_request(settings->requested);
+        struct sbx_audit_record record = {
+                .id = settings->id,
+                .tenant = settings->tenant,
+                .created_at_ms = (int64_t)created_at_ms,
+                .finished_at_ms = (int64_t)wall_clock_ms(),
+                .language = settings->language,
+                .status = sbx_status_name(result->status),
+                .exit_code = result->run.exited ? result->run.exit_code : -1,
+                .signal = result->run.exited ? 0 : result->run.signal,
+                .error = result->status == SBX_STATUS_INTERNAL_ERROR ? result->error : NULL,
+                .requested = requested,
+                .effective = json_object_get(response, "limits"),
+                .clamped = clamped,
+                .usage = json_object_get(response, "usage"),
+                .evidence = json_object_get(response, "evidence"),
+                .timing = json_object_get(response, "timing"),
+                .stdout_data = result->run.out.data,
+                .stdout_size = result->run.out.len,
+                .stderr_data = result->run.err.data,
+                .stderr_size = result->run.err.len,
+                .store_output = api->config->server.store_output,
+        };
+        struct sbx_error err = {0};
+        if (sbx_audit_record_execution(api->audit, &record, &err) < 0)
+                sbx_warn("audit: execution %s: %s", settings->id, err.message);
+}
+
+static enum MHD_Result problem_from_settings(struct sbx_api *api, struct MHD_Connection *connection,
+                                             const struct sbx_problem *problem)
+{
+        struct sbx_problem_field fields[SBX_PROBLEM_MAX_ERRORS];
+        for (size_t i = 0; i < problem->n_errors; i++)
+                fields[i] = (struct sbx_problem_field){problem->errors[i].field,
+                                                       problem->errors[i].message};
+        json_t *body = sbx_problem_new((unsigned)problem->status, problem->slug, problem->title,
+                                       problem->detail, fields, problem->n_errors);
+        return respond_json(api, connection, (unsigned)problem->status, SBX_PROBLEM_CONTENT_TYPE,
+                            body, NULL, 0);
+}
+
+static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
+                                     const struct sbx_tenant *tenant, struct sbx_settings *settings)
+{
+        uint64_t created_at_ms = wall_clock_ms();
+        struct sbx_quota_decision decision;
+        struct sbx_error err = {0};
+        if (sbx_quota_reserve(api->quota, tenant, settings->limits.wall_ms, monotonic_ms(),
+                              &decision, &err) < 0)
+                return respond_problem(api, connection, 500, err.message, NULL, 0, NULL, 0);
+        if (decision.verdict != SBX_QUOTA_ALLOWED) {
+                const char *reason = sbx_quota_verdict_name(decision.verdict);
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, reason);
+                char retry_after[32];
+                snprintf(retry_after, sizeof(retry_after), "%llu",
+                         (unsigned long long)decision.retry_after_s);
+                char detail[160];
+                snprintf(detail, sizeof(detail),
+                         decision.verdict == SBX_QUOTA_OVER_CONCURRENCY
+                                 ? "tenant %s has %llu executions running, its tier's maximum"
+                                 : "tenant %s used its CPU budget of %llu ms for the window",
+                         tenant->name,
+                         (unsigned long long)(decision.verdict == SBX_QUOTA_OVER_CONCURRENCY
+                                                      ? tenant->tier->max_concurrency
+                                                      : tenant->tier->cpu_budget_ms));
+                const struct header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
+                return respond_problem(api, connection, 429, detail, NULL, 0, &header, 1);
+        }
+
+        struct sbx_request request;
+        sbx_settings_to_request(settings, &request);
+        struct sbx_engine_result outcome = {0};
+        int rc = sbx_engine_client_run(api->engine, settings->id, &request, &outcome, &err);
+        uint64_t cpu_ms = rc == 0 ? outcome.result.evidence.cpu_usage_us / 1000 : 0;
+        sbx_quota_release(api->quota, tenant, decision.reservation, cpu_ms, monotonic_ms());
+        if (rc < 0) {
+                sbx_warn("execution %s: engine: %s", settings->id, err.message);
+                return respond_problem(api, connection, 503,
+                                       "the engine is unavailable; nothing was run", NULL, 0, NULL,
+                                       0);
+        }
+
+        struct sbx_result *result = &outcome.result;
+        json_t *response = sbx_result_to_json(result);
+        if (response != NULL) {
+                json_object_set_new(response, "id", json_string(settings->id));
+                json_object_set_new(response, "clamped", clamped_json(settings));
+                record_audit(api, settings, result, response, created_at_ms);
+        }
+        sbx_metrics_count_execution(api->metrics, tenant->name, sbx_status_name(result->status));
+        sbx_metrics_observe_timing(api->metrics, &result->timing);
+        sbx_engine_result_free(&outcome);
+        return respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
+}
+
+static enum MHD_Result handle_create_execution(struct sbx_api *api,
+                                               struct MHD_Connection *connection,
+                                               struct request *request)
+{
+        const struct sbx_tenant *tenant = authenticate(api, connection);
+        if (tenant == NULL)
+                return respond_unauthorized(api, connection);
+        if (request->body_too_large) {
+                char detail[96];
+                snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
+                         (unsigned long long)api->config->server.max_body_bytes);
+                return respond_problem(api, connection, 413, detail, NULL, 0, NULL, 0);
+        }
+        const char *content_type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                               MHD_HTTP_HEADER_CONTENT_TYPE);
+        if (!is_json_content_type(content_type))
+                return respond_problem(api, connection, 415, "the body must be application/json",
+                                       NULL, 0, NULL, 0);
+
+        json_error_t parse_error;
+        /* Duplicate keys are ambiguous (which limit applies?): refuse them. NUL is allowed in
+         * strings: code and stdin are bytes. */
+        _cleanup_(json_decrefp) json_t *body =
+                json_loadb((const char *)request->body.data, request->body.len,
+                           JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &parse_error);
+        if (body == NULL) {
+                char detail[256];
+                snprintf(detail, sizeof(detail), "malformed JSON at line %d, column %d: %s",
+                         parse_error.line, parse_error.column, parse_error.text);
+                const struct sbx_problem_field field = {"body", "not valid JSON"};
+                return respond_problem(api, connection, 400, detail, &field, 1, NULL, 0);
+        }
+
+        struct sbx_settings *settings = NULL;
+        struct sbx_problem problem;
+        if (sbx_settings_build(body, tenant, &settings, &problem) < 0)
+                return problem_from_settings(api, connection, &problem);
+        enum MHD_Result result = run_execution(api, connection, tenant, settings);
+        sbx_settings_free(settings);
+        return result;
+}
+
+/* ---- GET /v1/executions/{id} ---- */
+
+static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Connection *connection,
+                                            const char *id)
+{
+        const struct sbx_tenant *tenant = authenticate(api, connection);
+        if (tenant == NULL)
+                return respond_unauthorized(api, connection);
+        json_t *record = NULL;
+        struct sbx_error err = {0};
+        int found = sbx_execution_id_valid(id)
+                            ? sbx_audit_fetch(api->audit, tenant->name, id, &record, &err)
+                            : 0;
+        if (found < 0)
+                return respond_problem(api, connection, 500, "the audit store failed", NULL, 0,
+                                       NULL, 0);
+        if (found == 0)
+                /* Another tenant's execution is "not found" too: no way to probe for ids. */
+                return respond_problem(api, connection, 404, "no such execution", NULL, 0, NULL, 0);
+        return respond_json(api, connection, 200, JSON_CONTENT_TYPE, record, NULL, 0);
+}
+
+/* ---- routing ---- */
+
+#define EXECUTIONS_PATH "/v1/executions"
+
+static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connection,
+                             const char *url, const char *method, struct request *request)
+{
+        bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+        bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+        if (strcmp(url, "/health") == 0)
+                return get ? handle_health(api, connection)
+                           : respond_method_not_allowed(api, connection, method, "GET");
+        if (strcmp(url, "/metrics") == 0)
+                return get ? handle_metrics(api, connection)
+                           : respond_method_not_allowed(api, connection, method, "GET");
+        if (strcmp(url, "/v1/openapi.json") == 0)
+                return get ? handle_openapi(api, connection)
+                           : respond_method_not_allowed(api, connection, method, "GET");
+        if (strcmp(url, EXECUTIONS_PATH) == 0)
+                return post ? handle_create_execution(api, connection, request)
+                            : respond_method_not_allowed(api, connection, method, "POST");
+        if (strncmp(url, EXECUTIONS_PATH "/", strlen(EXECUTIONS_PATH) + 1) == 0) {
+                const char *id = url + strlen(EXECUTIONS_PATH) + 1;
+                if (strchr(id, '/') == NULL && id[0] != '\0')
+                        return get ? handle_get_execution(api, connection, id)
+                                   : respond_method_not_allowed(api, connection, method, "GET");
+        }
+        return respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
+}
+
+static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connection, const char *url,
+                                      const char *method, const char *version,
+                                      const char *upload_data, size_t *upload_data_size,
+                                      void **state)
+{
+        struct sbx_api *api = cls;
+        struct request *request = *state;
+        if (request == NULL) {
+                /* First call: headers only. Refuse an announced oversize body before reading it. */
+                request = calloc(1, sizeof(*request));
+                if (request == NULL)
+                        return MHD_NO;
+                sbx_buffer_init(&request->body, api->config->server.max_body_bytes);
+                *state = request;
+                atomic_fetch_add(&requests_in_flight, 1);
+                const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+                if (length != NULL &&
+                    strtoull(length, NULL, 10) > api->config->server.max_body_bytes) {
+                        /* Announced too large: answer now, without reading the body. */
+                        request->body_too_large = true;
+                        return route(api, connection, url, method, request);
+                }
+                return MHD_YES;
+        }
+        if (*upload_data_size != 0) {
+                /* The buffer keeps at most max_body_bytes and flags the rest, which is read and
+                 * dropped so that the client gets its 413 instead of a reset connection. */
+                if (sbx_buffer_append(&request->body, upload_data, *upload_data_size) < 0)
+                        return MHD_NO;
+                if (request->body.overflow)
+                        request->body_too_large = true;
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        return route(api, connection, url, method, request);
+}
+
+static void request_completed(void *cls, struct MHD_Connection *connection, void **state,
+                              enum MHD_RequestTerminationCode code)
+{
+        struct request *request = *state;
+        if (request == NULL)
+                return;
+        sbx_buffer_free(&request->body);
+        free(request);
+        *state = NULL;
+        atomic_fetch_sub(&requests_in_flight, 1);
+}
+
+static void log_mhd_error(void *cls, const char *format, va_list ap)
+{
+        char message[512];
+        vsnprintf(message, sizeof(message), format, ap);
+        sbx_debug("http: %s", message);
+}
+
+int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_error *err)
+{
+        struct MHD_Daemon *daemon = MHD_start_daemon(
+                MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                        MHD_USE_POLL | MHD_USE_ERROR_LOG,
+                0, NULL, NULL, handle_request, api, MHD_OPTION_LISTEN_SOCKET, api->listen_fd,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+                MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+                MHD_OPTION_NOTIFY_COMPLETED, request_completed, api, MHD_OPTION_EXTERNAL_LOGGER,
+                log_mhd_error, api, MHD_OPTION_END);
+        if (daemon == NULL)
+                return sbx_error_set(err, EIO, "http: cannot start the server");
+
+        int signal_number = 0;
+        while (sigwait(wait_signals, &signal_number) != 0)
+                ;
+        sbx_info("http: %s: no new connections; waiting for running requests",
+                 signal_number == SIGUSR1 ? "engine lost" : "signal");
+
+        /* Stop accepting, then give running executions the grace period to finish. */
+        MHD_quiesce_daemon(daemon);
+        uint64_t deadline = monotonic_ms() + api->config->server.shutdown_grace_s * 1000;
+        while (atomic_load(&requests_in_flight) > 0 && monotonic_ms() < deadline) {
+                struct timespec pause = {0, 20 * 1000 * 1000};
+                nanosleep(&pause, NULL);
+        }
+        /* Waiting calls return at once from here on (EPIPE), so no thread blocks the stop. */
+        sbx_engine_client_shutdown(api->engine);
+        MHD_stop_daemon(daemon);
+        return 0;
+}

@@ -1,0 +1,27 @@
+/* The HTTP API (DESIGN.md "HTTP API (v1)"): libmicrohttpd with a thread per connection, routing,
+ * authentication, the settings pipeline, quotas, the engine round trip, the audit record and the
+ * metrics. Runs in the unprivileged API process; it never touches a sandbox itself. */
+#pragma once
+
+#include "api/engine_client.h"
+#include "api/metrics.h"
+#include "service/audit.h"
+#include "service/config.h"
+#include "service/quota.h"
+#include "util/error.h"
+
+struct sbx_api {
+        const struct sbx_config *config;
+        struct sbx_audit *audit;
+        struct sbx_metrics *metrics;
+        struct sbx_quota *quota;
+        struct sbx_engine_client *engine;
+        int listen_fd; /* bound and listening; owned by the server once started */
+};
+
+/* Serves api->listen_fd until SIGTERM or SIGINT arrives or the engine is lost (the caller blocks
+ * those signals in every thread first and passes the set it waits on; engine loss is signalled
+ * with SIGUSR1 by the engine client's on_lost callback). Then stops accepting, lets running
+ * requests finish for up to config->server.shutdown_grace_s seconds, and returns 0, or -1 when the
+ * server could not start. */
+int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_error *err);

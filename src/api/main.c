@@ -1,0 +1,172 @@
+/* sandboxd-api: the API process of `sandboxd serve`, exec'd by the engine right after fork.
+ * Not meant to be started by hand.
+ *
+ *   sandboxd-api [--config FILE] [--local-tenant-sha256 HEX]
+ *     fd 3  the listening HTTP socket (bound by root)
+ *     fd 4  the engine's SOCK_SEQPACKET socket
+ *
+ * It loads the same configuration as the engine (the embedded one without --config; the engine
+ * passes the hash of the "local" tenant's token it generated), opens the audit store while still
+ * root, then drops to the API uid with no capabilities for the rest of its life. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <getopt.h>
+#include <grp.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "api/engine_client.h"
+#include "api/http.h"
+#include "api/metrics.h"
+#include "service/audit.h"
+#include "service/auth.h"
+#include "service/config.h"
+#include "service/quota.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+#define LISTEN_FD 3
+#define ENGINE_FD 4
+
+/* The process gives up root for good: no supplementary groups, the API uid/gid, an empty
+ * bounding set, no capabilities, no_new_privs. A bug in HTTP or JSON handling then runs with the
+ * rights of an unprivileged user that owns nothing but the data directory. */
+static int drop_privileges(uid_t uid, struct sbx_error *err)
+{
+        for (unsigned long cap = 0;; cap++) {
+                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
+                        if (errno == EINVAL && cap > 0)
+                                break;
+                        return sbx_error_set(err, errno, "drop bounding cap %lu", cap);
+                }
+        }
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                return sbx_error_set(err, errno, "clear ambient caps");
+        if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
+                return sbx_error_set(err, errno, "switch to uid %u", (unsigned)uid);
+        /* Changing every uid away from 0 cleared the permitted and effective sets; make the
+         * inheritable one empty too, whatever it was. */
+        struct __user_cap_header_struct header = {_LINUX_CAPABILITY_VERSION_3, 0};
+        struct __user_cap_data_struct data[2] = {{0}};
+        if (syscall(SYS_capset, &header, data) < 0)
+                return sbx_error_set(err, errno, "capset");
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                return sbx_error_set(err, errno, "no_new_privs");
+        return 0;
+}
+
+static void engine_lost(void *ctx)
+{
+        /* Wakes the main thread's sigwait(): without an engine there is no service. */
+        kill(getpid(), SIGUSR1);
+}
+
+static int load_config(const char *path, const char *local_tenant_hex, struct sbx_config *config,
+                       struct sbx_error *err)
+{
+        int rc = path != NULL ? sbx_config_load_file(path, config, err)
+                              : sbx_config_load_string(sbx_config_default_text, "<embedded>",
+                                                       config, err);
+        if (rc < 0 || local_tenant_hex == NULL)
+                return rc;
+        uint8_t digest[SBX_SHA256_SIZE];
+        if (!sbx_auth_sha256_from_hex(local_tenant_hex, digest))
+                return sbx_error_set(err, EINVAL, "bad --local-tenant-sha256");
+        if (config->n_tiers == 0)
+                return sbx_error_set(err, EINVAL, "no tier for the local tenant");
+        return sbx_config_add_tenant(config, "local", config->tiers[0].name, digest, err);
+}
+
+static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigset_t *signals)
+{
+        struct sbx_error err = {0};
+        _cleanup_free_ const char **tenants = calloc(config->n_tenants + 1, sizeof(*tenants));
+        if (tenants == NULL)
+                return 1;
+        for (size_t i = 0; i < config->n_tenants; i++)
+                tenants[i] = config->tenants[i].name;
+        struct sbx_metrics *metrics = sbx_metrics_new(tenants, config->n_tenants, &err);
+        struct sbx_quota *quota = sbx_quota_new();
+        struct sbx_engine_client *engine = NULL;
+        int rc = 1;
+        if (metrics == NULL || quota == NULL) {
+                fprintf(stderr, "sandboxd-api: out of memory\n");
+        } else if (sbx_engine_client_start(ENGINE_FD, engine_lost, NULL, &engine, &err) < 0) {
+                fprintf(stderr, "sandboxd-api: engine client: %s\n", err.message);
+        } else {
+                struct sbx_api api = {
+                        .config = config,
+                        .audit = audit,
+                        .metrics = metrics,
+                        .quota = quota,
+                        .engine = engine,
+                        .listen_fd = LISTEN_FD,
+                };
+                rc = sbx_api_serve(&api, signals, &err) < 0 ? 1 : 0;
+                if (rc != 0)
+                        fprintf(stderr, "sandboxd-api: %s\n", err.message);
+        }
+        sbx_engine_client_free(engine);
+        sbx_quota_free(quota);
+        sbx_metrics_free(metrics);
+        return rc;
+}
+
+int main(int argc, char **argv)
+{
+        static const struct option options[] = {
+                {"config", required_argument, NULL, 'c'},
+                {"local-tenant-sha256", required_argument, NULL, 't'},
+                {NULL, 0, NULL, 0},
+        };
+        const char *config_path = NULL;
+        const char *local_tenant_hex = NULL;
+        int opt;
+        while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
+                if (opt == 'c')
+                        config_path = optarg;
+                else if (opt == 't')
+                        local_tenant_hex = optarg;
+                else
+                        return 64;
+        }
+        sbx_log_init();
+        /* A client that hangs up mid-response must not kill the server. */
+        signal(SIGPIPE, SIG_IGN);
+
+        /* The signals sigwait() takes are blocked before any thread exists: all inherit it. */
+        sigset_t signals;
+        sigemptyset(&signals);
+        sigaddset(&signals, SIGTERM);
+        sigaddset(&signals, SIGINT);
+        sigaddset(&signals, SIGUSR1);
+        pthread_sigmask(SIG_BLOCK, &signals, NULL);
+
+        struct sbx_error err = {0};
+        struct sbx_config config = {0};
+        if (load_config(config_path, local_tenant_hex, &config, &err) < 0) {
+                fprintf(stderr, "sandboxd-api: config: %s\n", err.message);
+                return 78;
+        }
+        struct sbx_audit *audit = sbx_audit_open(config.server.data_dir, &err);
+        if (audit == NULL) {
+                fprintf(stderr, "sandboxd-api: audit store: %s\n", err.message);
+                sbx_config_free(&config);
+                return 1;
+        }
+        int rc = 1;
+        if (drop_privileges(config.server.api_uid, &err) < 0)
+                fprintf(stderr, "sandboxd-api: drop privileges: %s\n", err.message);
+        else
+                rc = serve(&config, audit, &signals);
+        sbx_audit_close(audit);
+        sbx_config_free(&config);
+        return rc;
+}

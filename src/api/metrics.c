@@ -1,0 +1,328 @@
+#include "api/metrics.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cleanup.h"
+
+/* Every enum sbx_status value has a name; they run from SBX_STATUS_OK to the last one. */
+#define STATUS_COUNT ((size_t)SBX_STATUS_INTERNAL_ERROR + 1)
+
+/* HTTP status codes are three digits with a first digit of 1 to 5 (RFC 9110 section 15). */
+#define HTTP_CODE_FIRST 100u
+#define HTTP_CODE_LAST  599u
+#define HTTP_CODE_COUNT (HTTP_CODE_LAST - HTTP_CODE_FIRST + 1)
+
+enum phase { PHASE_ACQUIRE, PHASE_SETUP, PHASE_RUN, PHASE_TEARDOWN, PHASE_TOTAL, PHASE_COUNT };
+
+static const char *const phase_names[PHASE_COUNT] = {
+        [PHASE_ACQUIRE] = "acquire",   [PHASE_SETUP] = "setup", [PHASE_RUN] = "run",
+        [PHASE_TEARDOWN] = "teardown", [PHASE_TOTAL] = "total",
+};
+
+/* serve.md's buckets: 1 ms to 10 s spans a warm start (a few ms) to the default wall limit.
+ * Bounds are kept in microseconds, the unit of struct sbx_timing, so that comparing an
+ * observation with a bound is exact; the label is the same bound written in seconds. */
+struct bucket {
+        uint64_t upper_us;
+        const char *label;
+};
+
+static const struct bucket buckets[] = {
+        {1000, "0.001"},  {2500, "0.0025"}, {5000, "0.005"},  {10000, "0.01"}, {25000, "0.025"},
+        {50000, "0.05"},  {100000, "0.1"},  {250000, "0.25"}, {500000, "0.5"}, {1000000, "1"},
+        {2500000, "2.5"}, {5000000, "5"},   {10000000, "10"},
+};
+
+#define BUCKET_COUNT SBX_ARRAY_SIZE(buckets)
+
+static const char *const quota_reasons[] = {"concurrency", "cpu_budget"};
+
+#define REASON_COUNT SBX_ARRAY_SIZE(quota_reasons)
+
+struct histogram {
+        uint64_t bucket_counts[BUCKET_COUNT]; /* per bucket, not cumulative; +Inf is count */
+        uint64_t sum_us;
+        uint64_t count;
+};
+
+/* Counter tables are indexed [tenant][value]; the last row and column are "other". */
+struct sbx_metrics {
+        pthread_mutex_t lock;
+        char **tenants;
+        size_t n_tenants;
+        uint64_t *executions;       /* (n_tenants + 1) x (STATUS_COUNT + 1) */
+        uint64_t *quota_rejections; /* (n_tenants + 1) x (REASON_COUNT + 1) */
+        uint64_t http_requests[HTTP_CODE_COUNT];
+        uint64_t http_requests_other;
+        struct histogram phases[PHASE_COUNT];
+        uint64_t sandboxes_alive;
+};
+
+struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
+                                    struct sbx_error *err)
+{
+        struct sbx_metrics *metrics = calloc(1, sizeof(*metrics));
+        if (metrics == NULL) {
+                sbx_error_set(err, ENOMEM, "metrics: allocate registry");
+                return NULL;
+        }
+        pthread_mutex_init(&metrics->lock, NULL);
+        metrics->tenants = calloc(n_tenants + 1, sizeof(*metrics->tenants));
+        metrics->executions = calloc((n_tenants + 1) * (STATUS_COUNT + 1), sizeof(uint64_t));
+        metrics->quota_rejections = calloc((n_tenants + 1) * (REASON_COUNT + 1), sizeof(uint64_t));
+        if (metrics->tenants == NULL || metrics->executions == NULL ||
+            metrics->quota_rejections == NULL) {
+                sbx_metrics_free(metrics);
+                sbx_error_set(err, ENOMEM, "metrics: allocate counters");
+                return NULL;
+        }
+        for (size_t i = 0; i < n_tenants; i++) {
+                metrics->tenants[i] = strdup(tenants[i]);
+                if (metrics->tenants[i] == NULL) {
+                        sbx_metrics_free(metrics);
+                        sbx_error_set(err, ENOMEM, "metrics: copy tenant name");
+                        return NULL;
+                }
+                metrics->n_tenants = i + 1; /* what sbx_metrics_free() must free so far */
+        }
+        return metrics;
+}
+
+void sbx_metrics_free(struct sbx_metrics *metrics)
+{
+        if (metrics == NULL)
+                return;
+        if (metrics->tenants != NULL)
+                for (size_t i = 0; i < metrics->n_tenants; i++)
+                        free(metrics->tenants[i]);
+        free(metrics->tenants);
+        free(metrics->executions);
+        free(metrics->quota_rejections);
+        pthread_mutex_destroy(&metrics->lock);
+        free(metrics);
+}
+
+/* The row of tenant; n_tenants ("other") when it is not a configured one. */
+static size_t tenant_index(const struct sbx_metrics *metrics, const char *tenant)
+{
+        for (size_t i = 0; tenant != NULL && i < metrics->n_tenants; i++)
+                if (strcmp(metrics->tenants[i], tenant) == 0)
+                        return i;
+        return metrics->n_tenants;
+}
+
+static size_t status_index(const char *status)
+{
+        for (size_t i = 0; status != NULL && i < STATUS_COUNT; i++)
+                if (strcmp(sbx_status_name((enum sbx_status)i), status) == 0)
+                        return i;
+        return STATUS_COUNT;
+}
+
+static size_t reason_index(const char *reason)
+{
+        for (size_t i = 0; reason != NULL && i < REASON_COUNT; i++)
+                if (strcmp(quota_reasons[i], reason) == 0)
+                        return i;
+        return REASON_COUNT;
+}
+
+void sbx_metrics_count_execution(struct sbx_metrics *metrics, const char *tenant,
+                                 const char *status)
+{
+        size_t row = tenant_index(metrics, tenant), column = status_index(status);
+        pthread_mutex_lock(&metrics->lock);
+        metrics->executions[row * (STATUS_COUNT + 1) + column]++;
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+static void histogram_observe(struct histogram *histogram, uint64_t value_us)
+{
+        for (size_t i = 0; i < BUCKET_COUNT; i++) {
+                if (value_us <= buckets[i].upper_us) {
+                        histogram->bucket_counts[i]++;
+                        break;
+                }
+        }
+        histogram->sum_us += value_us;
+        histogram->count++;
+}
+
+void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_timing *timing)
+{
+        pthread_mutex_lock(&metrics->lock);
+        histogram_observe(&metrics->phases[PHASE_ACQUIRE], timing->acquire_us);
+        histogram_observe(&metrics->phases[PHASE_SETUP], timing->setup_us);
+        histogram_observe(&metrics->phases[PHASE_RUN], timing->run_us);
+        histogram_observe(&metrics->phases[PHASE_TEARDOWN], timing->teardown_us);
+        histogram_observe(&metrics->phases[PHASE_TOTAL], timing->total_us);
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *tenant,
+                                       const char *reason)
+{
+        size_t row = tenant_index(metrics, tenant), column = reason_index(reason);
+        pthread_mutex_lock(&metrics->lock);
+        metrics->quota_rejections[row * (REASON_COUNT + 1) + column]++;
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code)
+{
+        pthread_mutex_lock(&metrics->lock);
+        if (code >= HTTP_CODE_FIRST && code <= HTTP_CODE_LAST)
+                metrics->http_requests[code - HTTP_CODE_FIRST]++;
+        else
+                metrics->http_requests_other++;
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_set_sandboxes_alive(struct sbx_metrics *metrics, uint64_t sandboxes)
+{
+        pthread_mutex_lock(&metrics->lock);
+        metrics->sandboxes_alive = sandboxes;
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+/* A label value in the exposition format's escaping: backslash, double quote and line feed are
+ * the three characters that would end or break the quoted value. */
+static void write_label_value(FILE *out, const char *value)
+{
+        for (const char *c = value; *c != '\0'; c++) {
+                if (*c == '\\')
+                        fputs("\\\\", out);
+                else if (*c == '"')
+                        fputs("\\\"", out);
+                else if (*c == '\n')
+                        fputs("\\n", out);
+                else
+                        fputc(*c, out);
+        }
+}
+
+static void write_family_header(FILE *out, const char *name, const char *type, const char *help)
+{
+        fprintf(out, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One sample of a family with two labels. */
+static void write_pair_sample(FILE *out, const char *name, const char *first_label,
+                              const char *first_value, const char *second_label,
+                              const char *second_value, uint64_t value)
+{
+        fprintf(out, "%s{%s=\"", name, first_label);
+        write_label_value(out, first_value);
+        fprintf(out, "\",%s=\"", second_label);
+        write_label_value(out, second_value);
+        fprintf(out, "\"} %" PRIu64 "\n", value);
+}
+
+/* A [tenant][value] counter table: every configured tenant with every known value, and the
+ * "other" row and column only where something was counted, so that a scrape sees each known
+ * series from the start (no gap before the first increment) without listing empty overflow. */
+static void write_tenant_table(FILE *out, const struct sbx_metrics *metrics, const char *name,
+                               const uint64_t *table, const char *label,
+                               const char *(*value_name)(size_t), size_t n_values)
+{
+        for (size_t row = 0; row <= metrics->n_tenants; row++) {
+                bool other_row = row == metrics->n_tenants;
+                const char *tenant = other_row ? SBX_METRICS_OTHER : metrics->tenants[row];
+                for (size_t column = 0; column <= n_values; column++) {
+                        bool other_column = column == n_values;
+                        uint64_t value = table[row * (n_values + 1) + column];
+                        if ((other_row || other_column) && value == 0)
+                                continue;
+                        write_pair_sample(out, name, "tenant", tenant, label,
+                                          other_column ? SBX_METRICS_OTHER : value_name(column),
+                                          value);
+                }
+        }
+}
+
+static const char *status_value_name(size_t index)
+{
+        return sbx_status_name((enum sbx_status)index);
+}
+
+static const char *reason_value_name(size_t index)
+{
+        return quota_reasons[index];
+}
+
+static void write_histogram(FILE *out, const char *name, const char *phase,
+                            const struct histogram *histogram)
+{
+        uint64_t cumulative = 0;
+        for (size_t i = 0; i < BUCKET_COUNT; i++) {
+                cumulative += histogram->bucket_counts[i];
+                fprintf(out, "%s_bucket{phase=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, phase,
+                        buckets[i].label, cumulative);
+        }
+        fprintf(out, "%s_bucket{phase=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, phase,
+                histogram->count);
+        /* Seconds written from integer microseconds, so the sum is exact (no float rounding). */
+        fprintf(out, "%s_sum{phase=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, phase,
+                histogram->sum_us / 1000000, histogram->sum_us % 1000000);
+        fprintf(out, "%s_count{phase=\"%s\"} %" PRIu64 "\n", name, phase, histogram->count);
+}
+
+static void write_registry(FILE *out, const struct sbx_metrics *metrics)
+{
+        write_family_header(out, "sandboxd_executions_total", "counter",
+                            "Executions finished, by tenant and status.");
+        write_tenant_table(out, metrics, "sandboxd_executions_total", metrics->executions, "status",
+                           status_value_name, STATUS_COUNT);
+
+        write_family_header(out, "sandboxd_phase_duration_seconds", "histogram",
+                            "Duration of each phase of an execution, in seconds.");
+        for (size_t phase = 0; phase < PHASE_COUNT; phase++)
+                write_histogram(out, "sandboxd_phase_duration_seconds", phase_names[phase],
+                                &metrics->phases[phase]);
+
+        write_family_header(out, "sandboxd_quota_rejections_total", "counter",
+                            "Requests refused with 429, by tenant and quota.");
+        write_tenant_table(out, metrics, "sandboxd_quota_rejections_total",
+                           metrics->quota_rejections, "reason", reason_value_name, REASON_COUNT);
+
+        write_family_header(out, "sandboxd_sandboxes_alive", "gauge",
+                            "Sandboxes alive in the engine at its last report.");
+        fprintf(out, "sandboxd_sandboxes_alive %" PRIu64 "\n", metrics->sandboxes_alive);
+
+        write_family_header(out, "sandboxd_http_requests_total", "counter",
+                            "HTTP responses, by status code.");
+        for (unsigned i = 0; i < HTTP_CODE_COUNT; i++)
+                if (metrics->http_requests[i] != 0)
+                        fprintf(out, "sandboxd_http_requests_total{code=\"%u\"} %" PRIu64 "\n",
+                                i + HTTP_CODE_FIRST, metrics->http_requests[i]);
+        if (metrics->http_requests_other != 0)
+                fprintf(out, "sandboxd_http_requests_total{code=\"%s\"} %" PRIu64 "\n",
+                        SBX_METRICS_OTHER, metrics->http_requests_other);
+}
+
+char *sbx_metrics_render(struct sbx_metrics *metrics, size_t *length)
+{
+        char *text = NULL;
+        size_t size = 0;
+        FILE *out = open_memstream(&text, &size);
+        if (out == NULL)
+                return NULL;
+        pthread_mutex_lock(&metrics->lock);
+        write_registry(out, metrics);
+        pthread_mutex_unlock(&metrics->lock);
+        /* A memory stream reports running out of memory through its error flag and fclose(). */
+        bool failed = ferror(out) != 0;
+        if (fclose(out) != 0 || failed) {
+                free(text);
+                return NULL;
+        }
+        if (length != NULL)
+                *length = size;
+        return text;
+}

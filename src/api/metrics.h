@@ -1,0 +1,64 @@
+/* The Prometheus registry behind GET /metrics: a fixed set of metric families (serve.md
+ * "Metrics"), updated by the request handlers and rendered in the text exposition format 0.0.4.
+ *
+ *   sandboxd_executions_total{tenant,status}          counter
+ *   sandboxd_phase_duration_seconds{phase}            histogram (acquire, setup, run, teardown,
+ *                                                     total), buckets 1 ms .. 10 s
+ *   sandboxd_quota_rejections_total{tenant,reason}    counter (reason: concurrency, cpu_budget)
+ *   sandboxd_sandboxes_alive                          gauge, set from the engine's STATS reply
+ *   sandboxd_http_requests_total{code}                counter
+ *
+ * Label cardinality is bounded by construction, so no client can grow the registry: tenants are
+ * the ones named at creation (the config's), statuses the fixed set of sbx_status_name(), reasons
+ * the two above, codes 100..599. Any other value is counted under the label value "other" (a
+ * configured tenant that is itself called "other" shares that series).
+ *
+ * Every function is thread-safe (one mutex; the HTTP server runs a thread per connection). */
+#pragma once
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/result.h"
+#include "util/error.h"
+
+/* The Content-Type of the rendered text. */
+#define SBX_METRICS_CONTENT_TYPE "text/plain; version=0.0.4; charset=utf-8"
+
+/* The label value that collects every value outside the known set. */
+#define SBX_METRICS_OTHER "other"
+
+struct sbx_metrics;
+
+/* A new registry with every counter at zero, or NULL with err. tenants (n_tenants names, copied)
+ * are the label values the tenant label may take. Free with sbx_metrics_free(). */
+struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
+                                    struct sbx_error *err);
+
+/* Frees the registry. NULL is a no-op. Nothing may use it concurrently. */
+void sbx_metrics_free(struct sbx_metrics *metrics);
+
+/* Counts one finished execution. status is a sbx_status_name() ("ok", "timeout", ...). */
+void sbx_metrics_count_execution(struct sbx_metrics *metrics, const char *tenant,
+                                 const char *status);
+
+/* Adds one observation of each phase of timing (microseconds) to the phase histograms. */
+void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_timing *timing);
+
+/* Counts one request refused by a quota; reason is "concurrency" or "cpu_budget". */
+void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *tenant,
+                                       const char *reason);
+
+/* Counts one HTTP response by its status code. */
+void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code);
+
+/* Sets the sandboxes-alive gauge (the engine's count at its last STATS reply). */
+void sbx_metrics_set_sandboxes_alive(struct sbx_metrics *metrics, uint64_t sandboxes);
+
+/* The whole registry as exposition text (a consistent snapshot: taken under the lock), in a new
+ * malloc'd NUL-terminated buffer the caller frees; its length (without the NUL) goes to *length
+ * when length is not NULL. NULL when memory runs out. Each family has its HELP and TYPE lines;
+ * counters list every known label combination, zero or not, plus the "other" series once they
+ * are non-zero; http codes are listed once seen. Histogram buckets are cumulative and end with
+ * le="+Inf", followed by _sum (seconds) and _count. */
+char *sbx_metrics_render(struct sbx_metrics *metrics, size_t *length);

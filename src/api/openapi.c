@@ -1,0 +1,478 @@
+#include "api/openapi.h"
+
+/* The document is written below as plain JSON, not as an escaped C string: the preprocessor's
+ * # operator turns the tokens into a string literal, escaping every quote and backslash itself.
+ * That works because JSON is made of tokens C also has (string literals, numbers, punctuators,
+ * and the identifiers true/false/null, which # does not macro-expand), and it keeps the document
+ * readable and diffable. The cost: line breaks become single spaces, which JSON does not mind.
+ * Regular expressions in the document are written with JSON escapes ("\\." is the regex \.). */
+#define JSON_TEXT(...) #__VA_ARGS__
+
+// clang-format off
+static const char openapi_document[] = JSON_TEXT(
+{
+  "openapi": "3.1.0",
+  "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
+  "info": {
+    "title": "sandboxd",
+    "version": "1.0.0",
+    "summary": "Run untrusted code in a kernel-enforced sandbox.",
+    "description": "Errors are RFC 9457 application/problem+json bodies. A request to a path that does not exist answers 404, a method a path does not support answers 405 with an Allow header; both with a problem body.",
+    "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}
+  },
+  "security": [{"bearer": []}],
+  "paths": {
+    "/v1/executions": {
+      "post": {
+        "operationId": "createExecution",
+        "summary": "Run code in a fresh sandbox and return its result.",
+        "description": "Limits above the tenant tier's ceilings are clamped, not refused; the response lists them in clamped and reports the effective limits.",
+        "requestBody": {
+          "required": true,
+          "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/ExecutionRequest"}}
+          }
+        },
+        "responses": {
+          "200": {
+            "description": "The execution ran (or sandboxd failed to set it up: status internal_error).",
+            "content": {
+              "application/json": {"schema": {"$ref": "#/components/schemas/ExecutionResult"}}
+            }
+          },
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "403": {"$ref": "#/components/responses/Forbidden"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"},
+          "415": {"$ref": "#/components/responses/UnsupportedMediaType"},
+          "429": {"$ref": "#/components/responses/QuotaExceeded"},
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/EngineUnavailable"}
+        }
+      }
+    },
+    "/v1/executions/{id}": {
+      "get": {
+        "operationId": "getExecution",
+        "summary": "The audit record of a past execution of the caller's tenant.",
+        "parameters": [
+          {
+            "name": "id",
+            "in": "path",
+            "required": true,
+            "description": "The id a POST /v1/executions response carried. An id of another tenant answers 404, like an unknown one.",
+            "schema": {"type": "string"}
+          }
+        ],
+        "responses": {
+          "200": {
+            "description": "The audit record.",
+            "content": {
+              "application/json": {"schema": {"$ref": "#/components/schemas/AuditRecord"}}
+            }
+          },
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "500": {"$ref": "#/components/responses/Internal"}
+        }
+      }
+    },
+    "/health": {
+      "get": {
+        "operationId": "getHealth",
+        "summary": "Liveness, and whether the engine answers a ping.",
+        "security": [],
+        "responses": {
+          "200": {
+            "description": "The API and the engine are up.",
+            "content": {
+              "application/json": {"schema": {"$ref": "#/components/schemas/Health"}}
+            }
+          },
+          "503": {"$ref": "#/components/responses/EngineUnavailable"}
+        }
+      }
+    },
+    "/metrics": {
+      "get": {
+        "operationId": "getMetrics",
+        "summary": "Prometheus metrics, text exposition format 0.0.4.",
+        "security": [],
+        "responses": {
+          "200": {
+            "description": "sandboxd_executions_total, sandboxd_phase_duration_seconds, sandboxd_quota_rejections_total, sandboxd_sandboxes_alive, sandboxd_http_requests_total.",
+            "content": {"text/plain": {"schema": {"type": "string"}}}
+          }
+        }
+      }
+    },
+    "/v1/openapi.json": {
+      "get": {
+        "operationId": "getOpenApi",
+        "summary": "This document.",
+        "security": [],
+        "responses": {
+          "200": {
+            "description": "The OpenAPI 3.1 document.",
+            "content": {"application/json": {"schema": {"type": "object"}}}
+          }
+        }
+      }
+    }
+  },
+  "components": {
+    "securitySchemes": {
+      "bearer": {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "A tenant token (sbx_...), as printed by `sandboxd token`; the server stores only its SHA-256."
+      }
+    },
+    "headers": {
+      "RetryAfter": {
+        "description": "Seconds until the quota that refused the request has room again.",
+        "required": true,
+        "schema": {"type": "integer", "minimum": 1}
+      },
+      "Allow": {
+        "description": "The methods the path supports.",
+        "required": true,
+        "schema": {"type": "string"}
+      },
+      "WwwAuthenticate": {
+        "description": "The authentication scheme to use.",
+        "required": true,
+        "schema": {"type": "string", "pattern": "^Bearer"}
+      }
+    },
+    "responses": {
+      "InvalidRequest": {
+        "description": "Malformed JSON, a wrong type, an unknown field, a bad value or an unknown language; errors names each field.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "Unauthorized": {
+        "description": "The bearer token is missing or matches no tenant.",
+        "headers": {"WWW-Authenticate": {"$ref": "#/components/headers/WwwAuthenticate"}},
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "Forbidden": {
+        "description": "The language or backend is not allowed for the tenant's tier.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "NotFound": {
+        "description": "No execution with this id for this tenant.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "MethodNotAllowed": {
+        "description": "The path exists but not with this method (not listed per operation: it applies to every path).",
+        "headers": {"Allow": {"$ref": "#/components/headers/Allow"}},
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "PayloadTooLarge": {
+        "description": "The body is larger than server.max_body_bytes.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "UnsupportedMediaType": {
+        "description": "The body is not application/json.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "QuotaExceeded": {
+        "description": "The tenant is at its concurrency limit or has used its CPU budget for the rolling window. Nothing is queued: retry after Retry-After seconds.",
+        "headers": {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}},
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "Internal": {
+        "description": "sandboxd failed in a way the request did not cause.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "EngineUnavailable": {
+        "description": "The engine process does not answer.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      }
+    },
+    "schemas": {
+      "ExecutionRequest": {
+        "type": "object",
+        "description": "Either code, or files with an entrypoint naming one of them.",
+        "additionalProperties": false,
+        "required": ["language"],
+        "properties": {
+          "language": {"type": "string", "enum": ["python", "bash", "sh"]},
+          "code": {"type": "string", "description": "The program, run as /workspace/main.py or /workspace/main.sh."},
+          "files": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": 64,
+            "items": {"$ref": "#/components/schemas/File"}
+          },
+          "entrypoint": {"$ref": "#/components/schemas/WorkspacePath"},
+          "stdin": {"type": "string"},
+          "args": {
+            "type": "array",
+            "maxItems": 64,
+            "items": {"type": "string"},
+            "description": "Extra arguments after the program file."
+          },
+          "env": {
+            "type": "object",
+            "maxProperties": 64,
+            "description": "Extra environment variables. sandboxd sets PATH, HOME, TMPDIR and LANG itself; LD_* variables are refused.",
+            "propertyNames": {
+              "pattern": "^[A-Za-z_][A-Za-z0-9_]{0,63}$",
+              "not": {"anyOf": [{"pattern": "^LD_"}, {"enum": ["PATH", "HOME", "TMPDIR", "LANG"]}]}
+            },
+            "additionalProperties": {"type": "string"}
+          },
+          "limits": {"$ref": "#/components/schemas/RequestLimits"},
+          "network": {"type": "string", "enum": ["none"]},
+          "backend": {"type": "string", "enum": ["native"]}
+        },
+        "oneOf": [
+          {"required": ["code"], "not": {"anyOf": [{"required": ["files"]}, {"required": ["entrypoint"]}]}},
+          {"required": ["files", "entrypoint"], "not": {"required": ["code"]}}
+        ]
+      },
+      "File": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["path", "content"],
+        "properties": {
+          "path": {"$ref": "#/components/schemas/WorkspacePath"},
+          "content": {"type": "string"},
+          "executable": {"type": "boolean", "default": false}
+        }
+      },
+      "WorkspacePath": {
+        "type": "string",
+        "description": "Relative to /workspace: printable ASCII without backslash, no empty, . or .. component.",
+        "minLength": 1,
+        "maxLength": 255,
+        "pattern": "^(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\\.\\.?(?:/|$))[\\x20-\\x5b\\x5d-\\x7e]+$"
+      },
+      "RequestLimits": {
+        "type": "object",
+        "description": "Each limit is optional (defaults apply) and clamped to the tier's ceiling.",
+        "additionalProperties": false,
+        "properties": {
+          "wall_ms": {"type": "integer", "minimum": 1},
+          "cpu_ms": {"type": "integer", "minimum": 1},
+          "memory_mb": {"type": "integer", "minimum": 1},
+          "pids": {"type": "integer", "minimum": 1},
+          "disk_mb": {"type": "integer", "minimum": 1},
+          "output_bytes": {"type": "integer", "minimum": 1},
+          "open_files": {"type": "integer", "minimum": 1}
+        }
+      },
+      "LimitName": {
+        "type": "string",
+        "enum": ["wall_ms", "cpu_ms", "memory_mb", "pids", "disk_mb", "output_bytes", "open_files"]
+      },
+      "Status": {
+        "type": "string",
+        "enum": ["ok", "exit_nonzero", "signaled", "timeout", "memory_limit", "pids_limit", "output_limit", "disk_full", "compile_error", "internal_error"]
+      },
+      "ExecutionId": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+      "ExecutionResult": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["id", "status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage", "limits", "clamped", "evidence", "timing", "backend", "pooled"],
+        "properties": {
+          "id": {"$ref": "#/components/schemas/ExecutionId"},
+          "status": {"$ref": "#/components/schemas/Status"},
+          "exit_code": {"type": ["integer", "null"], "minimum": 0, "maximum": 255, "description": "null when the program did not exit normally."},
+          "signal": {"type": ["integer", "null"], "minimum": 1, "description": "The signal that killed the program, else null."},
+          "stdout": {"type": "string", "description": "At most limits.output_bytes bytes; invalid UTF-8 replaced by U+FFFD."},
+          "stderr": {"type": "string"},
+          "truncated": {"$ref": "#/components/schemas/Truncated"},
+          "usage": {"$ref": "#/components/schemas/Usage"},
+          "limits": {"$ref": "#/components/schemas/EffectiveLimits"},
+          "clamped": {
+            "type": "array",
+            "uniqueItems": true,
+            "items": {"$ref": "#/components/schemas/LimitName"},
+            "description": "The requested limits that were lowered to the tier's ceiling."
+          },
+          "evidence": {"$ref": "#/components/schemas/Evidence"},
+          "timing": {"$ref": "#/components/schemas/Timing"},
+          "backend": {"type": "string", "enum": ["native"]},
+          "pooled": {"type": "boolean"},
+          "error": {"type": "string", "description": "What failed; present exactly when status is internal_error."}
+        },
+        "if": {"properties": {"status": {"const": "internal_error"}}},
+        "then": {"required": ["error"]},
+        "else": {"not": {"required": ["error"]}}
+      },
+      "Truncated": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["stdout", "stderr"],
+        "properties": {"stdout": {"type": "boolean"}, "stderr": {"type": "boolean"}}
+      },
+      "Usage": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["cpu_ms", "wall_ms", "memory_peak_bytes", "pids_peak", "disk_used_bytes"],
+        "properties": {
+          "cpu_ms": {"type": "integer", "minimum": 0},
+          "wall_ms": {"type": "integer", "minimum": 0},
+          "memory_peak_bytes": {"type": "integer", "minimum": 0},
+          "pids_peak": {"type": "integer", "minimum": 0},
+          "disk_used_bytes": {"type": "integer", "minimum": 0}
+        }
+      },
+      "EffectiveLimits": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["wall_ms", "cpu_ms", "memory_mb", "pids", "disk_mb", "output_bytes", "open_files", "cpus"],
+        "properties": {
+          "wall_ms": {"type": "integer", "minimum": 1},
+          "cpu_ms": {"type": "integer", "minimum": 1},
+          "memory_mb": {"type": "integer", "minimum": 1},
+          "pids": {"type": "integer", "minimum": 1},
+          "disk_mb": {"type": "integer", "minimum": 1},
+          "output_bytes": {"type": "integer", "minimum": 1},
+          "open_files": {"type": "integer", "minimum": 1},
+          "cpus": {"type": "number", "exclusiveMinimum": 0, "description": "CPU bandwidth in cores."}
+        }
+      },
+      "Evidence": {
+        "type": "object",
+        "description": "The kernel's counters for the sandbox, as deltas over the execution.",
+        "additionalProperties": false,
+        "required": ["oom_kills", "memory_max_events", "pids_max_events", "cpu_usage_us", "cpu_throttled_us", "cpu_nr_throttled", "wall_timeout", "output_limit", "disk_full"],
+        "properties": {
+          "oom_kills": {"type": "integer", "minimum": 0},
+          "memory_max_events": {"type": "integer", "minimum": 0},
+          "pids_max_events": {"type": "integer", "minimum": 0},
+          "cpu_usage_us": {"type": "integer", "minimum": 0},
+          "cpu_throttled_us": {"type": "integer", "minimum": 0},
+          "cpu_nr_throttled": {"type": "integer", "minimum": 0},
+          "wall_timeout": {"type": "boolean"},
+          "output_limit": {"type": "boolean"},
+          "disk_full": {"type": "boolean"}
+        }
+      },
+      "Timing": {
+        "type": "object",
+        "description": "Microseconds spent in each phase; the same phases feed sandboxd_phase_duration_seconds.",
+        "additionalProperties": false,
+        "required": ["acquire_us", "setup_us", "run_us", "teardown_us", "total_us"],
+        "properties": {
+          "acquire_us": {"type": "integer", "minimum": 0},
+          "setup_us": {"type": "integer", "minimum": 0},
+          "run_us": {"type": "integer", "minimum": 0},
+          "teardown_us": {"type": "integer", "minimum": 0},
+          "total_us": {"type": "integer", "minimum": 0}
+        }
+      },
+      "AuditRecord": {
+        "type": "object",
+        "description": "One row of the audit log. Every key is present; a value that was not recorded is null. stdout and stderr are null unless the server stores output (server.store_output).",
+        "additionalProperties": false,
+        "required": ["id", "tenant", "created_at", "finished_at", "language", "status", "exit_code", "signal", "error", "requested", "effective", "clamped", "usage", "evidence", "timing", "stdout_bytes", "stderr_bytes", "stdout_sha256", "stderr_sha256", "stdout", "stderr"],
+        "properties": {
+          "id": {"$ref": "#/components/schemas/ExecutionId"},
+          "tenant": {"type": "string"},
+          "created_at": {"type": "integer", "minimum": 0, "description": "Request accepted, milliseconds since the Unix epoch."},
+          "finished_at": {"type": "integer", "minimum": 0, "description": "Result known, milliseconds since the Unix epoch."},
+          "language": {"type": "string"},
+          "status": {"$ref": "#/components/schemas/Status"},
+          "exit_code": {"type": ["integer", "null"], "minimum": 0, "maximum": 255},
+          "signal": {"type": ["integer", "null"], "minimum": 1},
+          "error": {"type": ["string", "null"]},
+          "requested": {"type": ["object", "null"], "description": "The request as received, except that code, stdin and each file's content are replaced by {bytes, sha256} of their text."},
+          "effective": {"oneOf": [{"$ref": "#/components/schemas/EffectiveLimits"}, {"type": "null"}]},
+          "clamped": {
+            "oneOf": [
+              {"type": "array", "uniqueItems": true, "items": {"$ref": "#/components/schemas/LimitName"}},
+              {"type": "null"}
+            ]
+          },
+          "usage": {"oneOf": [{"$ref": "#/components/schemas/Usage"}, {"type": "null"}]},
+          "evidence": {"oneOf": [{"$ref": "#/components/schemas/Evidence"}, {"type": "null"}]},
+          "timing": {"oneOf": [{"$ref": "#/components/schemas/Timing"}, {"type": "null"}]},
+          "stdout_bytes": {"type": "integer", "minimum": 0},
+          "stderr_bytes": {"type": "integer", "minimum": 0},
+          "stdout_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the output bytes the program wrote (after the cap)."},
+          "stderr_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+          "stdout": {"type": ["string", "null"]},
+          "stderr": {"type": ["string", "null"]}
+        }
+      },
+      "Health": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["status", "engine"],
+        "properties": {"status": {"const": "ok"}, "engine": {"const": "up"}}
+      },
+      "Problem": {
+        "type": "object",
+        "description": "RFC 9457 problem details.",
+        "additionalProperties": false,
+        "required": ["type", "title", "status", "detail", "errors"],
+        "properties": {
+          "type": {
+            "type": "string",
+            "enum": [
+              "https://sandboxd.dev/problems/invalid-request",
+              "https://sandboxd.dev/problems/unauthorized",
+              "https://sandboxd.dev/problems/forbidden",
+              "https://sandboxd.dev/problems/not-found",
+              "https://sandboxd.dev/problems/method-not-allowed",
+              "https://sandboxd.dev/problems/payload-too-large",
+              "https://sandboxd.dev/problems/unsupported-media-type",
+              "https://sandboxd.dev/problems/quota-exceeded",
+              "https://sandboxd.dev/problems/engine-unavailable",
+              "https://sandboxd.dev/problems/internal"
+            ]
+          },
+          "title": {"type": "string"},
+          "status": {"type": "integer", "minimum": 400, "maximum": 599},
+          "detail": {"type": "string"},
+          "errors": {
+            "type": "array",
+            "description": "The offending request fields; empty when no field is to blame.",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["field", "message"],
+              "properties": {"field": {"type": "string"}, "message": {"type": "string"}}
+            }
+          }
+        }
+      }
+    }
+  }
+}
+);
+// clang-format on
+
+const char *sbx_openapi_json(void)
+{
+        return openapi_document;
+}
+
+size_t sbx_openapi_json_length(void)
+{
+        return sizeof(openapi_document) - 1;
+}

@@ -1,0 +1,85 @@
+#include "api/problem.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/cleanup.h"
+
+struct problem_class {
+        unsigned status;
+        const char *slug;
+        const char *title;
+};
+
+/* One class per status the API emits (serve.md "Errors"). Titles stay the same for every
+ * occurrence of a class, as RFC 9457 section 3.1.3 asks; what varies goes into "detail". */
+static const struct problem_class problem_classes[] = {
+        {400, "invalid-request", "Invalid request"},
+        {401, "unauthorized", "Unauthorized"},
+        {403, "forbidden", "Forbidden"},
+        {404, "not-found", "Not found"},
+        {405, "method-not-allowed", "Method not allowed"},
+        {413, "payload-too-large", "Payload too large"},
+        {415, "unsupported-media-type", "Unsupported media type"},
+        {429, "quota-exceeded", "Quota exceeded"},
+        {503, "engine-unavailable", "Engine unavailable"},
+};
+
+static const struct problem_class internal_class = {500, "internal", "Internal error"};
+
+static const struct problem_class *problem_class_find(unsigned status)
+{
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(problem_classes); i++)
+                if (problem_classes[i].status == status)
+                        return &problem_classes[i];
+        return &internal_class;
+}
+
+const char *sbx_problem_default_slug(unsigned status)
+{
+        return problem_class_find(status)->slug;
+}
+
+const char *sbx_problem_default_title(unsigned status)
+{
+        return problem_class_find(status)->title;
+}
+
+static json_t *problem_errors_new(const struct sbx_problem_field *errors, size_t n_errors)
+{
+        json_t *array = json_array();
+        if (array == NULL)
+                return NULL;
+        for (size_t i = 0; i < n_errors; i++) {
+                const char *field = errors[i].field ? errors[i].field : "";
+                const char *message = errors[i].message ? errors[i].message : "";
+                /* json_pack fails (NULL) on invalid UTF-8, and so does the whole problem. */
+                if (json_array_append_new(array, json_pack("{s:s, s:s}", "field", field, "message",
+                                                           message)) < 0) {
+                        json_decref(array);
+                        return NULL;
+                }
+        }
+        return array;
+}
+
+json_t *sbx_problem_new(unsigned status, const char *slug, const char *title, const char *detail,
+                        const struct sbx_problem_field *errors, size_t n_errors)
+{
+        if (slug == NULL || (errors == NULL && n_errors > 0))
+                return NULL;
+        if (title == NULL)
+                title = sbx_problem_default_title(status);
+        if (detail == NULL)
+                detail = title;
+        size_t base_length = strlen(SBX_PROBLEM_TYPE_BASE), slug_length = strlen(slug);
+        _cleanup_free_ char *type = malloc(base_length + slug_length + 1);
+        if (type == NULL)
+                return NULL;
+        memcpy(type, SBX_PROBLEM_TYPE_BASE, base_length);
+        memcpy(type + base_length, slug, slug_length + 1);
+        /* "o" steals the array reference, also when json_pack fails. */
+        return json_pack("{s:s, s:s, s:i, s:s, s:o}", "type", type, "title", title, "status",
+                         (int)status, "detail", detail, "errors",
+                         problem_errors_new(errors, n_errors));
+}

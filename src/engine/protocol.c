@@ -1,0 +1,998 @@
+/* The engine protocol's codec (pure) and its SOCK_SEQPACKET transport (the system calls, at the
+ * end of the file). The layout of every message is documented in protocol.h. */
+#define _GNU_SOURCE
+#include "engine/protocol.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/file.h"
+
+/* Highest signal number a result may name: SIGRTMAX on Linux. */
+#define MAX_SIGNAL 64
+
+static const char *const type_names[] = {
+        [SBX_MESSAGE_RUN] = "RUN",
+        [SBX_MESSAGE_RESULT] = "RESULT",
+        [SBX_MESSAGE_CANCEL] = "CANCEL",
+        [SBX_MESSAGE_PING] = "PING",
+        [SBX_MESSAGE_PONG] = "PONG",
+        [SBX_MESSAGE_STATS] = "STATS",
+        [SBX_MESSAGE_STATS_REPLY] = "STATS_REPLY",
+};
+
+const char *sbx_message_type_name(uint16_t type)
+{
+        if (type >= SBX_ARRAY_SIZE(type_names) || type_names[type] == NULL)
+                return "unknown";
+        return type_names[type];
+}
+
+static bool type_known(uint16_t type)
+{
+        return type < SBX_ARRAY_SIZE(type_names) && type_names[type] != NULL;
+}
+
+bool sbx_execution_id_valid(const char *id)
+{
+        for (size_t i = 0; i < SBX_EXECUTION_ID_LENGTH; i++) {
+                char c = id[i];
+                if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+                        return false; /* also stops at a NUL before the end */
+        }
+        return id[SBX_EXECUTION_ID_LENGTH] == '\0';
+}
+
+/* ---- Encoding ------------------------------------------------------------------------------ */
+
+struct writer {
+        uint8_t *data;
+        size_t len;
+        size_t alloc;
+        int error; /* errno of the first failure; 0 while all is well */
+        char what[128];
+};
+
+static void writer_fail(struct writer *w, int error, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static void writer_fail(struct writer *w, int error, const char *fmt, ...)
+{
+        if (w->error != 0)
+                return;
+        w->error = error;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(w->what, sizeof(w->what), fmt, ap);
+        va_end(ap);
+}
+
+static void put(struct writer *w, const void *bytes, size_t n)
+{
+        if (w->error != 0 || n == 0)
+                return;
+        if (n > SBX_MESSAGE_MAX_BYTES - w->len) {
+                writer_fail(w, EMSGSIZE, "message larger than %u bytes", SBX_MESSAGE_MAX_BYTES);
+                return;
+        }
+        if (w->len + n > w->alloc) {
+                size_t alloc = w->alloc == 0 ? 4096 : w->alloc;
+                while (alloc < w->len + n)
+                        alloc *= 2;
+                if (alloc > SBX_MESSAGE_MAX_BYTES)
+                        alloc = SBX_MESSAGE_MAX_BYTES;
+                uint8_t *grown = realloc(w->data, alloc);
+                if (grown == NULL) {
+                        writer_fail(w, ENOMEM, "allocate %zu bytes", alloc);
+                        return;
+                }
+                w->data = grown;
+                w->alloc = alloc;
+        }
+        memcpy(w->data + w->len, bytes, n);
+        w->len += n;
+}
+
+static void put_u8(struct writer *w, uint8_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+static void put_flag(struct writer *w, bool v)
+{
+        put_u8(w, v ? 1 : 0);
+}
+
+static void put_u32(struct writer *w, uint32_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+static void put_i32(struct writer *w, int32_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+static void put_u64(struct writer *w, uint64_t v)
+{
+        put(w, &v, sizeof(v));
+}
+
+static void put_blob(struct writer *w, const char *field, const void *bytes, size_t size)
+{
+        if (bytes == NULL && size > 0) {
+                writer_fail(w, EINVAL, "%s: NULL data of %zu bytes", field, size);
+                return;
+        }
+        if (size > SBX_MESSAGE_MAX_BYTES) {
+                writer_fail(w, EMSGSIZE, "%s: %zu bytes do not fit in a message", field, size);
+                return;
+        }
+        put_u32(w, (uint32_t)size);
+        put(w, bytes, size);
+        put_u8(w, 0);
+}
+
+static void put_string(struct writer *w, const char *field, const char *s)
+{
+        if (s == NULL) {
+                writer_fail(w, EINVAL, "%s: missing", field);
+                return;
+        }
+        put_blob(w, field, s, strlen(s));
+}
+
+static void put_opt_string(struct writer *w, const char *field, const char *s)
+{
+        put_flag(w, s != NULL);
+        if (s != NULL)
+                put_string(w, field, s);
+}
+
+static void put_limits(struct writer *w, const struct sbx_limits *limits)
+{
+        put_u64(w, limits->wall_ms);
+        put_u64(w, limits->cpu_ms);
+        put_u64(w, limits->memory_bytes);
+        put_u64(w, limits->pids);
+        put_u64(w, limits->disk_bytes);
+        put_u64(w, limits->output_bytes);
+        put_u64(w, limits->open_files);
+        put_u32(w, limits->cpu_millicores);
+}
+
+static void put_buffer(struct writer *w, const char *field, const struct sbx_buffer *buffer)
+{
+        put_blob(w, field, buffer->data, buffer->len);
+        put_flag(w, buffer->overflow);
+        put_u64(w, buffer->cap);
+}
+
+static void writer_begin(struct writer *w, enum sbx_message_type type, uint64_t request_id)
+{
+        *w = (struct writer){0};
+        struct sbx_message_header header = {
+                .magic = SBX_PROTOCOL_MAGIC,
+                .version = SBX_PROTOCOL_VERSION,
+                .type = (uint16_t)type,
+                .request_id = request_id,
+        };
+        put_u32(w, header.magic);
+        put(w, &header.version, sizeof(header.version));
+        put(w, &header.type, sizeof(header.type));
+        put_u64(w, header.request_id);
+        put_u32(w, 0); /* body_len, patched by writer_finish */
+        put_u32(w, header.reserved);
+}
+
+/* Patches body_len, then decodes the message once: the encoder must never emit what the decoder
+ * refuses, and running the one decoder keeps the two from drifting apart. */
+static int writer_finish(struct writer *w, void **out, size_t *out_len, struct sbx_error *err)
+{
+        _cleanup_free_ uint8_t *data = steal_pointer(&w->data);
+        if (w->error != 0)
+                return sbx_error_set(err, w->error, "encode: %s", w->what);
+        uint32_t body_len = (uint32_t)(w->len - SBX_MESSAGE_HEADER_BYTES);
+        memcpy(data + offsetof(struct sbx_message_header, body_len), &body_len, sizeof(body_len));
+
+        _cleanup_free_ struct sbx_message *check = malloc(sizeof(*check));
+        if (check == NULL)
+                return sbx_error_set(err, ENOMEM, "encode: allocate");
+        if (sbx_message_decode(data, w->len, check, err) < 0) {
+                err->code = EINVAL;
+                return sbx_error_prefix(err, "encode: the protocol cannot carry this");
+        }
+        *out = steal_pointer(&data);
+        *out_len = w->len;
+        return 0;
+}
+
+int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
+                           const struct sbx_request *request, void **out, size_t *out_len,
+                           struct sbx_error *err)
+{
+        if (execution_id == NULL || !sbx_execution_id_valid(execution_id))
+                return sbx_error_set(err, EINVAL, "encode: execution id is not %d lowercase hex",
+                                     SBX_EXECUTION_ID_LENGTH);
+        /* Counts first: the loops below read that many elements of the caller's arrays. */
+        if (request->n_files > SBX_MAX_FILES || request->n_args > SBX_MAX_ARGS ||
+            request->n_env > SBX_MAX_ENV)
+                return sbx_error_set(err, EINVAL, "encode: too many files, args or env entries");
+
+        struct writer w;
+        writer_begin(&w, SBX_MESSAGE_RUN, request_id);
+        put(&w, execution_id, SBX_EXECUTION_ID_LENGTH);
+        put_string(&w, "language", request->language);
+        put_opt_string(&w, "backend", request->backend);
+        put_flag(&w, request->code != NULL);
+        if (request->code != NULL)
+                put_blob(&w, "code", request->code, request->code_size);
+        put_opt_string(&w, "entrypoint", request->entrypoint);
+        put_u32(&w, (uint32_t)request->n_files);
+        for (size_t i = 0; i < request->n_files; i++) {
+                const struct sbx_file *file = &request->files[i];
+                put_string(&w, "files[].path", file->path);
+                put_flag(&w, file->executable);
+                put_blob(&w, "files[].data", file->data, file->size);
+        }
+        put_u32(&w, (uint32_t)request->n_args);
+        for (size_t i = 0; i < request->n_args; i++)
+                put_string(&w, "args[]", request->args[i]);
+        put_u32(&w, (uint32_t)request->n_env);
+        for (size_t i = 0; i < request->n_env; i++)
+                put_string(&w, "env[]", request->env[i]);
+        put_blob(&w, "stdin", request->stdin_data, request->stdin_size);
+        put_limits(&w, &request->limits);
+        return writer_finish(&w, out, out_len, err);
+}
+
+int sbx_message_encode_result(uint64_t request_id, const struct sbx_result *result, void **out,
+                              size_t *out_len, struct sbx_error *err)
+{
+        struct writer w;
+        writer_begin(&w, SBX_MESSAGE_RESULT, request_id);
+        put_blob(&w, "id", result->id, strnlen(result->id, sizeof(result->id)));
+        put_u32(&w, (uint32_t)result->status);
+        put_i32(&w, result->exit_code);
+        put_i32(&w, result->signal);
+
+        const struct sbx_run *run = &result->run;
+        put_flag(&w, run->exited);
+        put_i32(&w, run->exit_code);
+        put_i32(&w, run->signal);
+        put_flag(&w, run->wall_timeout);
+        put_flag(&w, run->output_limit);
+        put_flag(&w, run->canceled);
+        put_buffer(&w, "stdout", &run->out);
+        put_buffer(&w, "stderr", &run->err);
+        put_flag(&w, run->disk_known);
+        put_u64(&w, run->disk_used_bytes);
+        put_u64(&w, run->disk_total_bytes);
+        put_u64(&w, run->inodes_free);
+        put_u64(&w, run->wall_us);
+
+        const struct sbx_evidence *e = &result->evidence;
+        put_u64(&w, e->oom_kills);
+        put_u64(&w, e->memory_max_events);
+        put_u64(&w, e->memory_peak_bytes);
+        put_u64(&w, e->pids_max_events);
+        put_u64(&w, e->pids_peak);
+        put_u64(&w, e->cpu_usage_us);
+        put_u64(&w, e->cpu_throttled_us);
+        put_u64(&w, e->cpu_nr_throttled);
+
+        put_limits(&w, &result->limits);
+        const struct sbx_timing *t = &result->timing;
+        put_u64(&w, t->acquire_us);
+        put_u64(&w, t->setup_us);
+        put_u64(&w, t->run_us);
+        put_u64(&w, t->teardown_us);
+        put_u64(&w, t->total_us);
+
+        put_opt_string(&w, "backend", result->backend);
+        put_flag(&w, result->pooled);
+        put_blob(&w, "error", result->error, strnlen(result->error, sizeof(result->error)));
+        return writer_finish(&w, out, out_len, err);
+}
+
+int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message_stats *stats,
+                                   void **out, size_t *out_len, struct sbx_error *err)
+{
+        struct writer w;
+        writer_begin(&w, SBX_MESSAGE_STATS_REPLY, request_id);
+        put_u64(&w, stats->sandboxes_alive);
+        put_u64(&w, stats->workers_alive);
+        put_u64(&w, stats->executions_started);
+        put_u64(&w, stats->executions_finished);
+        put_u64(&w, stats->executions_rejected);
+        return writer_finish(&w, out, out_len, err);
+}
+
+int sbx_message_encode_empty(enum sbx_message_type type, uint64_t request_id, void **out,
+                             size_t *out_len, struct sbx_error *err)
+{
+        if (type != SBX_MESSAGE_CANCEL && type != SBX_MESSAGE_PING && type != SBX_MESSAGE_PONG &&
+            type != SBX_MESSAGE_STATS)
+                return sbx_error_set(err, EINVAL, "encode: %s has a body",
+                                     sbx_message_type_name((uint16_t)type));
+        struct writer w;
+        writer_begin(&w, type, request_id);
+        return writer_finish(&w, out, out_len, err);
+}
+
+/* ---- Decoding ------------------------------------------------------------------------------ */
+
+/* Every refusal goes through here: EBADMSG, and no strerror text (the message says it all). */
+static int malformed(struct sbx_error *err, const char *fmt, ...)
+        __attribute__((format(printf, 2, 3)));
+
+static int malformed(struct sbx_error *err, const char *fmt, ...)
+{
+        if (err == NULL)
+                return -1;
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+        err->code = EBADMSG;
+        return -1;
+}
+
+struct reader {
+        const uint8_t *pos;
+        const uint8_t *end;
+        const char *type; /* "RUN", for the error messages */
+        struct sbx_error *err;
+};
+
+static size_t remaining(const struct reader *r)
+{
+        return (size_t)(r->end - r->pos);
+}
+
+static int take(struct reader *r, const char *field, size_t n, const uint8_t **out)
+{
+        if (remaining(r) < n) {
+                malformed(r->err, "%s: %s: truncated (%zu bytes needed, %zu left)", r->type, field,
+                          n, remaining(r));
+                return -1; /* spelled out: the compiler must see *out is set whenever 0 is */
+        }
+        *out = r->pos;
+        r->pos += n;
+        return 0;
+}
+
+static int get_u32(struct reader *r, const char *field, uint32_t *v)
+{
+        const uint8_t *p;
+        if (take(r, field, sizeof(*v), &p) < 0)
+                return -1;
+        memcpy(v, p, sizeof(*v));
+        return 0;
+}
+
+static int get_i32(struct reader *r, const char *field, int32_t *v)
+{
+        const uint8_t *p;
+        if (take(r, field, sizeof(*v), &p) < 0)
+                return -1;
+        memcpy(v, p, sizeof(*v));
+        return 0;
+}
+
+static int get_u64(struct reader *r, const char *field, uint64_t *v)
+{
+        const uint8_t *p;
+        if (take(r, field, sizeof(*v), &p) < 0)
+                return -1;
+        memcpy(v, p, sizeof(*v));
+        return 0;
+}
+
+static int get_flag(struct reader *r, const char *field, bool *v)
+{
+        const uint8_t *p;
+        if (take(r, field, 1, &p) < 0)
+                return -1;
+        if (*p > 1)
+                return malformed(r->err, "%s: %s: flag is %u, not 0 or 1", r->type, field, *p);
+        *v = *p == 1;
+        return 0;
+}
+
+static int get_int_in(struct reader *r, const char *field, int32_t min, int32_t max, int *v)
+{
+        int32_t raw;
+        if (get_i32(r, field, &raw) < 0)
+                return -1;
+        if (raw < min || raw > max)
+                return malformed(r->err, "%s: %s: %d is outside %d..%d", r->type, field, raw, min,
+                                 max);
+        *v = raw;
+        return 0;
+}
+
+/* A blob of at most max bytes; *data points at its first byte, which is followed by a 0. */
+static int get_blob(struct reader *r, const char *field, size_t max, const uint8_t **data,
+                    size_t *size)
+{
+        uint32_t len;
+        if (get_u32(r, field, &len) < 0)
+                return -1;
+        if (len > max)
+                return malformed(r->err, "%s: %s: %u bytes, more than the %zu allowed", r->type,
+                                 field, len, max);
+        const uint8_t *p;
+        if (take(r, field, (size_t)len + 1, &p) < 0)
+                return -1;
+        if (p[len] != 0)
+                return malformed(r->err, "%s: %s: not terminated", r->type, field);
+        *data = p;
+        *size = len;
+        return 0;
+}
+
+static int get_string(struct reader *r, const char *field, size_t max, const char **s)
+{
+        const uint8_t *data;
+        size_t size;
+        if (get_blob(r, field, max, &data, &size) < 0)
+                return -1;
+        if (memchr(data, 0, size) != NULL)
+                return malformed(r->err, "%s: %s: contains a NUL byte", r->type, field);
+        *s = (const char *)data;
+        return 0;
+}
+
+static int get_count(struct reader *r, const char *field, size_t max, size_t *count)
+{
+        uint32_t n;
+        if (get_u32(r, field, &n) < 0)
+                return -1;
+        if (n > max)
+                return malformed(r->err, "%s: %s: %u, more than the %zu allowed", r->type, field, n,
+                                 max);
+        *count = n;
+        return 0;
+}
+
+static int get_limits(struct reader *r, struct sbx_limits *limits)
+{
+        if (get_u64(r, "limits.wall_ms", &limits->wall_ms) < 0 ||
+            get_u64(r, "limits.cpu_ms", &limits->cpu_ms) < 0 ||
+            get_u64(r, "limits.memory_bytes", &limits->memory_bytes) < 0 ||
+            get_u64(r, "limits.pids", &limits->pids) < 0 ||
+            get_u64(r, "limits.disk_bytes", &limits->disk_bytes) < 0 ||
+            get_u64(r, "limits.output_bytes", &limits->output_bytes) < 0 ||
+            get_u64(r, "limits.open_files", &limits->open_files) < 0 ||
+            get_u32(r, "limits.cpu_millicores", &limits->cpu_millicores) < 0)
+                return -1;
+        /* The output cap bounds the worker's memory (two buffers of that size). */
+        if (limits->output_bytes > SBX_MESSAGE_MAX_OUTPUT_BYTES)
+                return malformed(r->err, "%s: limits.output_bytes: more than %u", r->type,
+                                 SBX_MESSAGE_MAX_OUTPUT_BYTES);
+        return 0;
+}
+
+static int decode_name(struct reader *r, const char *field, const char **name)
+{
+        if (get_string(r, field, SBX_MESSAGE_MAX_NAME_BYTES, name) < 0)
+                return -1;
+        if ((*name)[0] == '\0')
+                return malformed(r->err, "%s: %s: empty", r->type, field);
+        return 0;
+}
+
+static int decode_path(struct reader *r, const char *field, const char **path)
+{
+        if (get_string(r, field, SBX_MAX_FILE_PATH, path) < 0)
+                return -1;
+        if (!sbx_request_path_valid(*path))
+                return malformed(r->err, "%s: %s: not a valid workspace path", r->type, field);
+        return 0;
+}
+
+static int decode_files(struct reader *r, struct sbx_message_run *run)
+{
+        struct sbx_request *request = &run->request;
+        if (get_count(r, "n_files", SBX_MAX_FILES, &request->n_files) < 0)
+                return -1;
+        size_t total = 0;
+        for (size_t i = 0; i < request->n_files; i++) {
+                struct sbx_file *file = &run->files[i];
+                char field[48];
+                snprintf(field, sizeof(field), "files[%zu].path", i);
+                if (decode_path(r, field, &file->path) < 0)
+                        return -1;
+                snprintf(field, sizeof(field), "files[%zu].executable", i);
+                if (get_flag(r, field, &file->executable) < 0)
+                        return -1;
+                snprintf(field, sizeof(field), "files[%zu].data", i);
+                const uint8_t *data;
+                if (get_blob(r, field, SBX_MAX_CODE_BYTES - total, &data, &file->size) < 0)
+                        return -1;
+                file->data = data;
+                total += file->size;
+        }
+        request->files = run->files;
+        return 0;
+}
+
+static int decode_strings(struct reader *r, const char *name, size_t max_count, size_t max_bytes,
+                          bool env, const char **strings, size_t *count)
+{
+        if (get_count(r, name, max_count, count) < 0)
+                return -1;
+        for (size_t i = 0; i < *count; i++) {
+                char field[48];
+                snprintf(field, sizeof(field), "%s[%zu]", name, i);
+                if (get_string(r, field, max_bytes, &strings[i]) < 0)
+                        return -1;
+                if (env && !sbx_request_env_valid(strings[i]))
+                        return malformed(r->err, "%s: %s: not an allowed NAME=value entry", r->type,
+                                         field);
+        }
+        return 0;
+}
+
+/* Code xor files, and files only with an entrypoint that is one of them. */
+static int check_program(struct reader *r, const struct sbx_request *request)
+{
+        if (request->code != NULL) {
+                if (request->n_files > 0 || request->entrypoint != NULL)
+                        return malformed(r->err, "%s: code together with files or an entrypoint",
+                                         r->type);
+                return 0;
+        }
+        if (request->n_files == 0 || request->entrypoint == NULL)
+                return malformed(r->err, "%s: neither code nor files with an entrypoint", r->type);
+        for (size_t i = 0; i < request->n_files; i++)
+                if (strcmp(request->files[i].path, request->entrypoint) == 0)
+                        return 0;
+        return malformed(r->err, "%s: entrypoint: not one of the files", r->type);
+}
+
+static int decode_run(struct reader *r, struct sbx_message_run *run)
+{
+        struct sbx_request *request = &run->request;
+        *request = (struct sbx_request){.cancel_fd = -1};
+
+        const uint8_t *id;
+        if (take(r, "execution_id", SBX_EXECUTION_ID_LENGTH, &id) < 0)
+                return -1;
+        memcpy(run->execution_id, id, SBX_EXECUTION_ID_LENGTH);
+        run->execution_id[SBX_EXECUTION_ID_LENGTH] = '\0';
+        if (!sbx_execution_id_valid(run->execution_id))
+                return malformed(r->err, "%s: execution_id: not %d lowercase hex digits", r->type,
+                                 SBX_EXECUTION_ID_LENGTH);
+
+        if (decode_name(r, "language", &request->language) < 0)
+                return -1;
+        bool present;
+        if (get_flag(r, "backend", &present) < 0)
+                return -1;
+        if (present && decode_name(r, "backend", &request->backend) < 0)
+                return -1;
+
+        if (get_flag(r, "code", &present) < 0)
+                return -1;
+        if (present) {
+                const uint8_t *code;
+                if (get_blob(r, "code", SBX_MAX_CODE_BYTES, &code, &request->code_size) < 0)
+                        return -1;
+                request->code = (const char *)code;
+        }
+        if (get_flag(r, "entrypoint", &present) < 0)
+                return -1;
+        if (present && decode_path(r, "entrypoint", &request->entrypoint) < 0)
+                return -1;
+
+        if (decode_files(r, run) < 0)
+                return -1;
+        if (decode_strings(r, "args", SBX_MAX_ARGS, SBX_MAX_ARG_BYTES, false, run->args,
+                           &request->n_args) < 0)
+                return -1;
+        request->args = run->args;
+        if (decode_strings(r, "env", SBX_MAX_ENV, SBX_MAX_ENV_BYTES, true, run->env,
+                           &request->n_env) < 0)
+                return -1;
+        request->env = run->env;
+
+        const uint8_t *stdin_data;
+        if (get_blob(r, "stdin", SBX_MAX_STDIN_BYTES, &stdin_data, &request->stdin_size) < 0)
+                return -1;
+        request->stdin_data = stdin_data;
+        if (get_limits(r, &request->limits) < 0)
+                return -1;
+        /* The wall deadline is what guarantees that a worker ends. */
+        if (request->limits.wall_ms == 0 || request->limits.wall_ms > SBX_MESSAGE_MAX_WALL_MS)
+                return malformed(r->err, "%s: limits.wall_ms: %llu is outside 1..%llu", r->type,
+                                 (unsigned long long)request->limits.wall_ms,
+                                 (unsigned long long)SBX_MESSAGE_MAX_WALL_MS);
+        return check_program(r, request);
+}
+
+static int get_buffer(struct reader *r, const char *field, struct sbx_buffer *buffer)
+{
+        const uint8_t *data;
+        size_t len;
+        uint64_t cap;
+        if (get_blob(r, field, SBX_MESSAGE_MAX_OUTPUT_BYTES, &data, &len) < 0 ||
+            get_flag(r, field, &buffer->overflow) < 0 || get_u64(r, field, &cap) < 0)
+                return -1;
+        if (cap > SBX_MESSAGE_MAX_OUTPUT_BYTES || len > cap)
+                return malformed(r->err, "%s: %s: %zu bytes kept under a cap of %llu", r->type,
+                                 field, len, (unsigned long long)cap);
+        /* Borrowed from the message buffer: alloc 0 says "not ours"; the decoded result must
+         * never be passed to sbx_result_free (protocol.h). */
+        buffer->data = (uint8_t *)data;
+        buffer->len = len;
+        buffer->cap = (size_t)cap;
+        buffer->alloc = 0;
+        return 0;
+}
+
+static int decode_run_outcome(struct reader *r, struct sbx_run *run)
+{
+        if (get_flag(r, "run.exited", &run->exited) < 0 ||
+            get_int_in(r, "run.exit_code", -1, 255, &run->exit_code) < 0 ||
+            get_int_in(r, "run.signal", 0, MAX_SIGNAL, &run->signal) < 0 ||
+            get_flag(r, "run.wall_timeout", &run->wall_timeout) < 0 ||
+            get_flag(r, "run.output_limit", &run->output_limit) < 0 ||
+            get_flag(r, "run.canceled", &run->canceled) < 0 ||
+            get_buffer(r, "stdout", &run->out) < 0 || get_buffer(r, "stderr", &run->err) < 0 ||
+            get_flag(r, "run.disk_known", &run->disk_known) < 0 ||
+            get_u64(r, "run.disk_used_bytes", &run->disk_used_bytes) < 0 ||
+            get_u64(r, "run.disk_total_bytes", &run->disk_total_bytes) < 0 ||
+            get_u64(r, "run.inodes_free", &run->inodes_free) < 0 ||
+            get_u64(r, "run.wall_us", &run->wall_us) < 0)
+                return -1;
+        return 0;
+}
+
+static int decode_result(struct reader *r, struct sbx_result *result)
+{
+        *result = (struct sbx_result){0};
+        const char *id;
+        if (get_string(r, "id", sizeof(result->id) - 1, &id) < 0)
+                return -1;
+        if (id[0] != '\0' && !sbx_execution_id_valid(id))
+                return malformed(r->err, "%s: id: neither empty nor %d lowercase hex digits",
+                                 r->type, SBX_EXECUTION_ID_LENGTH);
+        snprintf(result->id, sizeof(result->id), "%s", id);
+
+        uint32_t status;
+        if (get_u32(r, "status", &status) < 0)
+                return -1;
+        if (status > SBX_STATUS_INTERNAL_ERROR)
+                return malformed(r->err, "%s: status: %u is not a status", r->type, status);
+        result->status = (enum sbx_status)status;
+        if (get_int_in(r, "exit_code", -1, 255, &result->exit_code) < 0 ||
+            get_int_in(r, "signal", 0, MAX_SIGNAL, &result->signal) < 0)
+                return -1;
+        if (decode_run_outcome(r, &result->run) < 0)
+                return -1;
+
+        struct sbx_evidence *e = &result->evidence;
+        if (get_u64(r, "evidence.oom_kills", &e->oom_kills) < 0 ||
+            get_u64(r, "evidence.memory_max_events", &e->memory_max_events) < 0 ||
+            get_u64(r, "evidence.memory_peak_bytes", &e->memory_peak_bytes) < 0 ||
+            get_u64(r, "evidence.pids_max_events", &e->pids_max_events) < 0 ||
+            get_u64(r, "evidence.pids_peak", &e->pids_peak) < 0 ||
+            get_u64(r, "evidence.cpu_usage_us", &e->cpu_usage_us) < 0 ||
+            get_u64(r, "evidence.cpu_throttled_us", &e->cpu_throttled_us) < 0 ||
+            get_u64(r, "evidence.cpu_nr_throttled", &e->cpu_nr_throttled) < 0)
+                return -1;
+        if (get_limits(r, &result->limits) < 0)
+                return -1;
+        struct sbx_timing *t = &result->timing;
+        if (get_u64(r, "timing.acquire_us", &t->acquire_us) < 0 ||
+            get_u64(r, "timing.setup_us", &t->setup_us) < 0 ||
+            get_u64(r, "timing.run_us", &t->run_us) < 0 ||
+            get_u64(r, "timing.teardown_us", &t->teardown_us) < 0 ||
+            get_u64(r, "timing.total_us", &t->total_us) < 0)
+                return -1;
+        bool present;
+        if (get_flag(r, "backend", &present) < 0)
+                return -1;
+        if (present && decode_name(r, "backend", &result->backend) < 0)
+                return -1;
+        if (get_flag(r, "pooled", &result->pooled) < 0)
+                return -1;
+        const char *error;
+        if (get_string(r, "error", sizeof(result->error) - 1, &error) < 0)
+                return -1;
+        snprintf(result->error, sizeof(result->error), "%s", error);
+        return 0;
+}
+
+static int decode_stats(struct reader *r, struct sbx_message_stats *stats)
+{
+        if (get_u64(r, "sandboxes_alive", &stats->sandboxes_alive) < 0 ||
+            get_u64(r, "workers_alive", &stats->workers_alive) < 0 ||
+            get_u64(r, "executions_started", &stats->executions_started) < 0 ||
+            get_u64(r, "executions_finished", &stats->executions_finished) < 0 ||
+            get_u64(r, "executions_rejected", &stats->executions_rejected) < 0)
+                return -1;
+        return 0;
+}
+
+int sbx_message_decode_header(const void *buf, size_t len, struct sbx_message_header *header,
+                              struct sbx_error *err)
+{
+        *header = (struct sbx_message_header){0};
+        if (len < SBX_MESSAGE_HEADER_BYTES)
+                return malformed(err, "message of %zu bytes is shorter than a header", len);
+        const uint8_t *p = buf;
+        memcpy(&header->magic, p, 4);
+        memcpy(&header->version, p + 4, 2);
+        memcpy(&header->type, p + 6, 2);
+        memcpy(&header->request_id, p + 8, 8);
+        memcpy(&header->body_len, p + 16, 4);
+        memcpy(&header->reserved, p + 20, 4);
+        if (header->magic != SBX_PROTOCOL_MAGIC)
+                return malformed(err, "bad magic 0x%08x", header->magic);
+        if (header->version != SBX_PROTOCOL_VERSION)
+                return malformed(err, "protocol version %u, expected %u", header->version,
+                                 SBX_PROTOCOL_VERSION);
+        if (!type_known(header->type))
+                return malformed(err, "unknown message type %u", header->type);
+        if (header->reserved != 0)
+                return malformed(err, "%s: reserved header field is not 0",
+                                 sbx_message_type_name(header->type));
+        if (len > SBX_MESSAGE_MAX_BYTES)
+                return malformed(err, "%s: %zu bytes, more than %u",
+                                 sbx_message_type_name(header->type), len, SBX_MESSAGE_MAX_BYTES);
+        if (header->body_len != len - SBX_MESSAGE_HEADER_BYTES)
+                return malformed(err, "%s: body_len %u but %zu body bytes",
+                                 sbx_message_type_name(header->type), header->body_len,
+                                 len - SBX_MESSAGE_HEADER_BYTES);
+        return 0;
+}
+
+int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
+                       struct sbx_error *err)
+{
+        memset(message, 0, sizeof(*message));
+        if (sbx_message_decode_header(buf, len, &message->header, err) < 0)
+                return -1;
+        struct reader r = {
+                .pos = (const uint8_t *)buf + SBX_MESSAGE_HEADER_BYTES,
+                .end = (const uint8_t *)buf + len,
+                .type = sbx_message_type_name(message->header.type),
+                .err = err,
+        };
+        int rc = 0;
+        switch ((enum sbx_message_type)message->header.type) {
+        case SBX_MESSAGE_RUN:
+                rc = decode_run(&r, &message->body.run);
+                break;
+        case SBX_MESSAGE_RESULT:
+                rc = decode_result(&r, &message->body.result);
+                break;
+        case SBX_MESSAGE_STATS_REPLY:
+                rc = decode_stats(&r, &message->body.stats);
+                break;
+        case SBX_MESSAGE_CANCEL:
+        case SBX_MESSAGE_PING:
+        case SBX_MESSAGE_PONG:
+        case SBX_MESSAGE_STATS:
+                break;
+        }
+        if (rc < 0)
+                return -1;
+        if (remaining(&r) != 0)
+                return malformed(err, "%s: %zu trailing bytes", r.type, remaining(&r));
+        return 0;
+}
+
+/* ---- Transport ----------------------------------------------------------------------------- */
+
+/* A body in a memfd must be a stable snapshot: its size and bytes can no longer change. */
+#define REQUIRED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
+
+/* Room for a few fds: a sender may attach more than the one the protocol allows, and every fd
+ * that arrives must be closed, not leaked. */
+#define MAX_RECEIVED_FDS 8
+
+static int send_record(int fd, const void *buf, size_t len, int attached_fd, int flags,
+                       struct sbx_error *err)
+{
+        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+        union {
+                struct cmsghdr header;
+                char space[CMSG_SPACE(sizeof(int))];
+        } control;
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (attached_fd >= 0) {
+                memset(&control, 0, sizeof(control));
+                msg.msg_control = control.space;
+                msg.msg_controllen = sizeof(control.space);
+                struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+                cmsg->cmsg_level = SOL_SOCKET;
+                cmsg->cmsg_type = SCM_RIGHTS;
+                cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cmsg), &attached_fd, sizeof(int));
+        }
+        ssize_t n;
+        do
+                n = sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return sbx_error_set(err, errno, "send message");
+        if ((size_t)n != len)
+                return sbx_error_set(err, EIO, "send message: %zd of %zu bytes sent", n, len);
+        return 0;
+}
+
+static int send_message(int fd, const void *buf, size_t len, int flags, struct sbx_error *err)
+{
+        if (len < SBX_MESSAGE_HEADER_BYTES)
+                return sbx_error_set(err, EINVAL, "send message: %zu bytes is no message", len);
+        if (len > SBX_MESSAGE_MAX_BYTES)
+                return sbx_error_set(err, EMSGSIZE, "send message of %zu bytes", len);
+        if (len <= SBX_MESSAGE_INLINE_MAX)
+                return send_record(fd, buf, len, -1, flags, err);
+
+        _cleanup_close_ int memfd =
+                memfd_create("sandboxd-message", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+        if (memfd < 0)
+                return sbx_error_set(err, errno, "send message: memfd_create");
+        if (sbx_write_all(memfd, buf, len) < 0)
+                return sbx_error_set(err, errno, "send message: write memfd");
+        if (fcntl(memfd, F_ADD_SEALS, REQUIRED_SEALS | F_SEAL_SEAL) < 0)
+                return sbx_error_set(err, errno, "send message: seal memfd");
+        return send_record(fd, buf, SBX_MESSAGE_HEADER_BYTES, memfd, flags, err);
+}
+
+int sbx_message_send(int fd, const void *buf, size_t len, struct sbx_error *err)
+{
+        return send_message(fd, buf, len, 0, err);
+}
+
+int sbx_message_send_nowait(int fd, const void *buf, size_t len, struct sbx_error *err)
+{
+        return send_message(fd, buf, len, MSG_DONTWAIT, err);
+}
+
+/* Dequeues the record at the head without reading it; fds attached to it are released by the
+ * kernel because no control buffer is offered. */
+static void drop_record(int fd)
+{
+        ssize_t n;
+        do
+                n = recv(fd, NULL, 0, MSG_DONTWAIT);
+        while (n < 0 && errno == EINTR);
+}
+
+static void close_all(const int *fds, size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                close(fds[i]);
+}
+
+/* Reads the message body that came as a memfd with a header-only record. */
+static int read_attached(int memfd, const uint8_t *record, void **out, size_t *out_len,
+                         struct sbx_error *err)
+{
+        uint32_t body_len;
+        memcpy(&body_len, record + offsetof(struct sbx_message_header, body_len), sizeof(body_len));
+        size_t total = (size_t)body_len + SBX_MESSAGE_HEADER_BYTES;
+        if (body_len > SBX_MESSAGE_MAX_BYTES - SBX_MESSAGE_HEADER_BYTES)
+                return sbx_error_set(err, EMSGSIZE, "receive: attached message of %zu bytes",
+                                     total);
+        /* Only shmem files take seals: this also proves the fd is no FIFO, socket or device that
+         * could block the reader or change under it. */
+        int seals = fcntl(memfd, F_GET_SEALS);
+        if (seals < 0 || (seals & REQUIRED_SEALS) != REQUIRED_SEALS)
+                return malformed(err, "receive: attached fd is not a sealed memfd");
+        struct stat st;
+        if (fstat(memfd, &st) < 0 || !S_ISREG(st.st_mode) || (uint64_t)st.st_size != total)
+                return malformed(err,
+                                 "receive: attached memfd does not hold the %zu bytes the "
+                                 "header announces",
+                                 total);
+        _cleanup_free_ uint8_t *data = malloc(total);
+        if (data == NULL)
+                return sbx_error_set(err, ENOMEM, "receive: allocate %zu bytes", total);
+        size_t done = 0;
+        while (done < total) {
+                ssize_t n = pread(memfd, data + done, total - done, (off_t)done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return malformed(err, "receive: attached memfd: short read");
+                done += (size_t)n;
+        }
+        if (memcmp(data, record, SBX_MESSAGE_HEADER_BYTES) != 0)
+                return malformed(err, "receive: attached message does not match its record");
+        *out = steal_pointer(&data);
+        *out_len = total;
+        return 0;
+}
+
+int sbx_message_receive(int fd, void **out, size_t *out_len, struct sbx_error *err)
+{
+        ssize_t size;
+        do
+                size = recv(fd, NULL, 0, MSG_PEEK | MSG_TRUNC);
+        while (size < 0 && errno == EINTR);
+        if (size < 0)
+                return sbx_error_set(err, errno, "receive: peek");
+        if (size == 0) {
+                /* SOCK_SEQPACKET reports an empty record and the peer's hang-up alike. */
+                drop_record(fd);
+                struct pollfd pfd = {.fd = fd, .events = POLLIN | POLLRDHUP};
+                if (poll(&pfd, 1, 0) > 0 && (pfd.revents & (POLLHUP | POLLRDHUP)))
+                        return 0;
+                return malformed(err, "receive: empty record");
+        }
+        if ((size_t)size > SBX_MESSAGE_INLINE_MAX) {
+                drop_record(fd);
+                return sbx_error_set(err, EMSGSIZE, "receive: dropped a record of %zd bytes", size);
+        }
+
+        _cleanup_free_ uint8_t *record = malloc((size_t)size);
+        if (record == NULL) {
+                drop_record(fd);
+                return sbx_error_set(err, ENOMEM, "receive: allocate");
+        }
+        union {
+                struct cmsghdr header;
+                char space[CMSG_SPACE(sizeof(int) * MAX_RECEIVED_FDS)];
+        } control;
+        struct iovec iov = {.iov_base = record, .iov_len = (size_t)size};
+        struct msghdr msg = {
+                .msg_iov = &iov,
+                .msg_iovlen = 1,
+                .msg_control = control.space,
+                .msg_controllen = sizeof(control.space),
+        };
+        ssize_t n;
+        do
+                n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return sbx_error_set(err, errno, "receive");
+
+        int fds[MAX_RECEIVED_FDS];
+        size_t n_fds = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < count && n_fds < MAX_RECEIVED_FDS; i++)
+                        memcpy(&fds[n_fds++], CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+        }
+        if ((msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) || n != size || n_fds > 1) {
+                close_all(fds, n_fds);
+                return malformed(err, "receive: dropped a record that broke the transport rules");
+        }
+        if (n_fds == 0) {
+                *out = steal_pointer(&record);
+                *out_len = (size_t)n;
+                return 1;
+        }
+        if (n != SBX_MESSAGE_HEADER_BYTES) {
+                close_all(fds, n_fds);
+                return malformed(err, "receive: a record with an fd must be a bare header");
+        }
+        int rc = read_attached(fds[0], record, out, out_len, err);
+        close(fds[0]);
+        return rc < 0 ? -1 : 1;
+}
+
+bool sbx_message_dropped(const struct sbx_error *err)
+{
+        return err->code == EMSGSIZE || err->code == EBADMSG || err->code == ENOMEM;
+}

@@ -1,0 +1,193 @@
+/* The engine protocol: the only language the API process and the engine share. A small, fixed,
+ * versioned set of binary messages with bounded fields, so that the engine (root) never parses
+ * JSON or HTTP and refuses anything it did not expect.
+ *
+ * One message = a 24-byte header followed by body_len bytes of body:
+ *
+ *   u32 magic 0x53425844 ("SBXD") | u16 version (1) | u16 type | u64 request_id |
+ *   u32 body_len | u32 reserved (0)
+ *
+ * Scalars are in host byte order: both ends run on the same machine. Body fields, in order:
+ *
+ *   flag     u8, 0 or 1
+ *   blob     u32 length, then length bytes, then one 0 byte (so a decoded blob is also a C
+ *            string, like the output buffers of struct sbx_run)
+ *   string   a blob with no 0 byte among its length bytes
+ *   opt(X)   a flag, then X when the flag is 1 (tells NULL from empty)
+ *   limits   wall_ms, cpu_ms, memory_bytes, pids, disk_bytes, output_bytes, open_files as u64,
+ *            then cpu_millicores as u32
+ *
+ *   RUN          execution_id (32 lowercase hex bytes, no terminator), language string,
+ *                backend opt(string), code opt(blob), entrypoint opt(string),
+ *                u32 n_files then per file {path string, executable flag, data blob},
+ *                u32 n_args then per arg a string, u32 n_env then per entry a string,
+ *                stdin blob, limits
+ *   RESULT       id string, status u32, exit_code i32, signal i32,
+ *                run {exited flag, exit_code i32, signal i32, wall_timeout flag, output_limit
+ *                flag, canceled flag, stdout {blob, overflow flag, cap u64}, stderr {likewise},
+ *                disk_known flag, disk_used_bytes u64, disk_total_bytes u64, inodes_free u64,
+ *                wall_us u64}, evidence (8 u64 in struct order), limits, timing (5 u64 in struct
+ *                order), backend opt(string), pooled flag, error string
+ *   STATS_REPLY  5 u64 in the order of struct sbx_message_stats
+ *   CANCEL, PING, PONG, STATS: empty body
+ *
+ * Requests carry a request_id chosen by the API; the reply (RESULT to RUN, PONG to PING,
+ * STATS_REPLY to STATS) carries the same one. CANCEL names the RUN to cancel by its request_id and
+ * has no reply: the RUN's RESULT says "canceled".
+ *
+ * Transport: one message per SOCK_SEQPACKET record. The kernel cannot carry a record much larger
+ * than 4 MiB (the record is one physically contiguous allocation; measured on 6.18: 4 MiB goes,
+ * 4 MiB + 100 kB fails with ENOBUFS whatever SO_SNDBUF says), and large contiguous allocations fail
+ * under fragmentation long before that. So a message over SBX_MESSAGE_INLINE_MAX travels in a
+ * sealed memfd attached (SCM_RIGHTS) to a record that holds a copy of its header: still one
+ * sendmsg per message, so messages from concurrent senders (API threads, engine workers) never
+ * interleave. sbx_message_send and sbx_message_receive hide the difference. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "engine/execution.h"
+#include "engine/result.h"
+#include "util/error.h"
+
+#define SBX_PROTOCOL_MAGIC   0x53425844u /* "SBXD" read as a big-endian word */
+#define SBX_PROTOCOL_VERSION 1
+
+#define SBX_MESSAGE_HEADER_BYTES 24
+/* The largest message either side accepts. A RUN at its bounds (4 MiB code, 4 MiB stdin, args and
+ * env) is under 9 MiB; the rest is room for a RESULT's output. */
+#define SBX_MESSAGE_MAX_BYTES (48u * 1024u * 1024u)
+/* Largest message sent inline in its record; larger ones go in a memfd. Records this small are
+ * built from order-0..3 pages, which the kernel can always find. */
+#define SBX_MESSAGE_INLINE_MAX (64u * 1024u)
+
+/* Bounds the decoder adds to the SBX_MAX_* of execution.h. */
+#define SBX_MESSAGE_MAX_NAME_BYTES   64                      /* language and backend names */
+#define SBX_MESSAGE_MAX_OUTPUT_BYTES (1024u * 1024u * 1024u) /* per stream: a result's cap */
+#define SBX_MESSAGE_MAX_WALL_MS      (24ull * 3600 * 1000) /* a run that never ends holds a worker */
+#define SBX_EXECUTION_ID_LENGTH      32                    /* lowercase hex, assigned by the API */
+
+enum sbx_message_type {
+        SBX_MESSAGE_RUN = 1,         /* API -> engine: run a request */
+        SBX_MESSAGE_RESULT = 2,      /* engine -> API: the RUN's outcome */
+        SBX_MESSAGE_CANCEL = 3,      /* API -> engine: cancel the RUN with this request_id */
+        SBX_MESSAGE_PING = 4,        /* API -> engine: are you there? */
+        SBX_MESSAGE_PONG = 5,        /* engine -> API */
+        SBX_MESSAGE_STATS = 6,       /* API -> engine: counters, please */
+        SBX_MESSAGE_STATS_REPLY = 7, /* engine -> API */
+};
+
+struct sbx_message_header {
+        uint32_t magic;
+        uint16_t version;
+        uint16_t type; /* enum sbx_message_type */
+        uint64_t request_id;
+        uint32_t body_len;
+        uint32_t reserved; /* 0; a future version may use it */
+};
+
+/* A decoded RUN. request's pointers point into the message buffer and into the arrays below, so
+ * the struct must stay where it was decoded (never copy it) and the buffer must outlive it.
+ * request.test is always zeroed (test hooks are for `sandboxd run` only: no message can turn a
+ * layer off) and request.cancel_fd is -1. */
+struct sbx_message_run {
+        char execution_id[SBX_EXECUTION_ID_LENGTH + 1];
+        struct sbx_request request;
+        struct sbx_file files[SBX_MAX_FILES];
+        const char *args[SBX_MAX_ARGS];
+        const char *env[SBX_MAX_ENV];
+};
+
+/* The engine's counters (STATS_REPLY). */
+struct sbx_message_stats {
+        uint64_t sandboxes_alive;     /* workers that may still own a sandbox (one each at most) */
+        uint64_t workers_alive;       /* forked and not yet reaped */
+        uint64_t executions_started;  /* workers forked since start */
+        uint64_t executions_finished; /* workers reaped since start */
+        uint64_t executions_rejected; /* RUNs answered at once: busy, shutting down, malformed */
+};
+
+/* Any decoded message. Which body member is valid follows header.type: run for RUN, result for
+ * RESULT, stats for STATS_REPLY, none for the empty ones. */
+struct sbx_message {
+        struct sbx_message_header header;
+        union {
+                struct sbx_message_run run;
+                struct sbx_result result;
+                struct sbx_message_stats stats;
+        } body;
+};
+
+/* The name of a message type ("RUN"), or "unknown". */
+const char *sbx_message_type_name(uint16_t type);
+
+/* Whether id is exactly SBX_EXECUTION_ID_LENGTH lowercase hex digits. */
+bool sbx_execution_id_valid(const char *id);
+
+/* Encoders. Each builds one complete message (header included) in a new malloc'd buffer returned
+ * through *out / *out_len (free() it). An encoder never emits a message its decoder would refuse:
+ * every output is decoded once before it is returned. Failing: -1 with err->code EINVAL for input
+ * the protocol cannot carry (over a bound, NUL in a string, bad path), EMSGSIZE when the message
+ * would exceed SBX_MESSAGE_MAX_BYTES, ENOMEM. */
+
+/* RUN: request (its test hooks and cancel_fd are not sent) under execution_id. */
+int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
+                           const struct sbx_request *request, void **out, size_t *out_len,
+                           struct sbx_error *err);
+
+/* RESULT: result, including its stdout and stderr bytes and error text. */
+int sbx_message_encode_result(uint64_t request_id, const struct sbx_result *result, void **out,
+                              size_t *out_len, struct sbx_error *err);
+
+/* STATS_REPLY. */
+int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message_stats *stats,
+                                   void **out, size_t *out_len, struct sbx_error *err);
+
+/* A message with an empty body: CANCEL, PING, PONG or STATS (EINVAL for any other type). */
+int sbx_message_encode_empty(enum sbx_message_type type, uint64_t request_id, void **out,
+                             size_t *out_len, struct sbx_error *err);
+
+/* Checks the header of the message in buf[0..len): magic, version, a known type, reserved 0,
+ * body_len exactly len - SBX_MESSAGE_HEADER_BYTES, len at most SBX_MESSAGE_MAX_BYTES. Fills
+ * *header (also on most failures, as far as it could be read, so that a reply can still name
+ * the request_id). -1 with err->code EBADMSG otherwise. Pure. */
+int sbx_message_decode_header(const void *buf, size_t len, struct sbx_message_header *header,
+                              struct sbx_error *err);
+
+/* Decodes the complete message in buf[0..len) into *message without copying: the pointers in
+ * message point into buf (and, for RUN, into message itself), so buf must outlive message and
+ * message must not be moved. Never call sbx_result_free() on a decoded result: its buffers belong
+ * to buf. Checks everything: the header as above, every length against the end of the body and
+ * against its bound, counts against SBX_MAX_*, strings free of NUL, flags 0 or 1, enums in range,
+ * file paths (sbx_request_path_valid), env entries (sbx_request_env_valid), RUN's code xor files
+ * with an entrypoint among the files, and no byte left over. Returns -1 with err->code EBADMSG
+ * and a message naming the field for any malformed input; never reads outside buf. Pure. */
+int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
+                       struct sbx_error *err);
+
+/* Transport (system calls), for a connected SOCK_SEQPACKET socket. */
+
+/* Sends the encoded message buf[0..len) with one sendmsg (MSG_NOSIGNAL: a vanished peer is
+ * EPIPE, not a signal), inline or in a sealed memfd as described at the top. Blocks while the
+ * socket buffer is full. Safe to call from several threads or processes sharing fd. */
+int sbx_message_send(int fd, const void *buf, size_t len, struct sbx_error *err);
+
+/* Like sbx_message_send, but fails with EAGAIN instead of waiting when the socket buffer is full:
+ * for a single-threaded loop that must never hang on a peer that stopped reading. */
+int sbx_message_send_nowait(int fd, const void *buf, size_t len, struct sbx_error *err);
+
+/* Receives one message into a new malloc'd buffer (*out, *out_len; free() it) without decoding
+ * it. Returns 1 with a message, 0 when the peer has hung up (a zero-length record, which no
+ * sender of this protocol makes, is dropped as malformed instead), -1 with err otherwise. With
+ * err->code EMSGSIZE (over SBX_MESSAGE_MAX_BYTES or an inline record over SBX_MESSAGE_INLINE_MAX),
+ * EBADMSG (a record breaking the transport rules: bad attached fd, truncation) or ENOMEM, that one
+ * record was consumed and dropped and the socket is still usable (sbx_message_dropped); any other
+ * code is the socket's own failure. Retries EINTR. Closes every fd that arrives with a record. Only
+ * one thread may receive on a socket (it peeks at the record's size before reading it). */
+int sbx_message_receive(int fd, void **out, size_t *out_len, struct sbx_error *err);
+
+/* Whether a failed sbx_message_receive only dropped one record (err->code), the socket still
+ * usable. */
+bool sbx_message_dropped(const struct sbx_error *err);

@@ -1,0 +1,59 @@
+/* The engine process of `sandboxd serve`: the root half of the privilege split (DESIGN.md "Two
+ * processes"). It speaks only the binary protocol of engine/protocol.h and owns every sandbox.
+ *
+ * Theory of operation. One thread, one poll loop over three kinds of fd:
+ *
+ *   api_fd      the SOCK_SEQPACKET socket to the API process: RUN, CANCEL, PING, STATS arrive here
+ *   signalfd    SIGTERM and SIGINT (shut down) and SIGCHLD (reap re-parented orphans)
+ *   pidfds      one per worker: readable when the worker has exited
+ *
+ * Each RUN is decoded and checked, then handed to a WORKER: a plain fork() of the engine (which is
+ * single-threaded, so the clone3 the sandbox needs is safe inside it). The worker runs the whole
+ * execution with sbx_execute(), encodes the RESULT and sends it itself on its inherited copy of
+ * api_fd, then exits 0. The loop therefore never blocks on an execution: it only tracks workers
+ * (request_id -> pid, pidfd) for CANCEL, STATS and shutdown.
+ *
+ * A worker dies with the engine (PR_SET_PDEATHSIG SIGTERM), is the subreaper of its sandbox, sits
+ * in its own session (terminal signals reach only the engine, which then drives the shutdown), and
+ * treats SIGTERM as "cancel": its SIGTERM signalfd is the request's cancel_fd, so the sandbox is
+ * killed and torn down and the RESULT says internal_error "canceled". A worker that exits without
+ * having sent its RESULT (crash, SIGKILL) gets one sent for it by the engine: internal_error, so
+ * that no caller waits forever.
+ *
+ * Shutdown (SIGTERM, SIGINT, or the API socket at end of file): SIGTERM to every worker, wait for
+ * them up to the grace period, SIGKILL the rest, remove what killed workers left behind
+ * (backend reconcile), return. RUNs arriving meanwhile are answered "engine shutting down". */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "util/error.h"
+
+#define SBX_ENGINE_DEFAULT_MAX_SANDBOXES 64
+/* The native backend has 1024 slots (one host uid and one cgroup name each). */
+#define SBX_ENGINE_MAX_SANDBOXES_LIMIT 1024
+#define SBX_ENGINE_DEFAULT_GRACE_MS    10000
+
+struct sbx_engine_options {
+        /* Concurrent workers (= sandboxes); a RUN over it is answered at once with RESULT
+         * internal_error "engine busy". 0 = SBX_ENGINE_DEFAULT_MAX_SANDBOXES; at most
+         * SBX_ENGINE_MAX_SANDBOXES_LIMIT. */
+        unsigned max_sandboxes;
+        /* How long workers get to cancel and clean up after SIGTERM before SIGKILL. 0 = default. */
+        uint32_t shutdown_grace_ms;
+        /* A child of the caller that the loop must leave for the caller to wait for (the API
+         * process, when the engine forked it); 0 for none. Every other child that exits while the
+         * loop runs is reaped by it: the engine is the subreaper of everything below it. */
+        pid_t api_pid;
+};
+
+/* Runs the engine loop on api_fd (a connected SOCK_SEQPACKET socket; not closed here) until
+ * SIGTERM, SIGINT or the API's hang-up; options may be NULL for the defaults. Blocks SIGTERM,
+ * SIGINT and SIGCHLD (read through a signalfd) and returns with them still blocked, so that a
+ * second SIGTERM cannot kill the caller's own cleanup; sets SIGCHLD to its default disposition
+ * (an ignored SIGCHLD would auto-reap the workers) and makes the process a child subreaper.
+ * Returns 0 after a clean shutdown, with no worker and (as far as the backend's reconcile could
+ * tell) no sandbox left; -1 with err when the loop could not start or the API socket failed (also
+ * after the same cleanup). */
+int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struct sbx_error *err);

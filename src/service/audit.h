@@ -1,0 +1,97 @@
+/* The audit store: one row per execution in SQLite (<data_dir>/audit.db), read back by
+ * GET /v1/executions/{id}.
+ *
+ * The database runs in WAL mode so that a reader (an operator's sqlite3 shell, a backup) never
+ * blocks the server's writes, with synchronous=NORMAL (in WAL mode a power cut can lose the last
+ * commits but never corrupts the file; an audit row is not worth an fsync per request) and a busy
+ * timeout so that a short outside lock delays a write instead of failing it. The schema is
+ * versioned by PRAGMA user_version and migrated at open by a fixed list of steps (audit.c), all
+ * in one transaction: a database is either fully at the new version or untouched.
+ *
+ * Privilege separation: the API process opens the store while still root and keeps using the
+ * open connection after dropping to its unprivileged uid. The file is created with mode 0600
+ * (SQLite gives the -wal and -shm files the same mode and owner), so no other local user can
+ * read tenants' requests.
+ *
+ * Thread-safe: one connection and its prepared statements, guarded by a mutex (the HTTP server
+ * runs a thread per connection; an insert takes well under a millisecond). */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "util/error.h"
+
+/* The database file inside the data directory. */
+#define SBX_AUDIT_FILE_NAME "audit.db"
+
+/* Size of a SHA-256 digest in lowercase hex, with the terminating NUL. */
+#define SBX_AUDIT_SHA256_HEX_SIZE 65
+
+/* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
+#define SBX_AUDIT_SCHEMA_VERSION 1
+
+struct sbx_audit;
+
+/* One finished execution. Everything is borrowed for the duration of the call. */
+struct sbx_audit_record {
+        const char *id;         /* the execution id (32 hex characters); the primary key */
+        const char *tenant;     /* who ran it; fetches only ever see their own tenant's rows */
+        int64_t created_at_ms;  /* request accepted, milliseconds since the Unix epoch */
+        int64_t finished_at_ms; /* result known, milliseconds since the Unix epoch */
+        const char *language;
+        const char *status; /* sbx_status_name() */
+        int exit_code;      /* -1 when the program did not exit normally: stored as NULL */
+        int signal;         /* 0 unless killed by a signal: stored as NULL */
+        const char *error;  /* what failed, for internal_error; NULL otherwise */
+        /* JSON columns, stored as compact text (json_dumps); NULL is stored as NULL. */
+        const json_t *requested; /* the request as received (after validation) */
+        const json_t *effective; /* the effective limits after defaults and clamping */
+        const json_t *clamped;   /* array of the limit names that were clamped */
+        const json_t *usage;
+        const json_t *evidence;
+        const json_t *timing;
+        /* The program's output as raw bytes. Their sizes and SHA-256 are always stored; the
+         * bytes themselves only when store_output (config server.store_output). */
+        const void *stdout_data;
+        size_t stdout_size;
+        const void *stderr_data;
+        size_t stderr_size;
+        bool store_output;
+};
+
+/* Opens (creating it if needed) <directory>/audit.db: creates the file with mode 0600 without
+ * following a symlink (an existing file gets its mode forced to 0600), turns on WAL,
+ * busy_timeout 5000 ms and synchronous=NORMAL, and migrates the schema to
+ * SBX_AUDIT_SCHEMA_VERSION. Fails (NULL with err) when the directory is missing, the file is not
+ * a regular file, it is not a SQLite database, or its schema is newer than this build knows.
+ * Close with sbx_audit_close(). */
+struct sbx_audit *sbx_audit_open(const char *directory, struct sbx_error *err);
+
+/* Closes the store. NULL is a no-op. No other thread may still use it. */
+void sbx_audit_close(struct sbx_audit *audit);
+
+/* Inserts one row. Computes the output sizes and hashes itself. Fails (-1 with err) when the id
+ * already exists, a required field (id, tenant, language, status) is NULL, or SQLite fails. */
+int sbx_audit_record_execution(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                               struct sbx_error *err);
+
+/* Looks up execution id of tenant. Returns 1 and sets *out to a new JSON object (caller owns the
+ * reference) when found; 0 with *out NULL when there is no such id for this tenant (also when
+ * the id belongs to another tenant: the two are indistinguishable on purpose); -1 with err when
+ * SQLite fails or a stored JSON column does not parse. The object has every column as a key:
+ *   id, tenant, created_at, finished_at (ms since epoch), language, status, exit_code, signal,
+ *   error, requested, effective, clamped, usage, evidence, timing (embedded JSON values),
+ *   stdout_bytes, stderr_bytes, stdout_sha256, stderr_sha256, stdout, stderr
+ * with JSON null for a NULL column. stdout/stderr are strings in which every byte that is not
+ * valid UTF-8 became U+FFFD. */
+int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id, json_t **out,
+                    struct sbx_error *err);
+
+/* Writes the SHA-256 of size bytes at data (data may be NULL when size is 0) to hex as 64
+ * lowercase hex digits and a NUL. Returns 0, or -1 with err when libcrypto fails. */
+int sbx_audit_sha256_hex(const void *data, size_t size, char hex[SBX_AUDIT_SHA256_HEX_SIZE],
+                         struct sbx_error *err);

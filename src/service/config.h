@@ -1,0 +1,121 @@
+/* The service's configuration: one INI file (libinih) with a [server] section, [tier.NAME]
+ * sections (ceilings, defaults, languages, quotas) and [tenant.NAME] sections (tier and the
+ * SHA-256 of the bearer token). Loading is strict: an unknown section or key, a bad value, a
+ * duplicate, or a tenant naming an unknown tier fails with "FILE:LINE: [section] key: why", so a
+ * typo never silently weakens a limit. The README documents every key. */
+#pragma once
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#include "sandbox/sandbox.h"
+#include "util/error.h"
+
+#define SBX_SHA256_SIZE        32
+#define SBX_CONFIG_NAME_MAX    64 /* tier and tenant names; they become metric labels */
+#define SBX_TIER_MAX_LANGUAGES 16
+#define SBX_TIER_MAX_BACKENDS  4
+
+/* A limit a request may set, a tier may cap ("max_" + name) and default ("default_" + name).
+ * value_offset locates its uint64_t in struct sbx_limits; unit converts the request's unit to the
+ * sbx_limits unit (memory_mb -> bytes: 1 MiB). */
+struct sbx_limit_field {
+        const char *name; /* "memory_mb", as in requests, responses and the config */
+        size_t value_offset;
+        uint64_t unit;
+        uint64_t config_max; /* the largest ceiling a tier may configure, in the request unit */
+};
+
+#define SBX_LIMIT_FIELD_COUNT 7
+/* wall_ms, cpu_ms, memory_mb, pids, disk_mb, output_bytes, open_files, in that order. */
+extern const struct sbx_limit_field sbx_limit_fields[SBX_LIMIT_FIELD_COUNT];
+
+/* The member of limits that field describes, to set ... */
+static inline uint64_t *sbx_limit_field_value(struct sbx_limits *limits,
+                                              const struct sbx_limit_field *field)
+{
+        return (uint64_t *)((char *)limits + field->value_offset);
+}
+
+/* ... and to read. */
+static inline uint64_t sbx_limit_field_get(const struct sbx_limits *limits,
+                                           const struct sbx_limit_field *field)
+{
+        return *(const uint64_t *)((const char *)limits + field->value_offset);
+}
+
+struct sbx_server_config {
+        char *listen;                           /* as written: "127.0.0.1:8080" or "[::1]:8080" */
+        struct sockaddr_storage listen_address; /* the same, ready for bind() */
+        socklen_t listen_address_size;
+        char *data_dir; /* absolute */
+        uid_t api_uid;  /* the API process's uid and gid; never 0 */
+        uint64_t max_body_bytes;
+        uint64_t max_sandboxes;    /* concurrent workers in the engine */
+        uint64_t shutdown_grace_s; /* SIGTERM: how long running executions may finish */
+        bool store_output;         /* keep stdout/stderr in the audit log */
+};
+
+struct sbx_tier {
+        char *name;
+        struct sbx_limits max;      /* the ceilings; every field set (cpu_millicores unused) */
+        struct sbx_limits defaults; /* a field 0 = not set: the built-in default applies */
+        uint64_t max_concurrency;   /* executions in flight per tenant */
+        uint64_t cpu_budget_ms;     /* CPU a tenant may use ... */
+        uint64_t cpu_window_s;      /* ... within this rolling window */
+        const char *languages[SBX_TIER_MAX_LANGUAGES]; /* static names (sbx_language_find) */
+        size_t n_languages;
+        const char *backends[SBX_TIER_MAX_BACKENDS]; /* static names (sbx_backend_find) */
+        size_t n_backends;
+};
+
+struct sbx_tenant {
+        char *name;
+        const struct sbx_tier *tier; /* points into sbx_config.tiers */
+        uint8_t token_sha256[SBX_SHA256_SIZE];
+};
+
+struct sbx_config {
+        struct sbx_server_config server;
+        struct sbx_tier *tiers;
+        size_t n_tiers;
+        struct sbx_tenant *tenants;
+        size_t n_tenants;
+};
+
+/* The configuration `sandboxd serve` uses without --config: listen 127.0.0.1:8080, data_dir
+ * /var/lib/sandboxd, one tier "default" and no tenant. */
+extern const char sbx_config_default_text[];
+
+/* Loads the INI file at path into config; free it with sbx_config_free(). Fails on I/O errors
+ * and on anything the format does not allow, err then saying "path:line: [section] key: why",
+ * and leaves config zeroed. Keys left out take the defaults the README lists. Files over 1 MiB
+ * are refused. */
+int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx_error *err);
+
+/* Like sbx_config_load_file for INI text in memory; name stands for the file in messages
+ * ("<embedded>"). */
+int sbx_config_load_string(const char *text, const char *name, struct sbx_config *config,
+                           struct sbx_error *err);
+
+/* Frees everything config owns and zeroes it. Safe on a zeroed or partly loaded config. */
+void sbx_config_free(struct sbx_config *config);
+
+/* Whether name may name a tier or tenant: [A-Za-z0-9_-], 1 to SBX_CONFIG_NAME_MAX bytes. */
+bool sbx_config_name_valid(const char *name);
+
+/* The tier called name, or NULL. */
+const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, const char *name);
+
+/* Adds a tenant after loading (serve without --config creates "local"). Fails when the name is
+ * invalid or taken, the tier unknown, or the token hash already used. Moves config->tenants:
+ * call it before anything holds a tenant pointer. */
+int sbx_config_add_tenant(struct sbx_config *config, const char *name, const char *tier_name,
+                          const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err);
+
+/* Whether the tier lets requests use the language / backend called name. */
+bool sbx_tier_allows_language(const struct sbx_tier *tier, const char *name);
+bool sbx_tier_allows_backend(const struct sbx_tier *tier, const char *name);

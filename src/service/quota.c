@@ -1,0 +1,264 @@
+#include "service/quota.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct in_flight {
+        uint64_t reservation;
+        uint64_t deadline_ms;
+};
+
+struct charge {
+        uint64_t finished_ms;
+        uint64_t cpu_ms;
+};
+
+struct tenant_quota {
+        char *name;
+        struct in_flight *in_flight; /* unordered; at most the tier's max_concurrency */
+        size_t n_in_flight;
+        size_t in_flight_capacity;
+        struct charge *charges; /* oldest first, all within the window after expire_charges() */
+        size_t n_charges;
+        size_t charges_capacity;
+        uint64_t charged_ms; /* sum of charges[].cpu_ms */
+};
+
+struct sbx_quota {
+        pthread_mutex_t lock;
+        struct tenant_quota *tenants; /* looked up by name: a config has few tenants */
+        size_t n_tenants;
+        uint64_t last_reservation;
+};
+
+static uint64_t saturating_add(uint64_t a, uint64_t b)
+{
+        return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+/* Whole seconds from now_ms until at_ms, rounded up, at least 1: "Retry-After: 0" would invite
+ * a client to retry in a tight loop. */
+static uint64_t seconds_until(uint64_t at_ms, uint64_t now_ms)
+{
+        if (at_ms <= now_ms)
+                return 1;
+        uint64_t seconds = (at_ms - now_ms + 999) / 1000;
+        return seconds > 0 ? seconds : 1;
+}
+
+struct sbx_quota *sbx_quota_new(void)
+{
+        struct sbx_quota *quota = calloc(1, sizeof(*quota));
+        if (quota != NULL)
+                pthread_mutex_init(&quota->lock, NULL);
+        return quota;
+}
+
+void sbx_quota_free(struct sbx_quota *quota)
+{
+        if (quota == NULL)
+                return;
+        for (size_t i = 0; i < quota->n_tenants; i++) {
+                free(quota->tenants[i].name);
+                free(quota->tenants[i].in_flight);
+                free(quota->tenants[i].charges);
+        }
+        free(quota->tenants);
+        pthread_mutex_destroy(&quota->lock);
+        free(quota);
+}
+
+/* The tenant's state, created on first use; NULL when memory runs out (or create is false and
+ * there is none). Called with the lock held. */
+static struct tenant_quota *find_tenant(struct sbx_quota *quota, const char *name, bool create)
+{
+        for (size_t i = 0; i < quota->n_tenants; i++)
+                if (strcmp(quota->tenants[i].name, name) == 0)
+                        return &quota->tenants[i];
+        if (!create)
+                return NULL;
+        char *copy = strdup(name);
+        struct tenant_quota *tenants =
+                copy ? reallocarray(quota->tenants, quota->n_tenants + 1, sizeof(*tenants)) : NULL;
+        if (tenants == NULL) {
+                free(copy);
+                return NULL;
+        }
+        quota->tenants = tenants;
+        struct tenant_quota *tenant = &tenants[quota->n_tenants++];
+        *tenant = (struct tenant_quota){.name = copy};
+        return tenant;
+}
+
+/* Drops the charges that left the window: a charge counts while now < finished + window. */
+static void expire_charges(struct tenant_quota *tenant, uint64_t window_ms, uint64_t now_ms)
+{
+        size_t expired = 0;
+        while (expired < tenant->n_charges &&
+               saturating_add(tenant->charges[expired].finished_ms, window_ms) <= now_ms) {
+                tenant->charged_ms -= tenant->charges[expired].cpu_ms;
+                expired++;
+        }
+        if (expired == 0)
+                return;
+        tenant->n_charges -= expired;
+        memmove(tenant->charges, tenant->charges + expired,
+                tenant->n_charges * sizeof(*tenant->charges));
+}
+
+/* When the running execution that ends first reaches its wall deadline. */
+static uint64_t concurrency_frees_at(const struct tenant_quota *tenant)
+{
+        uint64_t earliest = UINT64_MAX;
+        for (size_t i = 0; i < tenant->n_in_flight; i++)
+                if (tenant->in_flight[i].deadline_ms < earliest)
+                        earliest = tenant->in_flight[i].deadline_ms;
+        return earliest;
+}
+
+/* When enough of the oldest charges have left the window for the rest to be under budget. */
+static uint64_t budget_frees_at(const struct tenant_quota *tenant, uint64_t budget_ms,
+                                uint64_t window_ms)
+{
+        uint64_t remaining = tenant->charged_ms;
+        for (size_t i = 0; i < tenant->n_charges; i++) {
+                remaining -= tenant->charges[i].cpu_ms;
+                if (remaining < budget_ms)
+                        return saturating_add(tenant->charges[i].finished_ms, window_ms);
+        }
+        return 0; /* not reached while charged_ms >= budget_ms */
+}
+
+static int add_in_flight(struct tenant_quota *tenant, uint64_t reservation, uint64_t deadline_ms)
+{
+        if (tenant->n_in_flight == tenant->in_flight_capacity) {
+                size_t capacity = tenant->in_flight_capacity ? 2 * tenant->in_flight_capacity : 4;
+                struct in_flight *grown = reallocarray(tenant->in_flight, capacity, sizeof(*grown));
+                if (grown == NULL)
+                        return -1;
+                tenant->in_flight = grown;
+                tenant->in_flight_capacity = capacity;
+        }
+        tenant->in_flight[tenant->n_in_flight++] =
+                (struct in_flight){.reservation = reservation, .deadline_ms = deadline_ms};
+        return 0;
+}
+
+int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t wall_ms,
+                      uint64_t now_ms, struct sbx_quota_decision *decision, struct sbx_error *err)
+{
+        const struct sbx_tier *tier = tenant->tier;
+        uint64_t window_ms = tier->cpu_window_s * 1000;
+        *decision = (struct sbx_quota_decision){.verdict = SBX_QUOTA_ALLOWED};
+        int r = 0;
+        pthread_mutex_lock(&quota->lock);
+        struct tenant_quota *state = find_tenant(quota, tenant->name, true);
+        if (state == NULL) {
+                r = sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
+                goto out;
+        }
+        expire_charges(state, window_ms, now_ms);
+        bool over_concurrency = state->n_in_flight >= tier->max_concurrency;
+        bool over_budget = state->charged_ms >= tier->cpu_budget_ms;
+        if (over_concurrency || over_budget) {
+                uint64_t concurrency_at = over_concurrency ? concurrency_frees_at(state) : 0;
+                uint64_t budget_at =
+                        over_budget ? budget_frees_at(state, tier->cpu_budget_ms, window_ms) : 0;
+                /* Capacity is back only when both constraints free; name the one that frees
+                 * last, as it is the one the client is waiting for. */
+                bool budget_binds =
+                        over_budget && (!over_concurrency || budget_at > concurrency_at);
+                decision->verdict =
+                        budget_binds ? SBX_QUOTA_OVER_CPU_BUDGET : SBX_QUOTA_OVER_CONCURRENCY;
+                decision->retry_after_s =
+                        seconds_until(budget_binds ? budget_at : concurrency_at, now_ms);
+                goto out;
+        }
+        uint64_t reservation = ++quota->last_reservation;
+        if (add_in_flight(state, reservation, saturating_add(now_ms, wall_ms)) != 0) {
+                r = sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
+                goto out;
+        }
+        decision->reservation = reservation;
+out:
+        pthread_mutex_unlock(&quota->lock);
+        return r;
+}
+
+/* Appends a charge; one finishing in the same second as the newest merges into it, stamped
+ * with the later time (it then leaves the window at most a second late, never early). */
+static void add_charge(struct tenant_quota *state, uint64_t cpu_ms, uint64_t now_ms)
+{
+        if (cpu_ms == 0)
+                return;
+        struct charge *newest = state->n_charges ? &state->charges[state->n_charges - 1] : NULL;
+        bool merge = newest != NULL && newest->finished_ms / 1000 == now_ms / 1000;
+        if (!merge && state->n_charges == state->charges_capacity) {
+                size_t capacity = state->charges_capacity ? 2 * state->charges_capacity : 16;
+                struct charge *grown = reallocarray(state->charges, capacity, sizeof(*grown));
+                if (grown != NULL) {
+                        state->charges = grown;
+                        state->charges_capacity = capacity;
+                } else if (newest != NULL) {
+                        merge = true; /* out of memory: late expiry beats a lost charge */
+                } else {
+                        return; /* nothing to fold into; the only loss is this one charge */
+                }
+        }
+        if (merge) {
+                newest->cpu_ms = saturating_add(newest->cpu_ms, cpu_ms);
+                if (now_ms > newest->finished_ms)
+                        newest->finished_ms = now_ms;
+        } else {
+                state->charges[state->n_charges++] =
+                        (struct charge){.finished_ms = now_ms, .cpu_ms = cpu_ms};
+        }
+        state->charged_ms = saturating_add(state->charged_ms, cpu_ms);
+}
+
+void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
+                       uint64_t reservation, uint64_t cpu_ms, uint64_t now_ms)
+{
+        pthread_mutex_lock(&quota->lock);
+        struct tenant_quota *state = find_tenant(quota, tenant->name, true);
+        if (state != NULL) {
+                for (size_t i = 0; i < state->n_in_flight; i++) {
+                        if (state->in_flight[i].reservation == reservation) {
+                                state->in_flight[i] = state->in_flight[--state->n_in_flight];
+                                break;
+                        }
+                }
+                expire_charges(state, tenant->tier->cpu_window_s * 1000, now_ms);
+                add_charge(state, cpu_ms, now_ms);
+        }
+        pthread_mutex_unlock(&quota->lock);
+}
+
+void sbx_quota_usage(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t now_ms,
+                     struct sbx_quota_usage *usage)
+{
+        *usage = (struct sbx_quota_usage){0};
+        pthread_mutex_lock(&quota->lock);
+        struct tenant_quota *state = find_tenant(quota, tenant->name, false);
+        if (state != NULL) {
+                expire_charges(state, tenant->tier->cpu_window_s * 1000, now_ms);
+                usage->in_flight = state->n_in_flight;
+                usage->cpu_ms_in_window = state->charged_ms;
+        }
+        pthread_mutex_unlock(&quota->lock);
+}
+
+const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict)
+{
+        switch (verdict) {
+        case SBX_QUOTA_ALLOWED:
+                return "allowed";
+        case SBX_QUOTA_OVER_CONCURRENCY:
+                return "concurrency";
+        case SBX_QUOTA_OVER_CPU_BUDGET:
+                return "cpu_budget";
+        }
+        return "unknown";
+}

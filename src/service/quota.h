@@ -1,0 +1,63 @@
+/* Per-tenant quotas, checked before an execution starts and charged after it ends:
+ *
+ *   concurrency  executions in flight <= tier.max_concurrency
+ *   CPU budget   CPU charged by executions that finished within the last tier.cpu_window_s
+ *                seconds < tier.cpu_budget_ms (charged with the CPU each really used)
+ *
+ * Over either, the request is refused at once (no silent queueing) with the seconds after which
+ * capacity frees: for concurrency the earliest wall deadline of the tenant's running executions,
+ * for the budget the moment enough charge leaves the window. The clock is a parameter (ms on any
+ * monotonic clock), so tests can drive time. Thread-safe: one mutex around all state; every call
+ * is a few comparisons. Charges finishing within the same second are merged, which bounds a
+ * tenant's memory by the window's length in seconds. */
+#pragma once
+
+#include <stdint.h>
+
+#include "service/config.h"
+#include "util/error.h"
+
+enum sbx_quota_verdict {
+        SBX_QUOTA_ALLOWED,
+        SBX_QUOTA_OVER_CONCURRENCY,
+        SBX_QUOTA_OVER_CPU_BUDGET,
+};
+
+struct sbx_quota_decision {
+        enum sbx_quota_verdict verdict;
+        uint64_t retry_after_s; /* refused: whole seconds until capacity frees, at least 1 */
+        uint64_t reservation;   /* allowed: hand back to sbx_quota_release() */
+};
+
+/* What a tenant uses at a moment, for metrics and tests. */
+struct sbx_quota_usage {
+        uint64_t in_flight;
+        uint64_t cpu_ms_in_window;
+};
+
+struct sbx_quota;
+
+/* A quota tracker with no tenant state yet, or NULL when memory runs out. */
+struct sbx_quota *sbx_quota_new(void);
+
+/* Frees the tracker. NULL is a no-op. */
+void sbx_quota_free(struct sbx_quota *quota);
+
+/* Decides whether tenant (its tier gives the limits) may start an execution whose wall deadline
+ * is wall_ms after now_ms. When allowed, the execution counts as in flight until released.
+ * Returns -1 only when memory runs out (nothing reserved then). */
+int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t wall_ms,
+                      uint64_t now_ms, struct sbx_quota_decision *decision, struct sbx_error *err);
+
+/* Ends the reservation and charges the cpu_ms the execution really used, as finished at now_ms.
+ * Call it exactly once per allowed reservation, also when the execution failed. An unknown
+ * reservation only charges. */
+void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
+                       uint64_t reservation, uint64_t cpu_ms, uint64_t now_ms);
+
+/* The tenant's usage at now_ms. */
+void sbx_quota_usage(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t now_ms,
+                     struct sbx_quota_usage *usage);
+
+/* The verdict's metric label: "allowed", "concurrency" or "cpu_budget". */
+const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict);

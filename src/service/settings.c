@@ -1,0 +1,716 @@
+#include "service/settings.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "engine/language.h"
+#include "sandbox/sandbox.h"
+#include "util/cleanup.h"
+
+/* A byte string borrowed from the request body; it may contain NUL. */
+struct byte_view {
+        const char *data;
+        size_t size;
+};
+
+struct file_draft {
+        const char *path;
+        struct byte_view content;
+        bool executable;
+};
+
+struct env_draft {
+        const char *name;
+        const char *value;
+};
+
+/* The pipeline's working state. Until freeze every string points into the body, which the
+ * caller keeps alive for the whole call. */
+struct pipeline {
+        const json_t *body;
+        const struct sbx_tenant *tenant;
+        const struct sbx_tier *tier;
+        struct sbx_problem *problem;
+        size_t n_problems; /* counted even past SBX_PROBLEM_MAX_ERRORS, for the detail */
+
+        /* validate */
+        const char *language_name;
+        const char *backend_name;
+        bool has_code;
+        struct byte_view code;
+        struct file_draft files[SBX_MAX_FILES];
+        size_t n_files;
+        const char *entrypoint;
+        const char *args[SBX_MAX_ARGS];
+        size_t n_args;
+        struct env_draft env[SBX_MAX_ENV];
+        size_t n_env;
+        bool has_stdin;
+        struct byte_view stdin_view;
+        uint64_t requested_limits[SBX_LIMIT_FIELD_COUNT]; /* request units; 0 = not given */
+
+        /* assign id, resolve language, defaults, clamp */
+        char id[SBX_EXECUTION_ID_SIZE + 1];
+        const struct sbx_language *language;
+        struct sbx_limits limits;
+        const char *clamped[SBX_LIMIT_FIELD_COUNT];
+        size_t n_clamped;
+};
+
+/* ---- problems --------------------------------------------------------------------------- */
+
+/* Cuts text at its end so it does not stop inside a UTF-8 sequence: snprintf truncates by
+ * bytes, and a half character would make the problem body invalid JSON. */
+static void cut_to_utf8_boundary(char *text)
+{
+        size_t length = strlen(text);
+        size_t start = length;
+        while (start > 0 && ((unsigned char)text[start - 1] & 0xC0) == 0x80)
+                start--;
+        if (start == 0 || ((unsigned char)text[start - 1] & 0x80) == 0)
+                return; /* ASCII last, or nothing but continuation bytes (not produced here) */
+        unsigned char lead = (unsigned char)text[start - 1];
+        size_t expected = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (length - (start - 1) < expected)
+                text[start - 1] = '\0';
+}
+
+static void problem_set_status(struct sbx_problem *problem, int status)
+{
+        problem->status = status;
+        switch (status) {
+        case 400:
+                problem->slug = "invalid-request";
+                problem->title = "Invalid request";
+                break;
+        case 403:
+                problem->slug = "forbidden";
+                problem->title = "Not allowed for this tier";
+                break;
+        default:
+                problem->slug = "internal";
+                problem->title = "Internal error";
+                break;
+        }
+}
+
+__attribute__((format(printf, 3, 4))) static void report(struct pipeline *p, const char *field,
+                                                         const char *fmt, ...)
+{
+        p->n_problems++;
+        struct sbx_problem *problem = p->problem;
+        if (problem->n_errors == SBX_PROBLEM_MAX_ERRORS)
+                return;
+        struct sbx_problem_error *error = &problem->errors[problem->n_errors++];
+        snprintf(error->field, sizeof(error->field), "%s", field);
+        cut_to_utf8_boundary(error->field);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(error->message, sizeof(error->message), fmt, ap);
+        va_end(ap);
+        cut_to_utf8_boundary(error->message);
+}
+
+/* Ends the pipeline with status if any field was reported. */
+static int finish_step(struct pipeline *p, int status)
+{
+        if (p->n_problems == 0)
+                return 0;
+        struct sbx_problem *problem = p->problem;
+        problem_set_status(problem, status);
+        if (p->n_problems == 1)
+                snprintf(problem->detail, sizeof(problem->detail), "%s: %s",
+                         problem->errors[0].field, problem->errors[0].message);
+        else
+                snprintf(problem->detail, sizeof(problem->detail),
+                         "%zu problems in the request, listed in errors", p->n_problems);
+        cut_to_utf8_boundary(problem->detail);
+        return -1;
+}
+
+static int fail_internal(struct pipeline *p, const char *what)
+{
+        problem_set_status(p->problem, 500);
+        snprintf(p->problem->detail, sizeof(p->problem->detail), "%s", what);
+        return -1;
+}
+
+/* ---- step: validate --------------------------------------------------------------------- */
+
+static bool name_in(const char *name, size_t length, const char *const *names, size_t count)
+{
+        /* A key with a NUL inside would compare equal to its prefix; it is never a known name. */
+        if (strlen(name) != length)
+                return false;
+        for (size_t i = 0; i < count; i++)
+                if (strcmp(name, names[i]) == 0)
+                        return true;
+        return false;
+}
+
+/* Reports every key of object that is not in known, as prefix + key. */
+static void check_known_fields(struct pipeline *p, const json_t *object, const char *prefix,
+                               const char *const *known, size_t n_known)
+{
+        const char *key;
+        size_t key_length;
+        json_t *value;
+        json_object_keylen_foreach((json_t *)object, key, key_length, value)
+        {
+                if (!name_in(key, key_length, known, n_known)) {
+                        char field[128];
+                        snprintf(field, sizeof(field), "%s%s", prefix, key);
+                        report(p, field, "unknown field");
+                }
+        }
+}
+
+/* The bytes of a JSON string (NUL allowed), or NULL after reporting a wrong type or size. */
+static const char *bytes_field(struct pipeline *p, const json_t *value, const char *field,
+                               size_t max_size, size_t *size)
+{
+        if (!json_is_string(value)) {
+                report(p, field, "must be a string");
+                return NULL;
+        }
+        *size = json_string_length(value);
+        if (*size > max_size) {
+                report(p, field, "longer than %zu bytes", max_size);
+                return NULL;
+        }
+        return json_string_value(value);
+}
+
+/* A JSON string that becomes a C string (no NUL inside), or NULL after reporting. */
+static const char *text_field(struct pipeline *p, const json_t *value, const char *field,
+                              size_t max_size)
+{
+        size_t size;
+        const char *text = bytes_field(p, value, field, max_size, &size);
+        if (text != NULL && memchr(text, '\0', size) != NULL) {
+                report(p, field, "must not contain a NUL character");
+                return NULL;
+        }
+        return text;
+}
+
+static void validate_language(struct pipeline *p)
+{
+        const json_t *language = json_object_get(p->body, "language");
+        if (language == NULL) {
+                report(p, "language", "required (one of: %s)", sbx_language_names());
+                return;
+        }
+        /* Longer than any name, so "unknown" below says it; 64 keeps the echo short. */
+        p->language_name = text_field(p, language, "language", 64);
+}
+
+static void validate_files(struct pipeline *p, const json_t *files)
+{
+        static const char *const file_fields[] = {"path", "content", "executable"};
+        if (!json_is_array(files)) {
+                report(p, "files", "must be an array of objects");
+                return;
+        }
+        size_t n = json_array_size(files);
+        if (n == 0 || n > SBX_MAX_FILES) {
+                report(p, "files", "must hold 1 to %d files", SBX_MAX_FILES);
+                return;
+        }
+        size_t total = 0;
+        for (size_t i = 0; i < n; i++) {
+                const json_t *file = json_array_get(files, i);
+                struct file_draft *draft = &p->files[i];
+                char prefix[32], field[64];
+                snprintf(prefix, sizeof(prefix), "files[%zu]", i);
+                if (!json_is_object(file)) {
+                        report(p, prefix, "must be an object");
+                        continue;
+                }
+                snprintf(prefix, sizeof(prefix), "files[%zu].", i);
+                check_known_fields(p, file, prefix, file_fields, SBX_ARRAY_SIZE(file_fields));
+
+                snprintf(field, sizeof(field), "files[%zu].path", i);
+                const json_t *path = json_object_get(file, "path");
+                if (path == NULL)
+                        report(p, field, "required");
+                else if ((draft->path = text_field(p, path, field, SBX_MAX_FILE_PATH)) != NULL &&
+                         !sbx_request_path_valid(draft->path)) {
+                        report(p, field,
+                               "must be a relative path of printable ASCII without '\\', empty, "
+                               "'.' or '..' components");
+                        draft->path = NULL;
+                }
+
+                snprintf(field, sizeof(field), "files[%zu].content", i);
+                const json_t *content = json_object_get(file, "content");
+                if (content == NULL)
+                        report(p, field, "required");
+                else if ((draft->content.data = bytes_field(p, content, field, SBX_MAX_CODE_BYTES,
+                                                            &draft->content.size)) != NULL)
+                        total += draft->content.size;
+
+                snprintf(field, sizeof(field), "files[%zu].executable", i);
+                const json_t *executable = json_object_get(file, "executable");
+                if (executable != NULL && !json_is_boolean(executable))
+                        report(p, field, "must be a boolean");
+                draft->executable = json_is_true(executable);
+        }
+        p->n_files = n;
+        if (total > SBX_MAX_CODE_BYTES)
+                report(p, "files", "contents together are longer than %u bytes",
+                       SBX_MAX_CODE_BYTES);
+
+        /* Two files at one path would silently overwrite each other, and "a" next to "a/b"
+         * cannot exist at all (a is either a file or a directory). */
+        for (size_t j = 0; j < n; j++) {
+                for (size_t i = 0; i < j; i++) {
+                        const char *a = p->files[i].path, *b = p->files[j].path;
+                        if (a == NULL || b == NULL)
+                                continue;
+                        size_t la = strlen(a), lb = strlen(b);
+                        char field[32];
+                        snprintf(field, sizeof(field), "files[%zu].path", j);
+                        if (la == lb && strcmp(a, b) == 0)
+                                report(p, field, "same path as files[%zu]", i);
+                        else if ((la < lb && strncmp(a, b, la) == 0 && b[la] == '/') ||
+                                 (lb < la && strncmp(a, b, lb) == 0 && a[lb] == '/'))
+                                report(p, field,
+                                       "conflicts with files[%zu]: one would be a directory "
+                                       "of the other",
+                                       i);
+                }
+        }
+}
+
+static void validate_program(struct pipeline *p)
+{
+        const json_t *code = json_object_get(p->body, "code");
+        const json_t *files = json_object_get(p->body, "files");
+        const json_t *entrypoint = json_object_get(p->body, "entrypoint");
+        if (code != NULL && files != NULL)
+                report(p, "code", "give either code or files, not both");
+        else if (code == NULL && files == NULL)
+                report(p, "code", "required: code, or files with an entrypoint");
+
+        if (code != NULL) {
+                p->code.data = bytes_field(p, code, "code", SBX_MAX_CODE_BYTES, &p->code.size);
+                p->has_code = p->code.data != NULL;
+                if (entrypoint != NULL && files == NULL)
+                        report(p, "entrypoint", "only allowed with files");
+        }
+        if (files != NULL) {
+                validate_files(p, files);
+                if (entrypoint == NULL)
+                        report(p, "entrypoint", "required with files");
+        }
+        if (entrypoint != NULL && files != NULL)
+                p->entrypoint = text_field(p, entrypoint, "entrypoint", SBX_MAX_FILE_PATH);
+}
+
+static void validate_args(struct pipeline *p)
+{
+        const json_t *args = json_object_get(p->body, "args");
+        if (args == NULL)
+                return;
+        if (!json_is_array(args)) {
+                report(p, "args", "must be an array of strings");
+                return;
+        }
+        size_t n = json_array_size(args);
+        if (n > SBX_MAX_ARGS) {
+                report(p, "args", "more than %d arguments", SBX_MAX_ARGS);
+                return;
+        }
+        for (size_t i = 0; i < n; i++) {
+                char field[32];
+                snprintf(field, sizeof(field), "args[%zu]", i);
+                p->args[i] = text_field(p, json_array_get(args, i), field, SBX_MAX_ARG_BYTES);
+        }
+        p->n_args = n;
+}
+
+static void validate_env(struct pipeline *p)
+{
+        const json_t *env = json_object_get(p->body, "env");
+        if (env == NULL)
+                return;
+        if (!json_is_object(env)) {
+                report(p, "env", "must be an object of strings");
+                return;
+        }
+        if (json_object_size(env) > SBX_MAX_ENV) {
+                report(p, "env", "more than %d variables", SBX_MAX_ENV);
+                return;
+        }
+        const char *name;
+        size_t name_length;
+        json_t *value;
+        json_object_keylen_foreach((json_t *)env, name, name_length, value)
+        {
+                char field[128];
+                snprintf(field, sizeof(field), "env.%s", name);
+                const char *text = text_field(p, value, field, SBX_MAX_ENV_BYTES);
+                if (text == NULL)
+                        continue;
+                /* The engine receives "NAME=value": a '=' (or NUL) in the name would move the
+                 * split and set a different variable than the one asked for. */
+                bool valid = strlen(name) == name_length && strchr(name, '=') == NULL &&
+                             name_length + 1 + strlen(text) <= SBX_MAX_ENV_BYTES;
+                if (valid) {
+                        char entry[SBX_MAX_ENV_BYTES + 1];
+                        snprintf(entry, sizeof(entry), "%s=%s", name, text);
+                        valid = sbx_request_env_valid(entry);
+                }
+                if (!valid) {
+                        report(p, field,
+                               "not allowed: a name matches [A-Za-z_][A-Za-z0-9_]{0,63}, is not "
+                               "LD_*, PATH, HOME, TMPDIR or LANG, and NAME=value fits %d bytes",
+                               SBX_MAX_ENV_BYTES);
+                        continue;
+                }
+                p->env[p->n_env++] = (struct env_draft){name, text};
+        }
+}
+
+static void validate_stdin(struct pipeline *p)
+{
+        const json_t *stdin_value = json_object_get(p->body, "stdin");
+        if (stdin_value == NULL)
+                return;
+        p->stdin_view.data =
+                bytes_field(p, stdin_value, "stdin", SBX_MAX_STDIN_BYTES, &p->stdin_view.size);
+        p->has_stdin = p->stdin_view.data != NULL;
+}
+
+static void validate_limits(struct pipeline *p)
+{
+        const json_t *limits = json_object_get(p->body, "limits");
+        if (limits == NULL)
+                return;
+        if (!json_is_object(limits)) {
+                report(p, "limits", "must be an object of integers");
+                return;
+        }
+        const char *names[SBX_LIMIT_FIELD_COUNT];
+        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++)
+                names[i] = sbx_limit_fields[i].name;
+        check_known_fields(p, limits, "limits.", names, SBX_LIMIT_FIELD_COUNT);
+        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++) {
+                const json_t *value = json_object_get(limits, names[i]);
+                if (value == NULL)
+                        continue;
+                char field[32];
+                snprintf(field, sizeof(field), "limits.%s", names[i]);
+                if (!json_is_integer(value))
+                        report(p, field, "must be an integer");
+                else if (json_integer_value(value) < 1)
+                        report(p, field, "must be at least 1");
+                else
+                        p->requested_limits[i] = (uint64_t)json_integer_value(value);
+        }
+}
+
+static void validate_network(struct pipeline *p)
+{
+        const json_t *network = json_object_get(p->body, "network");
+        if (network == NULL)
+                return;
+        const char *text = text_field(p, network, "network", 64);
+        if (text != NULL && strcmp(text, "none") != 0)
+                report(p, "network", "only \"none\" is supported");
+}
+
+static void validate_backend(struct pipeline *p)
+{
+        const json_t *backend = json_object_get(p->body, "backend");
+        p->backend_name = "native";
+        if (backend == NULL)
+                return;
+        const char *text = text_field(p, backend, "backend", 64);
+        const struct sbx_backend *found = text ? sbx_backend_find(text) : NULL;
+        if (text != NULL && found == NULL)
+                report(p, "backend", "unknown backend '%s' (known: native)", text);
+        p->backend_name = found ? found->name : NULL;
+}
+
+/* Types, unknown fields, bounds, paths and env names: everything one request shows alone. */
+static int step_validate(struct pipeline *p)
+{
+        static const char *const top_level_fields[] = {
+                "language", "code", "files",  "entrypoint", "stdin",
+                "args",     "env",  "limits", "network",    "backend",
+        };
+        if (!json_is_object(p->body)) {
+                problem_set_status(p->problem, 400);
+                snprintf(p->problem->detail, sizeof(p->problem->detail),
+                         "the request body must be a JSON object");
+                return -1;
+        }
+        check_known_fields(p, p->body, "", top_level_fields, SBX_ARRAY_SIZE(top_level_fields));
+        validate_language(p);
+        validate_program(p);
+        validate_args(p);
+        validate_env(p);
+        validate_stdin(p);
+        validate_limits(p);
+        validate_network(p);
+        validate_backend(p);
+        return finish_step(p, 400);
+}
+
+/* ---- the other steps -------------------------------------------------------------------- */
+
+static int step_assign_id(struct pipeline *p)
+{
+        static const char digits[] = "0123456789abcdef";
+        unsigned char bytes[SBX_EXECUTION_ID_SIZE / 2];
+        /* 16 bytes never come back short from an initialised pool (random(7)). */
+        if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
+                return fail_internal(p, "no random bytes for the execution id");
+        for (size_t i = 0; i < sizeof(bytes); i++) {
+                p->id[2 * i] = digits[bytes[i] >> 4];
+                p->id[2 * i + 1] = digits[bytes[i] & 0x0f];
+        }
+        p->id[SBX_EXECUTION_ID_SIZE] = '\0';
+        return 0;
+}
+
+static int step_resolve_language(struct pipeline *p)
+{
+        p->language = sbx_language_find(p->language_name);
+        if (p->language == NULL)
+                report(p, "language", "unknown language '%s' (known: %s)", p->language_name,
+                       sbx_language_names());
+        return finish_step(p, 400);
+}
+
+/* Built-in defaults, then the language's (none yet), then the tier's default_*; the request's
+ * own values go on top. Nothing is clamped yet. */
+static int step_apply_defaults(struct pipeline *p)
+{
+        sbx_limits_default(&p->limits);
+        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                uint64_t tier_default = sbx_limit_field_get(&p->tier->defaults, field);
+                uint64_t *value = sbx_limit_field_value(&p->limits, field);
+                if (tier_default != 0)
+                        *value = tier_default;
+                uint64_t requested = p->requested_limits[i];
+                if (requested != 0)
+                        /* Saturate: a request for more than fits is simply more than any
+                         * ceiling, and the clamp step lowers it. */
+                        *value = requested > UINT64_MAX / field->unit ? UINT64_MAX
+                                                                      : requested * field->unit;
+        }
+        return 0;
+}
+
+/* Lowers every limit to the tier's ceiling; records the fields the request had set, so the
+ * response can say what it did not get. Defaults above a ceiling are lowered silently: the
+ * request did not ask for them. */
+static int step_clamp_to_tier(struct pipeline *p)
+{
+        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                uint64_t ceiling = sbx_limit_field_get(&p->tier->max, field);
+                uint64_t *value = sbx_limit_field_value(&p->limits, field);
+                if (*value <= ceiling)
+                        continue;
+                *value = ceiling;
+                if (p->requested_limits[i] != 0)
+                        p->clamped[p->n_clamped++] = field->name;
+        }
+        return 0;
+}
+
+/* What needs several fields, or the tier, to decide. */
+static int step_check_cross_fields(struct pipeline *p)
+{
+        if (p->entrypoint != NULL) {
+                bool found = false;
+                for (size_t i = 0; i < p->n_files; i++)
+                        if (strcmp(p->files[i].path, p->entrypoint) == 0)
+                                found = true;
+                if (!found)
+                        report(p, "entrypoint", "must be the path of one of the files");
+        }
+        if (finish_step(p, 400) != 0)
+                return -1;
+
+        if (!sbx_tier_allows_language(p->tier, p->language->name))
+                report(p, "language", "language '%s' is not allowed for tier '%s'",
+                       p->language->name, p->tier->name);
+        if (!sbx_tier_allows_backend(p->tier, p->backend_name))
+                report(p, "backend", "backend '%s' is not allowed for tier '%s'", p->backend_name,
+                       p->tier->name);
+        return finish_step(p, 403);
+}
+
+/* ---- step: freeze ----------------------------------------------------------------------- */
+
+/* A NUL-terminated copy of size bytes (which may contain NUL themselves). */
+static char *copy_bytes(const char *data, size_t size)
+{
+        char *copy = malloc(size + 1);
+        if (copy != NULL) {
+                memcpy(copy, data, size);
+                copy[size] = '\0';
+        }
+        return copy;
+}
+
+static int freeze_files(struct pipeline *p, struct sbx_settings *settings)
+{
+        settings->files = calloc(p->n_files, sizeof(*settings->files));
+        if (settings->files == NULL)
+                return -1;
+        for (size_t i = 0; i < p->n_files; i++) {
+                const struct file_draft *draft = &p->files[i];
+                struct sbx_file *file = &settings->files[i];
+                settings->n_files = i + 1; /* so that free sees what is allocated so far */
+                file->path = strdup(draft->path);
+                file->data = copy_bytes(draft->content.data, draft->content.size);
+                file->size = draft->content.size;
+                file->executable = draft->executable;
+                if (file->path == NULL || file->data == NULL)
+                        return -1;
+        }
+        settings->entrypoint = strdup(p->entrypoint);
+        return settings->entrypoint ? 0 : -1;
+}
+
+static int freeze_strings(struct pipeline *p, struct sbx_settings *settings)
+{
+        settings->args = calloc(p->n_args + 1, sizeof(char *));
+        settings->env = calloc(p->n_env + 1, sizeof(char *));
+        if (settings->args == NULL || settings->env == NULL)
+                return -1;
+        for (size_t i = 0; i < p->n_args; i++) {
+                settings->n_args = i + 1;
+                settings->args[i] = strdup(p->args[i]);
+                if (settings->args[i] == NULL)
+                        return -1;
+        }
+        for (size_t i = 0; i < p->n_env; i++) {
+                settings->n_env = i + 1;
+                size_t name_length = strlen(p->env[i].name);
+                size_t value_length = strlen(p->env[i].value);
+                char *entry = malloc(name_length + 1 + value_length + 1);
+                if (entry == NULL)
+                        return -1;
+                memcpy(entry, p->env[i].name, name_length);
+                entry[name_length] = '=';
+                memcpy(entry + name_length + 1, p->env[i].value, value_length + 1);
+                settings->env[i] = entry;
+        }
+        return 0;
+}
+
+/* Copies everything into memory the settings own, so that the body can go. */
+static int step_freeze(struct pipeline *p, struct sbx_settings **out)
+{
+        struct sbx_settings *settings = calloc(1, sizeof(*settings));
+        if (settings == NULL)
+                return fail_internal(p, "out of memory");
+        memcpy(settings->id, p->id, sizeof(settings->id));
+        settings->language = p->language->name;
+        settings->backend = p->backend_name;
+        settings->limits = p->limits;
+        memcpy(settings->clamped, p->clamped, sizeof(p->clamped));
+        settings->n_clamped = p->n_clamped;
+        settings->tenant = strdup(p->tenant->name);
+        settings->requested = json_deep_copy(p->body);
+        bool ok = settings->tenant != NULL && settings->requested != NULL;
+        if (ok && p->has_code) {
+                settings->code = copy_bytes(p->code.data, p->code.size);
+                settings->code_size = p->code.size;
+                ok = settings->code != NULL;
+        }
+        if (ok && p->n_files > 0)
+                ok = freeze_files(p, settings) == 0;
+        if (ok)
+                ok = freeze_strings(p, settings) == 0;
+        if (ok && p->has_stdin) {
+                settings->stdin_data = copy_bytes(p->stdin_view.data, p->stdin_view.size);
+                settings->stdin_size = p->stdin_view.size;
+                ok = settings->stdin_data != NULL;
+        }
+        if (!ok) {
+                sbx_settings_free(settings);
+                return fail_internal(p, "out of memory");
+        }
+        *out = settings;
+        return 0;
+}
+
+/* ---- the pipeline ----------------------------------------------------------------------- */
+
+int sbx_settings_build(const json_t *body, const struct sbx_tenant *tenant,
+                       struct sbx_settings **out, struct sbx_problem *problem)
+{
+        *out = NULL;
+        memset(problem, 0, sizeof(*problem));
+        _cleanup_free_ struct pipeline *p = calloc(1, sizeof(*p));
+        if (p == NULL) {
+                problem_set_status(problem, 500);
+                snprintf(problem->detail, sizeof(problem->detail), "out of memory");
+                return -1;
+        }
+        p->body = body;
+        p->tenant = tenant;
+        p->tier = tenant->tier;
+        p->problem = problem;
+        if (step_validate(p) != 0 || step_assign_id(p) != 0 || step_resolve_language(p) != 0 ||
+            step_apply_defaults(p) != 0 || step_clamp_to_tier(p) != 0 ||
+            step_check_cross_fields(p) != 0 || step_freeze(p, out) != 0)
+                return -1;
+        return 0;
+}
+
+void sbx_settings_free(struct sbx_settings *settings)
+{
+        if (settings == NULL)
+                return;
+        free(settings->tenant);
+        free(settings->code);
+        for (size_t i = 0; i < settings->n_files; i++) {
+                free((void *)settings->files[i].path);
+                free((void *)settings->files[i].data);
+        }
+        free(settings->files);
+        free(settings->entrypoint);
+        for (size_t i = 0; i < settings->n_args; i++)
+                free(settings->args[i]);
+        free(settings->args);
+        for (size_t i = 0; i < settings->n_env; i++)
+                free(settings->env[i]);
+        free(settings->env);
+        free(settings->stdin_data);
+        json_decref(settings->requested);
+        free(settings);
+}
+
+void sbx_settings_to_request(const struct sbx_settings *settings, struct sbx_request *request)
+{
+        *request = (struct sbx_request){
+                .language = settings->language,
+                .code = settings->code,
+                .code_size = settings->code_size,
+                .files = settings->files,
+                .n_files = settings->n_files,
+                .entrypoint = settings->entrypoint,
+                .args = (const char *const *)settings->args,
+                .n_args = settings->n_args,
+                .env = (const char *const *)settings->env,
+                .n_env = settings->n_env,
+                .stdin_data = settings->stdin_data,
+                .stdin_size = settings->stdin_size,
+                .limits = settings->limits,
+                .backend = settings->backend,
+        };
+}

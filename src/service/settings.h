@@ -1,0 +1,80 @@
+/* The settings pipeline: a POST /v1/executions body becomes the effective, immutable settings
+ * of one execution, in named steps (serve.md):
+ *
+ *   validate -> assign id -> resolve language -> defaults (built-in, then the tier's default_*)
+ *   -> clamp to the tier's max_* (each clamped request field recorded) -> cross-field checks
+ *   (entrypoint among the files; language and backend allowed for the tier) -> freeze
+ *
+ * Nothing of the body is trusted: every field is typed, bounded and checked by name, unknown
+ * fields are errors, and the result owns copies of everything it needs. A refusal comes back as a
+ * problem (RFC 9457 material for the HTTP layer) naming each bad field by its JSON path. */
+#pragma once
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/execution.h"
+#include "service/config.h"
+
+#define SBX_EXECUTION_ID_SIZE  32 /* hex characters, without the NUL */
+#define SBX_PROBLEM_MAX_ERRORS 16 /* enough to fix a request; bounds the reply to a bad one */
+
+struct sbx_settings {
+        char id[SBX_EXECUTION_ID_SIZE + 1]; /* 128 random bits in hex */
+        char *tenant;                       /* the tenant's name */
+        const char *language;               /* static: the sbx_language_find() name */
+        const char *backend;                /* static: the sbx_backend_find() name */
+        /* Either code (bytes, may contain NUL; NUL-terminated for convenience) ... */
+        char *code;
+        size_t code_size;
+        /* ... or files with entrypoint naming one of them (code NULL). Each path and data is
+         * owned by the settings (data NUL-terminated for convenience). */
+        struct sbx_file *files;
+        size_t n_files;
+        char *entrypoint;
+        char **args; /* no NUL inside */
+        size_t n_args;
+        char **env; /* "NAME=value", each valid per sbx_request_env_valid */
+        size_t n_env;
+        char *stdin_data; /* bytes, may contain NUL; NULL when none */
+        size_t stdin_size;
+        struct sbx_limits limits; /* effective */
+        /* The request's limit fields lowered to the tier's ceiling ("memory_mb"), static
+         * strings in sbx_limit_fields order. */
+        const char *clamped[SBX_LIMIT_FIELD_COUNT];
+        size_t n_clamped;
+        json_t *requested; /* a copy of the body as received, for the audit log (owned) */
+};
+
+struct sbx_problem_error {
+        char field[128];   /* JSON path: "limits.memory_mb", "files[2].path", "env.LD_PRELOAD" */
+        char message[256]; /* valid UTF-8, cut at a character boundary when long */
+};
+
+/* Why a request was refused. */
+struct sbx_problem {
+        int status;        /* 400 invalid request, 403 not allowed for the tier, 500 internal */
+        const char *slug;  /* "invalid-request", "forbidden", "internal" */
+        const char *title; /* short and fixed per slug */
+        char detail[512];  /* one sentence for humans: holds a field and its message */
+        struct sbx_problem_error errors[SBX_PROBLEM_MAX_ERRORS];
+        size_t n_errors; /* errors past SBX_PROBLEM_MAX_ERRORS are dropped */
+};
+
+/* Runs the pipeline on body (a parsed JSON value, not modified, not kept) for tenant (whose tier
+ * supplies defaults, ceilings and permissions). On success returns 0 and *out (free with
+ * sbx_settings_free; treat as const). Otherwise returns -1 with problem filled: status 400 for
+ * anything wrong with the request itself, 403 when it is valid but asks for a language or backend
+ * the tier does not allow, 500 when memory or randomness runs out.
+ *
+ * JSON strings for code, stdin and file contents may contain NUL (decode with JSON_ALLOW_NUL);
+ * language, paths, args, env names and values may not. */
+int sbx_settings_build(const json_t *body, const struct sbx_tenant *tenant,
+                       struct sbx_settings **out, struct sbx_problem *problem);
+
+/* Frees settings and all it owns. NULL is a no-op. */
+void sbx_settings_free(struct sbx_settings *settings);
+
+/* Fills request with pointers into settings (which must outlive it); no test hooks. */
+void sbx_settings_to_request(const struct sbx_settings *settings, struct sbx_request *request);

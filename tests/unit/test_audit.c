@@ -1,0 +1,491 @@
+/* Unit tests for service/audit.h against a real SQLite file in a temporary directory: record and
+ * fetch (JSON columns embedded as values, NULLs as null, output hashes), tenant isolation,
+ * persistence across reopen, idempotent migration and user_version, refusal of a newer schema,
+ * of a symlink and of a non-database, file modes, and concurrent writers. Each test gets its own
+ * directory and removes it. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "service/audit.h"
+
+/* SHA-256 test vectors: FIPS 180-2 "abc" and the empty message. */
+#define SHA256_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+#define SHA256_ABC   "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+struct fixture {
+        char directory[64];
+        char path[128];
+};
+
+static int setup(void **state)
+{
+        struct fixture *f = calloc(1, sizeof(*f));
+        if (f == NULL)
+                return -1;
+        snprintf(f->directory, sizeof(f->directory), "/tmp/sandboxd-test-audit-XXXXXX");
+        if (mkdtemp(f->directory) == NULL) {
+                free(f);
+                return -1;
+        }
+        snprintf(f->path, sizeof(f->path), "%s/%s", f->directory, SBX_AUDIT_FILE_NAME);
+        *state = f;
+        return 0;
+}
+
+static int teardown(void **state)
+{
+        struct fixture *f = *state;
+        static const char *const suffixes[] = {"", "-wal", "-shm", "-journal"};
+        char path[160];
+        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+                snprintf(path, sizeof(path), "%s%s", f->path, suffixes[i]);
+                unlink(path);
+        }
+        int rc = rmdir(f->directory);
+        free(f);
+        return rc;
+}
+
+static struct sbx_audit *open_store(const struct fixture *f)
+{
+        struct sbx_error err = {0};
+        struct sbx_audit *audit = sbx_audit_open(f->directory, &err);
+        if (audit == NULL)
+                fail_msg("open: %s", err.message);
+        return audit;
+}
+
+/* A complete record; the JSON values are owned by the caller of make_record(). */
+struct sample {
+        struct sbx_audit_record record;
+        json_t *requested, *effective, *clamped, *usage, *evidence, *timing;
+};
+
+static void make_record(struct sample *s, const char *id, const char *tenant)
+{
+        memset(s, 0, sizeof(*s));
+        s->requested = json_pack("{s:s, s:s, s:{s:i}}", "language", "python", "code", "print(1)",
+                                 "limits", "memory_mb", 4096);
+        s->effective = json_pack("{s:i, s:i}", "memory_mb", 256, "wall_ms", 10000);
+        s->clamped = json_pack("[s]", "memory_mb");
+        s->usage = json_pack("{s:i, s:i}", "cpu_ms", 12, "wall_ms", 15);
+        s->evidence = json_pack("{s:i, s:b}", "oom_kills", 0, "wall_timeout", 0);
+        s->timing = json_pack("{s:i, s:i}", "setup_us", 1200, "total_us", 13000);
+        s->record = (struct sbx_audit_record){
+                .id = id,
+                .tenant = tenant,
+                .created_at_ms = 1700000000000,
+                .finished_at_ms = 1700000000015,
+                .language = "python",
+                .status = "ok",
+                .exit_code = 0,
+                .signal = 0,
+                .requested = s->requested,
+                .effective = s->effective,
+                .clamped = s->clamped,
+                .usage = s->usage,
+                .evidence = s->evidence,
+                .timing = s->timing,
+                .stdout_data = "abc",
+                .stdout_size = 3,
+                .stderr_data = NULL,
+                .stderr_size = 0,
+        };
+}
+
+static void free_sample(struct sample *s)
+{
+        json_decref(s->requested);
+        json_decref(s->effective);
+        json_decref(s->clamped);
+        json_decref(s->usage);
+        json_decref(s->evidence);
+        json_decref(s->timing);
+}
+
+static void record_ok(struct sbx_audit *audit, const struct sbx_audit_record *record)
+{
+        struct sbx_error err = {0};
+        if (sbx_audit_record_execution(audit, record, &err) != 0)
+                fail_msg("record: %s", err.message);
+}
+
+static json_t *fetch_found(struct sbx_audit *audit, const char *tenant, const char *id)
+{
+        struct sbx_error err = {0};
+        json_t *row = NULL;
+        int rc = sbx_audit_fetch(audit, tenant, id, &row, &err);
+        if (rc != 1)
+                fail_msg("fetch %s/%s: rc %d %s", tenant, id, rc, err.message);
+        return row;
+}
+
+static int64_t user_version(const char *path)
+{
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+        sqlite3_stmt *statement = NULL;
+        assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA user_version", -1, &statement, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        int64_t version = sqlite3_column_int64(statement, 0);
+        sqlite3_finalize(statement);
+        sqlite3_close(db);
+        return version;
+}
+
+static void run_sql(const char *path, const char *sql)
+{
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READWRITE, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_exec(db, sql, NULL, NULL, NULL), SQLITE_OK);
+        sqlite3_close(db);
+}
+
+static void test_record_and_fetch(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sample s;
+        make_record(&s, "0123456789abcdef0123456789abcdef", "acme");
+        record_ok(audit, &s.record);
+
+        json_t *row = fetch_found(audit, "acme", "0123456789abcdef0123456789abcdef");
+        assert_string_equal(json_string_value(json_object_get(row, "id")),
+                            "0123456789abcdef0123456789abcdef");
+        assert_string_equal(json_string_value(json_object_get(row, "tenant")), "acme");
+        assert_int_equal(json_integer_value(json_object_get(row, "created_at")), 1700000000000);
+        assert_int_equal(json_integer_value(json_object_get(row, "finished_at")), 1700000000015);
+        assert_string_equal(json_string_value(json_object_get(row, "language")), "python");
+        assert_string_equal(json_string_value(json_object_get(row, "status")), "ok");
+        assert_true(json_is_integer(json_object_get(row, "exit_code")));
+        assert_int_equal(json_integer_value(json_object_get(row, "exit_code")), 0);
+        assert_true(json_is_null(json_object_get(row, "signal")));
+        assert_true(json_is_null(json_object_get(row, "error")));
+        /* JSON columns come back as values equal to what went in, not as strings. */
+        assert_true(json_equal(json_object_get(row, "requested"), s.requested));
+        assert_true(json_equal(json_object_get(row, "effective"), s.effective));
+        assert_true(json_is_array(json_object_get(row, "clamped")));
+        assert_true(json_equal(json_object_get(row, "clamped"), s.clamped));
+        assert_true(json_equal(json_object_get(row, "usage"), s.usage));
+        assert_true(json_equal(json_object_get(row, "evidence"), s.evidence));
+        assert_true(json_equal(json_object_get(row, "timing"), s.timing));
+        assert_int_equal(json_integer_value(json_object_get(row, "stdout_bytes")), 3);
+        assert_int_equal(json_integer_value(json_object_get(row, "stderr_bytes")), 0);
+        assert_string_equal(json_string_value(json_object_get(row, "stdout_sha256")), SHA256_ABC);
+        assert_string_equal(json_string_value(json_object_get(row, "stderr_sha256")), SHA256_EMPTY);
+        /* Output is not kept unless asked for. */
+        assert_true(json_is_null(json_object_get(row, "stdout")));
+        assert_true(json_is_null(json_object_get(row, "stderr")));
+        assert_int_equal(json_object_size(row), 21);
+        json_decref(row);
+        free_sample(&s);
+        sbx_audit_close(audit);
+}
+
+static void test_other_tenant_and_unknown_id_are_not_found(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sample s;
+        make_record(&s, "11111111111111111111111111111111", "acme");
+        record_ok(audit, &s.record);
+        struct sbx_error err = {0};
+        json_t *row = json_null(); /* fetch must reset it to NULL */
+        assert_int_equal(
+                sbx_audit_fetch(audit, "beta", "11111111111111111111111111111111", &row, &err), 0);
+        assert_null(row);
+        assert_int_equal(
+                sbx_audit_fetch(audit, "acme", "22222222222222222222222222222222", &row, &err), 0);
+        assert_null(row);
+        /* SQL in an id is just an id that does not exist. */
+        assert_int_equal(sbx_audit_fetch(audit, "acme", "' OR '1'='1", &row, &err), 0);
+        assert_int_equal(sbx_audit_fetch(audit, "acme' OR '1'='1", "x", &row, &err), 0);
+        assert_int_equal(sbx_audit_fetch(audit, NULL, "x", &row, &err), 0);
+        free_sample(&s);
+        sbx_audit_close(audit);
+}
+
+static void test_nulls_errors_and_stored_output(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sbx_audit_record record = {
+                .id = "33333333333333333333333333333333",
+                .tenant = "acme",
+                .language = "bash",
+                .status = "internal_error",
+                .exit_code = -1,
+                .signal = 0,
+                .error = "setup step 'pivot_root': forced",
+                .stdout_data = "ok\xff\xfe\n",
+                .stdout_size = 5,
+                .stderr_data = NULL,
+                .stderr_size = 0,
+                .store_output = true,
+        };
+        record_ok(audit, &record);
+        json_t *row = fetch_found(audit, "acme", record.id);
+        assert_true(json_is_null(json_object_get(row, "exit_code")));
+        assert_true(json_is_null(json_object_get(row, "requested")));
+        assert_true(json_is_null(json_object_get(row, "timing")));
+        assert_string_equal(json_string_value(json_object_get(row, "error")),
+                            "setup step 'pivot_root': forced");
+        /* Invalid UTF-8 in stored output reads back as U+FFFD per byte; empty stays "". */
+        assert_string_equal(json_string_value(json_object_get(row, "stdout")),
+                            "ok\xEF\xBF\xBD\xEF\xBF\xBD\n");
+        assert_true(json_is_string(json_object_get(row, "stderr")));
+        assert_string_equal(json_string_value(json_object_get(row, "stderr")), "");
+        assert_int_equal(json_integer_value(json_object_get(row, "stdout_bytes")), 5);
+        json_decref(row);
+
+        /* A signal is stored, exit code NULL. */
+        record.id = "44444444444444444444444444444444";
+        record.status = "signaled";
+        record.error = NULL;
+        record.signal = 9;
+        record.store_output = false;
+        record_ok(audit, &record);
+        row = fetch_found(audit, "acme", record.id);
+        assert_int_equal(json_integer_value(json_object_get(row, "signal")), 9);
+        assert_true(json_is_null(json_object_get(row, "stdout")));
+        json_decref(row);
+        sbx_audit_close(audit);
+}
+
+static void test_bad_records_are_refused(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sample s;
+        make_record(&s, "55555555555555555555555555555555", "acme");
+        record_ok(audit, &s.record);
+        struct sbx_error err = {0};
+        /* The id is the primary key. */
+        assert_int_equal(sbx_audit_record_execution(audit, &s.record, &err), -1);
+        assert_non_null(strstr(err.message, "55555555555555555555555555555555"));
+        s.record.id = "66666666666666666666666666666666";
+        s.record.tenant = NULL;
+        assert_int_equal(sbx_audit_record_execution(audit, &s.record, &err), -1);
+        /* The store is still usable after failures (statements were reset). */
+        s.record.tenant = "acme";
+        record_ok(audit, &s.record);
+        json_decref(fetch_found(audit, "acme", "66666666666666666666666666666666"));
+        free_sample(&s);
+        sbx_audit_close(audit);
+}
+
+static void test_reopen_keeps_data_and_migration_is_idempotent(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sample s;
+        make_record(&s, "77777777777777777777777777777777", "acme");
+        record_ok(audit, &s.record);
+        sbx_audit_close(audit);
+        assert_int_equal(user_version(f->path), SBX_AUDIT_SCHEMA_VERSION);
+
+        for (int i = 0; i < 3; i++) {
+                audit = open_store(f);
+                json_t *row = fetch_found(audit, "acme", "77777777777777777777777777777777");
+                assert_true(json_equal(json_object_get(row, "requested"), s.requested));
+                json_decref(row);
+                sbx_audit_close(audit);
+                assert_int_equal(user_version(f->path), SBX_AUDIT_SCHEMA_VERSION);
+        }
+        /* Migrations ran once: one table, one index, and the journal is WAL. */
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        sqlite3_stmt *statement = NULL;
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT count(*) FROM sqlite_schema WHERE name IN "
+                                            "('executions', 'executions_by_tenant')",
+                                            -1, &statement, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(statement, 0), 2);
+        sqlite3_finalize(statement);
+        assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(statement, 0), "wal");
+        sqlite3_finalize(statement);
+        sqlite3_close(db);
+        free_sample(&s);
+}
+
+static void test_newer_schema_is_refused(void **state)
+{
+        struct fixture *f = *state;
+        sbx_audit_close(open_store(f));
+        run_sql(f->path, "PRAGMA user_version = 99");
+        struct sbx_error err = {0};
+        assert_null(sbx_audit_open(f->directory, &err));
+        assert_non_null(strstr(err.message, "schema version 99"));
+        /* Refusing changed nothing. */
+        assert_int_equal(user_version(f->path), 99);
+}
+
+static void test_failed_migration_changes_nothing(void **state)
+{
+        struct fixture *f = *state;
+        /* A version-0 database where step 1 cannot run (its table name is taken): the whole
+         * migration rolls back, so no half-migrated schema is left behind. */
+        int fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+        run_sql(f->path, "CREATE TABLE executions (something TEXT)");
+        struct sbx_error err = {0};
+        assert_null(sbx_audit_open(f->directory, &err));
+        assert_non_null(strstr(err.message, "migration to version 1"));
+        assert_int_equal(user_version(f->path), 0);
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        sqlite3_stmt *statement = NULL;
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT count(*) FROM sqlite_schema WHERE name = "
+                                            "'executions_by_tenant'",
+                                            -1, &statement, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(statement, 0), 0);
+        sqlite3_finalize(statement);
+        sqlite3_close(db);
+}
+
+static void test_file_modes(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct stat st;
+        static const char *const suffixes[] = {"", "-wal", "-shm"};
+        char path[160];
+        for (size_t i = 0; i < sizeof(suffixes) / sizeof(suffixes[0]); i++) {
+                snprintf(path, sizeof(path), "%s%s", f->path, suffixes[i]);
+                assert_int_equal(stat(path, &st), 0);
+                assert_int_equal(st.st_mode & 07777, 0600);
+        }
+        sbx_audit_close(audit);
+        /* A file someone made readable is narrowed again at open. */
+        assert_int_equal(chmod(f->path, 0644), 0);
+        sbx_audit_close(open_store(f));
+        assert_int_equal(stat(f->path, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0600);
+}
+
+static void test_unusable_files_are_refused(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_error err = {0};
+        /* A symlink planted where the database goes is not followed. */
+        assert_int_equal(symlink("/etc/passwd", f->path), 0);
+        assert_null(sbx_audit_open(f->directory, &err));
+        assert_non_null(strstr(err.message, SBX_AUDIT_FILE_NAME));
+        assert_int_equal(unlink(f->path), 0);
+        /* Neither is a file that is not a database. */
+        int fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "not a database, just text that is long enough......", 51), 51);
+        close(fd);
+        assert_null(sbx_audit_open(f->directory, &err));
+        assert_int_equal(unlink(f->path), 0);
+        /* Nor a directory that does not exist. */
+        char missing[128];
+        snprintf(missing, sizeof(missing), "%s/missing", f->directory);
+        assert_null(sbx_audit_open(missing, &err));
+}
+
+static void test_sha256_hex(void **state)
+{
+        char hex[SBX_AUDIT_SHA256_HEX_SIZE];
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_audit_sha256_hex("abc", 3, hex, &err), 0);
+        assert_string_equal(hex, SHA256_ABC);
+        assert_int_equal(sbx_audit_sha256_hex(NULL, 0, hex, &err), 0);
+        assert_string_equal(hex, SHA256_EMPTY);
+        assert_int_equal(sbx_audit_sha256_hex("", 0, hex, &err), 0);
+        assert_string_equal(hex, SHA256_EMPTY);
+}
+
+#define WRITERS            4
+#define RECORDS_PER_WRITER 50
+
+struct writer {
+        struct sbx_audit *audit;
+        int number;
+        int failures;
+};
+
+static void *write_records(void *arg)
+{
+        struct writer *w = arg;
+        for (int i = 0; i < RECORDS_PER_WRITER; i++) {
+                char id[33];
+                snprintf(id, sizeof(id), "%016x%016x", (unsigned)w->number, (unsigned)i);
+                struct sbx_audit_record record = {.id = id,
+                                                  .tenant = "acme",
+                                                  .language = "sh",
+                                                  .status = "ok",
+                                                  .stdout_data = id,
+                                                  .stdout_size = 32};
+                struct sbx_error err;
+                json_t *row = NULL;
+                if (sbx_audit_record_execution(w->audit, &record, &err) != 0 ||
+                    sbx_audit_fetch(w->audit, "acme", id, &row, &err) != 1)
+                        w->failures++;
+                json_decref(row);
+        }
+        return NULL;
+}
+
+static void test_concurrent_writers(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        pthread_t threads[WRITERS];
+        struct writer writers[WRITERS];
+        for (int i = 0; i < WRITERS; i++) {
+                writers[i] = (struct writer){.audit = audit, .number = i};
+                assert_int_equal(pthread_create(&threads[i], NULL, write_records, &writers[i]), 0);
+        }
+        for (int i = 0; i < WRITERS; i++) {
+                pthread_join(threads[i], NULL);
+                assert_int_equal(writers[i].failures, 0);
+        }
+        sbx_audit_close(audit);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test_setup_teardown(test_record_and_fetch, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_other_tenant_and_unknown_id_are_not_found,
+                                                setup, teardown),
+                cmocka_unit_test_setup_teardown(test_nulls_errors_and_stored_output, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_bad_records_are_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reopen_keeps_data_and_migration_is_idempotent,
+                                                setup, teardown),
+                cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_failed_migration_changes_nothing, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_file_modes, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unusable_files_are_refused, setup, teardown),
+                cmocka_unit_test(test_sha256_hex),
+                cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
