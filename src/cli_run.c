@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -36,7 +37,11 @@ static void run_usage(FILE *out)
                 "  --output SIZE           byte cap per stream (default 1M)\n"
                 "  --open-files N          open file descriptors (default 256)\n"
                 "  --stdin FILE            feed FILE ('-' for this stdin) to the program\n"
+                "  --file LOCAL[:NAME]     also put LOCAL into /workspace as NAME (default: its\n"
+                "                          base name; executable when LOCAL is); repeatable\n"
                 "  --json                  print the result as one JSON object\n"
+                "  --pooled                run through a warm-pool entry (python), as the\n"
+                "                          service does; the result says pooled: true\n"
                 "  --test-fail-step STEP   test only: force a setup step to fail\n"
                 "  --test-without LAYER    test only: turn off seccomp, landlock, caps,\n"
                 "                          no_new_privs, rlimits or netns\n");
@@ -94,6 +99,63 @@ static const char *language_from_path(const char *path)
         if (dot != NULL && strcmp(dot, ".sh") == 0)
                 return "bash";
         return "python";
+}
+
+/* Files given with --file, read into memory. */
+struct extra_files {
+        struct sbx_file files[SBX_MAX_FILES];
+        char *contents[SBX_MAX_FILES];
+        char *names[SBX_MAX_FILES];
+        size_t n_files;
+};
+
+static void extra_files_free(struct extra_files *extra)
+{
+        for (size_t i = 0; i < SBX_MAX_FILES; i++) {
+                free(extra->contents[i]);
+                free(extra->names[i]);
+        }
+}
+
+/* Reads each "LOCAL[:NAME]" into extra: NAME defaults to LOCAL's base name; the file is
+ * executable in the sandbox when LOCAL is executable here. */
+static int load_extra_files(const char *const *args, size_t n, struct extra_files *extra,
+                            struct sbx_error *err)
+{
+        for (size_t i = 0; i < n; i++) {
+                _cleanup_free_ char *local = strdup(args[i]);
+                if (local == NULL)
+                        return sbx_error_set(err, ENOMEM, "allocate");
+                char *colon = strrchr(local, ':');
+                const char *name;
+                if (colon != NULL) {
+                        *colon = '\0';
+                        name = colon + 1;
+                } else {
+                        const char *slash = strrchr(local, '/');
+                        name = slash != NULL ? slash + 1 : local;
+                }
+                if (!sbx_request_path_valid(name))
+                        return sbx_error_set(err, EINVAL, "%s: '%s' is not a valid name", args[i],
+                                             name);
+                struct stat st;
+                if (stat(local, &st) < 0)
+                        return sbx_error_set(err, errno, "%s", local);
+                extra->names[i] = strdup(name);
+                if (extra->names[i] == NULL)
+                        return sbx_error_set(err, ENOMEM, "allocate");
+                size_t size = 0;
+                if (read_named_file(local, MAX_PROGRAM_BYTES, &extra->contents[i], &size, err) < 0)
+                        return -1;
+                extra->files[i] = (struct sbx_file){
+                        .path = extra->names[i],
+                        .data = extra->contents[i],
+                        .size = size,
+                        .executable = (st.st_mode & 0111) != 0,
+                };
+                extra->n_files = i + 1;
+        }
+        return 0;
 }
 
 static int parse_layer(const char *name, unsigned *layers)
@@ -158,6 +220,8 @@ enum {
         OPT_JSON,
         OPT_TEST_FAIL_STEP,
         OPT_TEST_WITHOUT,
+        OPT_FILE,
+        OPT_POOLED,
 };
 
 static const struct option run_options[] = {
@@ -174,6 +238,8 @@ static const struct option run_options[] = {
         {"json", no_argument, NULL, OPT_JSON},
         {"test-fail-step", required_argument, NULL, OPT_TEST_FAIL_STEP},
         {"test-without", required_argument, NULL, OPT_TEST_WITHOUT},
+        {"file", required_argument, NULL, OPT_FILE},
+        {"pooled", no_argument, NULL, OPT_POOLED},
         {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
 };
@@ -183,8 +249,12 @@ int cli_run(int argc, char **argv)
         struct sbx_request request = {.cancel_fd = -1};
         sbx_limits_default(&request.limits);
         const char *code_arg = NULL;
+        /* --file arguments, then the program itself: SBX_MAX_FILES in all. */
+        const char *file_args[SBX_MAX_FILES - 1];
+        size_t n_file_args = 0;
         const char *stdin_path = NULL;
         bool json = false;
+        bool pooled = false;
         struct sbx_error err = {0};
 
         optind = 1;
@@ -250,6 +320,16 @@ int cli_run(int argc, char **argv)
                 case OPT_TEST_FAIL_STEP:
                         request.test.fail_step = optarg;
                         break;
+                case OPT_POOLED:
+                        pooled = true;
+                        break;
+                case OPT_FILE:
+                        if (n_file_args == SBX_ARRAY_SIZE(file_args))
+                                rc = sbx_error_set(&err, E2BIG, "at most %zu files",
+                                                   SBX_ARRAY_SIZE(file_args));
+                        else
+                                file_args[n_file_args++] = optarg;
+                        break;
                 case OPT_TEST_WITHOUT:
                         if (parse_layer(optarg, &request.test.disabled_layers) < 0)
                                 rc = sbx_error_set(&err, EINVAL, "unknown layer '%s'", optarg);
@@ -303,6 +383,23 @@ int cli_run(int argc, char **argv)
                 request.code = code_arg;
                 request.code_size = strlen(code_arg);
         }
+        struct extra_files extra = {0};
+        if (n_file_args > 0) {
+                if (load_extra_files(file_args, n_file_args, &extra, &err) < 0) {
+                        fprintf(stderr, "sandboxd run: --file %s\n", err.message);
+                        extra_files_free(&extra);
+                        return CLI_EXIT_NOINPUT;
+                }
+                /* The program joins them as the last file, and runs as the entrypoint. */
+                const char *name = sbx_language_find(request.language)->file_name;
+                extra.files[extra.n_files++] = (struct sbx_file){
+                        .path = name, .data = request.code, .size = request.code_size};
+                request.files = extra.files;
+                request.n_files = extra.n_files;
+                request.entrypoint = name;
+                request.code = NULL;
+                request.code_size = 0;
+        }
         _cleanup_free_ char *stdin_data = NULL;
         if (stdin_path != NULL) {
                 if (read_named_file(stdin_path, MAX_STDIN_BYTES, &stdin_data, &request.stdin_size,
@@ -318,7 +415,23 @@ int cli_run(int argc, char **argv)
                 fprintf(stderr, "sandboxd run: warning: reconcile: %s\n", err.message);
 
         struct sbx_result result;
-        if (sbx_execute(&request, &result, &err) < 0) {
+        int rc;
+        if (pooled) {
+                /* The entry is made here, so this is as slow as a cold run: it checks that a
+                 * pooled execution behaves exactly like a cold one. */
+                struct sbx_pool_entry *entry = NULL;
+                if (!sbx_pool_request_eligible(&request)) {
+                        fprintf(stderr, "sandboxd run: --pooled: this request cannot use a warm "
+                                        "pool (language, disk size, test flags or PYTHON* env)\n");
+                        return CLI_EXIT_USAGE;
+                }
+                rc = sbx_pool_entry_create(request.language, request.backend, &entry, &err);
+                if (rc == 0)
+                        rc = sbx_pool_entry_execute(entry, &request, &result, &err);
+        } else {
+                rc = sbx_execute(&request, &result, &err);
+        }
+        if (rc < 0) {
                 fprintf(stderr, "sandboxd run: %s\n", err.message);
                 return CLI_EXIT_USAGE;
         }
@@ -337,6 +450,7 @@ int cli_run(int argc, char **argv)
                 print_summary(&result);
         }
         sbx_result_free(&result);
+        extra_files_free(&extra);
         fflush(stdout);
         return exit_code;
 }

@@ -264,10 +264,24 @@ int cli_serve(int argc, char **argv)
         listen_fd = -1;
         sbx_info("serve: listening on %s (API pid %d)", config.server.listen, (int)api_pid);
 
+        struct sbx_engine_pool pools[SBX_CONFIG_MAX_POOLS];
+        size_t n_pools = 0;
+        for (size_t i = 0; i < config.n_pools; i++) {
+                if (config.pools[i].min_idle == 0)
+                        continue; /* off */
+                pools[n_pools++] = (struct sbx_engine_pool){
+                        .language = config.pools[i].language,
+                        .min_idle = (unsigned)config.pools[i].min_idle,
+                        .max_idle = (unsigned)config.pools[i].max_idle,
+                        .max_idle_s = (unsigned)config.pools[i].max_idle_s,
+                };
+        }
         struct sbx_engine_options engine_options = {
                 .max_sandboxes = (unsigned)config.server.max_sandboxes,
                 .shutdown_grace_ms = (uint32_t)(config.server.shutdown_grace_s * 1000),
                 .api_pid = api_pid,
+                .pools = pools,
+                .n_pools = n_pools,
         };
         rc = sbx_engine_serve(engine_fds[0], &engine_options, &err) < 0 ? CLI_EXIT_SOFTWARE : 0;
         if (rc != 0)

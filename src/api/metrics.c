@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -61,7 +62,7 @@ struct sbx_metrics {
         uint64_t http_requests[HTTP_CODE_COUNT];
         uint64_t http_requests_other;
         struct histogram phases[PHASE_COUNT];
-        uint64_t sandboxes_alive;
+        struct sbx_message_stats engine; /* the engine's last STATS reply */
 };
 
 struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
@@ -184,10 +185,11 @@ void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code)
         pthread_mutex_unlock(&metrics->lock);
 }
 
-void sbx_metrics_set_sandboxes_alive(struct sbx_metrics *metrics, uint64_t sandboxes)
+void sbx_metrics_set_engine_stats(struct sbx_metrics *metrics,
+                                  const struct sbx_message_stats *stats)
 {
         pthread_mutex_lock(&metrics->lock);
-        metrics->sandboxes_alive = sandboxes;
+        metrics->engine = *stats;
         pthread_mutex_unlock(&metrics->lock);
 }
 
@@ -293,7 +295,39 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
 
         write_family_header(out, "sandboxd_sandboxes_alive", "gauge",
                             "Sandboxes alive in the engine at its last report.");
-        fprintf(out, "sandboxd_sandboxes_alive %" PRIu64 "\n", metrics->sandboxes_alive);
+        fprintf(out, "sandboxd_sandboxes_alive %" PRIu64 "\n", metrics->engine.sandboxes_alive);
+
+        const struct sbx_message_stats *engine = &metrics->engine;
+        write_family_header(out, "sandboxd_pool_entries", "gauge",
+                            "Warm pool entries, by state, at the engine's last report.");
+        fprintf(out, "sandboxd_pool_entries{state=\"idle\"} %" PRIu64 "\n", engine->pool_idle);
+        fprintf(out, "sandboxd_pool_entries{state=\"starting\"} %" PRIu64 "\n",
+                engine->pool_starting);
+        fprintf(out, "sandboxd_pool_entries{state=\"in_use\"} %" PRIu64 "\n", engine->pool_in_use);
+        static const struct {
+                const char *name;
+                const char *help;
+                size_t offset;
+        } pool_counters[] = {
+                {"sandboxd_pool_created_total", "Warm pool entries that became ready.",
+                 offsetof(struct sbx_message_stats, pool_created)},
+                {"sandboxd_pool_destroyed_total", "Warm pool entries that ended unused.",
+                 offsetof(struct sbx_message_stats, pool_destroyed)},
+                {"sandboxd_pool_hits_total", "Executions served by a ready pool entry.",
+                 offsetof(struct sbx_message_stats, pool_hits)},
+                {"sandboxd_pool_misses_total", "Executions of a pooled language run cold.",
+                 offsetof(struct sbx_message_stats, pool_misses)},
+        };
+        for (size_t i = 0; i < sizeof(pool_counters) / sizeof(pool_counters[0]); i++) {
+                write_family_header(out, pool_counters[i].name, "counter", pool_counters[i].help);
+                fprintf(out, "%s %" PRIu64 "\n", pool_counters[i].name,
+                        *(const uint64_t *)((const char *)engine + pool_counters[i].offset));
+        }
+        write_family_header(out, "sandboxd_pool_refill_seconds", "summary",
+                            "Time from starting a pool entry to its loader being ready.");
+        fprintf(out, "sandboxd_pool_refill_seconds_sum %" PRIu64 ".%06" PRIu64 "\n",
+                engine->pool_refill_us / 1000000, engine->pool_refill_us % 1000000);
+        fprintf(out, "sandboxd_pool_refill_seconds_count %" PRIu64 "\n", engine->pool_created);
 
         write_family_header(out, "sandboxd_http_requests_total", "counter",
                             "HTTP responses, by status code.");

@@ -6,6 +6,9 @@
  *                                                     total), buckets 1 ms .. 10 s
  *   sandboxd_quota_rejections_total{tenant,reason}    counter (reason: concurrency, cpu_budget)
  *   sandboxd_sandboxes_alive                          gauge, set from the engine's STATS reply
+ *   sandboxd_pool_entries{state}                      gauge (idle, starting, in_use), likewise
+ *   sandboxd_pool_{created,destroyed,hits,misses}_total  counters, likewise
+ *   sandboxd_pool_refill_seconds                      summary (_sum, _count), likewise
  *   sandboxd_http_requests_total{code}                counter
  *
  * Label cardinality is bounded by construction, so no client can grow the registry: tenants are
@@ -19,6 +22,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "engine/protocol.h"
 #include "engine/result.h"
 #include "util/error.h"
 
@@ -52,8 +56,11 @@ void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *
 /* Counts one HTTP response by its status code. */
 void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code);
 
-/* Sets the sandboxes-alive gauge (the engine's count at its last STATS reply). */
-void sbx_metrics_set_sandboxes_alive(struct sbx_metrics *metrics, uint64_t sandboxes);
+/* Takes the engine's figures from its last STATS reply: the sandboxes-alive gauge and the warm
+ * pools' (idle, starting, in use gauges; created, destroyed, hits, misses counters; the refill
+ * time as a summary). */
+void sbx_metrics_set_engine_stats(struct sbx_metrics *metrics,
+                                  const struct sbx_message_stats *stats);
 
 /* The whole registry as exposition text (a consistent snapshot: taken under the lock), in a new
  * malloc'd NUL-terminated buffer the caller frees; its length (without the NUL) goes to *length

@@ -100,7 +100,7 @@ static const char openapi_document[] = JSON_TEXT(
         "security": [],
         "responses": {
           "200": {
-            "description": "sandboxd_executions_total, sandboxd_phase_duration_seconds, sandboxd_quota_rejections_total, sandboxd_sandboxes_alive, sandboxd_http_requests_total.",
+            "description": "sandboxd_executions_total, sandboxd_phase_duration_seconds, sandboxd_quota_rejections_total, sandboxd_sandboxes_alive, sandboxd_pool_entries, sandboxd_pool_created_total, sandboxd_pool_destroyed_total, sandboxd_pool_hits_total, sandboxd_pool_misses_total, sandboxd_pool_refill_seconds, sandboxd_http_requests_total.",
             "content": {"text/plain": {"schema": {"type": "string"}}}
           }
         }

@@ -21,7 +21,9 @@ static const char *const sandbox_environment[] = {
         "HOME=/workspace",
         "TMPDIR=/tmp",
         "LANG=C.UTF-8",
+        NULL, /* also an envp as it is: a pool entry's loader starts with just these */
 };
+#define SANDBOX_ENVIRONMENT_SIZE (SBX_ARRAY_SIZE(sandbox_environment) - 1)
 
 bool sbx_request_path_valid(const char *path)
 {
@@ -65,7 +67,7 @@ bool sbx_request_env_valid(const char *entry)
         }
         if (name_len >= 3 && strncmp(entry, "LD_", 3) == 0)
                 return false;
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(sandbox_environment); i++) {
+        for (size_t i = 0; i < SANDBOX_ENVIRONMENT_SIZE; i++) {
                 const char *fixed = sandbox_environment[i];
                 size_t fixed_len = (size_t)(strchr(fixed, '=') - fixed);
                 if (fixed_len == name_len && strncmp(fixed, entry, name_len) == 0)
@@ -77,7 +79,7 @@ bool sbx_request_env_valid(const char *entry)
 /* The base environment followed by the request's additions, NULL-terminated. */
 static const char **build_envp(const struct sbx_request *request)
 {
-        size_t base = SBX_ARRAY_SIZE(sandbox_environment);
+        size_t base = SANDBOX_ENVIRONMENT_SIZE;
         const char **envp = calloc(base + request->n_env + 1, sizeof(*envp));
         if (envp == NULL)
                 return NULL;
@@ -136,6 +138,16 @@ static const char **build_argv(const struct sbx_language *language,
         return argv;
 }
 
+struct execution_plan {
+        const struct sbx_language *language;
+        const struct sbx_backend *backend;
+        struct sbx_file program;
+        char program_path[SBX_MAX_FILE_PATH + 16];
+        const char **argv;
+        const char **envp;
+        struct sbx_spec spec;
+};
+
 static void fail_internal(struct sbx_result *result, const struct sbx_error *err)
 {
         result->status = SBX_STATUS_INTERNAL_ERROR;
@@ -144,15 +156,18 @@ static void fail_internal(struct sbx_result *result, const struct sbx_error *err
         snprintf(result->error, sizeof(result->error), "%s", err->message);
 }
 
-int sbx_execute(const struct sbx_request *request, struct sbx_result *result, struct sbx_error *err)
+/* Validates request and turns it into the spec a backend runs; plan owns argv and envp. */
+static int plan_execution(const struct sbx_request *request, struct execution_plan *plan,
+                          struct sbx_error *err)
 {
-        const struct sbx_language *language = sbx_language_find(request->language);
-        if (language == NULL)
+        *plan = (struct execution_plan){0};
+        plan->language = sbx_language_find(request->language);
+        if (plan->language == NULL)
                 return sbx_error_set(err, EINVAL, "unknown language '%s' (known: %s)",
                                      request->language ? request->language : "",
                                      sbx_language_names());
-        const struct sbx_backend *backend = sbx_backend_find(request->backend);
-        if (backend == NULL)
+        plan->backend = sbx_backend_find(request->backend);
+        if (plan->backend == NULL)
                 return sbx_error_set(err, EINVAL, "unknown backend '%s'", request->backend);
 
         /* The API checks these too; the engine checks again: it trusts no caller. */
@@ -169,23 +184,23 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
                 if (!sbx_request_env_valid(request->env[i]))
                         return sbx_error_set(err, EINVAL, "invalid env entry");
 
-        struct sbx_file program = {
+        const struct sbx_language *language = plan->language;
+        plan->program = (struct sbx_file){
                 .path = language->file_name,
                 .data = request->code,
                 .size = request->code_size,
         };
         bool single = request->code != NULL;
-        char program_path[SBX_MAX_FILE_PATH + 16];
-        snprintf(program_path, sizeof(program_path), "/workspace/%s",
+        snprintf(plan->program_path, sizeof(plan->program_path), "/workspace/%s",
                  single ? language->file_name : request->entrypoint);
-        _cleanup_free_ const char **argv = build_argv(language, request, program_path);
-        _cleanup_free_ const char **envp = build_envp(request);
-        if (argv == NULL || envp == NULL)
+        plan->argv = build_argv(language, request, plan->program_path);
+        plan->envp = build_envp(request);
+        if (plan->argv == NULL || plan->envp == NULL)
                 return sbx_error_set(err, ENOMEM, "allocate argv");
-        struct sbx_spec spec = {
-                .argv = argv,
-                .envp = envp,
-                .files = single ? &program : request->files,
+        plan->spec = (struct sbx_spec){
+                .argv = plan->argv,
+                .envp = plan->envp,
+                .files = single ? &plan->program : request->files,
                 .n_files = single ? 1 : request->n_files,
                 .stdin_data = request->stdin_data,
                 .stdin_size = request->stdin_size,
@@ -194,33 +209,29 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
                 .test = request->test,
                 .cancel_fd = request->cancel_fd,
         };
+        return 0;
+}
 
-        *result = (struct sbx_result){.limits = request->limits, .backend = backend->name};
-        new_execution_id(result->id);
+static void plan_free(struct execution_plan *plan)
+{
+        free(plan->argv);
+        free(plan->envp);
+        plan->argv = plan->envp = NULL;
+}
+
+/* Runs a sandbox that is ready (started, and acquired when pooled) to its end, tears it down
+ * and decides the status. t_ready is when the run may begin. */
+static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sandbox, bool started,
+                       struct sbx_result *result, uint64_t t0, uint64_t t_ready,
+                       const struct sbx_error *setup_err)
+{
         struct sbx_error step_err = {0};
-        struct sbx_sandbox *sandbox = NULL;
-
-        uint64_t t0 = sbx_now_us();
-        if (backend->create(&spec, &sandbox, &step_err) < 0) {
+        if (!started)
+                fail_internal(result, setup_err);
+        else if (backend->wait(sandbox, &result->run, &step_err) < 0)
                 fail_internal(result, &step_err);
-                result->timing.acquire_us = sbx_now_us() - t0;
-                result->timing.total_us = result->timing.acquire_us;
-                return 0;
-        }
-        uint64_t t1 = sbx_now_us();
-        result->timing.acquire_us = t1 - t0;
-
-        bool started = backend->start(sandbox, &step_err) == 0;
-        uint64_t t2 = sbx_now_us();
-        result->timing.setup_us = t2 - t1;
-        if (!started) {
-                fail_internal(result, &step_err);
-        } else {
-                if (backend->wait(sandbox, &result->run, &step_err) < 0)
-                        fail_internal(result, &step_err);
-        }
         uint64_t t3 = sbx_now_us();
-        result->timing.run_us = started ? t3 - t2 : 0;
+        result->timing.run_us = started ? t3 - t_ready : 0;
 
         struct sbx_error teardown_err = {0};
         if (backend->kill(sandbox, &teardown_err) < 0)
@@ -241,5 +252,155 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
                 result->exit_code = result->run.exited ? result->run.exit_code : -1;
                 result->signal = result->run.exited ? 0 : result->run.signal;
         }
+}
+
+int sbx_execute(const struct sbx_request *request, struct sbx_result *result, struct sbx_error *err)
+{
+        struct execution_plan plan;
+        if (plan_execution(request, &plan, err) < 0) {
+                plan_free(&plan);
+                return -1;
+        }
+        const struct sbx_backend *backend = plan.backend;
+        *result = (struct sbx_result){.limits = request->limits, .backend = backend->name};
+        new_execution_id(result->id);
+        struct sbx_error step_err = {0};
+        struct sbx_sandbox *sandbox = NULL;
+
+        uint64_t t0 = sbx_now_us();
+        if (backend->create(&plan.spec, &sandbox, &step_err) < 0) {
+                fail_internal(result, &step_err);
+                result->timing.acquire_us = sbx_now_us() - t0;
+                result->timing.total_us = result->timing.acquire_us;
+                plan_free(&plan);
+                return 0;
+        }
+        uint64_t t1 = sbx_now_us();
+        result->timing.acquire_us = t1 - t0;
+        bool started = backend->start(sandbox, &step_err) == 0;
+        uint64_t t2 = sbx_now_us();
+        result->timing.setup_us = t2 - t1;
+        run_to_end(backend, sandbox, started, result, t0, t2, &step_err);
+        plan_free(&plan);
+        return 0;
+}
+
+/* ---- Warm pools ------------------------------------------------------------------------ */
+
+/* The Python loader's source, embedded at build time from guest/python_loader.py. */
+extern const char sbx_python_loader_source[];
+
+struct sbx_pool_entry {
+        const struct sbx_backend *backend;
+        struct sbx_sandbox *sandbox;
+        const struct sbx_language *language;
+        const char *argv[4];
+        struct sbx_spec spec;
+};
+
+/* The disk size pool entries are made with: their tmpfs cannot change size later, so only
+ * requests for exactly this size can use one. */
+static uint64_t pool_disk_bytes(void)
+{
+        struct sbx_limits defaults;
+        sbx_limits_default(&defaults);
+        return defaults.disk_bytes;
+}
+
+bool sbx_pool_supports(const char *language)
+{
+        return language != NULL && strcmp(language, "python") == 0;
+}
+
+bool sbx_pool_request_eligible(const struct sbx_request *request)
+{
+        if (!sbx_pool_supports(request->language) ||
+            request->limits.disk_bytes != pool_disk_bytes())
+                return false;
+        if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
+                return false;
+        /* PYTHON* variables change how the interpreter starts (PYTHONPATH, PYTHONHASHSEED...);
+         * a pre-started one cannot honour them, so such a request runs cold. */
+        for (size_t i = 0; i < request->n_env; i++)
+                if (strncmp(request->env[i], "PYTHON", 6) == 0)
+                        return false;
+        return true;
+}
+
+int sbx_pool_entry_create(const char *language_name, const char *backend_name,
+                          struct sbx_pool_entry **out, struct sbx_error *err)
+{
+        if (!sbx_pool_supports(language_name))
+                return sbx_error_set(err, EINVAL, "no warm pool for language '%s'", language_name);
+        const struct sbx_backend *backend = sbx_backend_find(backend_name);
+        if (backend == NULL || backend->acquire == NULL)
+                return sbx_error_set(err, EINVAL, "backend '%s' has no warm pools",
+                                     backend_name ? backend_name : "");
+        struct sbx_pool_entry *entry = calloc(1, sizeof(*entry));
+        if (entry == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate a pool entry");
+        entry->backend = backend;
+        entry->language = sbx_language_find(language_name);
+        entry->argv[0] = entry->language->interpreter;
+        entry->argv[1] = "-c";
+        entry->argv[2] = sbx_python_loader_source;
+        entry->argv[3] = NULL;
+        entry->spec = (struct sbx_spec){
+                .argv = entry->argv,
+                .envp = sandbox_environment,
+                .network = SBX_NETWORK_NONE,
+                .agent = true,
+                .cancel_fd = -1,
+        };
+        /* Until acquire sets a request's limits, the loader lives under the built-in ones. */
+        sbx_limits_default(&entry->spec.limits);
+        if (backend->create(&entry->spec, &entry->sandbox, err) < 0) {
+                free(entry);
+                return -1;
+        }
+        if (backend->start(entry->sandbox, err) < 0) {
+                sbx_pool_entry_destroy(entry);
+                return -1;
+        }
+        *out = entry;
+        return 0;
+}
+
+void sbx_pool_entry_destroy(struct sbx_pool_entry *entry)
+{
+        if (entry == NULL)
+                return;
+        if (entry->sandbox != NULL)
+                entry->backend->destroy(entry->sandbox);
+        free(entry);
+}
+
+int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_request *request,
+                           struct sbx_result *result, struct sbx_error *err)
+{
+        struct execution_plan plan;
+        if (!sbx_pool_request_eligible(request)) {
+                sbx_pool_entry_destroy(entry);
+                return sbx_error_set(err, EINVAL, "request cannot use a warm pool entry");
+        }
+        if (plan_execution(request, &plan, err) < 0) {
+                plan_free(&plan);
+                sbx_pool_entry_destroy(entry);
+                return -1;
+        }
+        const struct sbx_backend *backend = entry->backend;
+        struct sbx_sandbox *sandbox = steal_pointer(&entry->sandbox);
+        sbx_pool_entry_destroy(entry);
+
+        *result = (struct sbx_result){
+                .limits = request->limits, .backend = backend->name, .pooled = true};
+        new_execution_id(result->id);
+        struct sbx_error step_err = {0};
+        uint64_t t0 = sbx_now_us();
+        bool acquired = backend->acquire(sandbox, &plan.spec, &step_err) == 0;
+        uint64_t t1 = sbx_now_us();
+        result->timing.acquire_us = t1 - t0;
+        run_to_end(backend, sandbox, acquired, result, t0, t1, &step_err);
+        plan_free(&plan);
         return 0;
 }

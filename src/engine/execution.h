@@ -62,3 +62,30 @@ void sbx_limits_default(struct sbx_limits *limits);
  * be run at all (unknown language or backend). Free the result with sbx_result_free(). */
 int sbx_execute(const struct sbx_request *request, struct sbx_result *result,
                 struct sbx_error *err);
+
+/* ---- Warm pools (DESIGN.md "Warm pools") ----
+ * A pool entry is a sandbox that finished every setup step and runs the language's loader
+ * (guest/), waiting for one execution. Creating one pays for namespaces, mounts and the
+ * interpreter's start-up while no client waits; executing it applies the request's limits,
+ * delivers the files and lets the program run, exactly as a cold run would. One use, then the
+ * sandbox is destroyed. */
+struct sbx_pool_entry;
+
+/* Whether language has a loader (python). */
+bool sbx_pool_supports(const char *language);
+
+/* Whether request can run in a pool entry: a pooled language, the pool's disk size, no test
+ * hooks, no PYTHON* variables (they act at interpreter start-up). Others run cold. */
+bool sbx_pool_request_eligible(const struct sbx_request *request);
+
+/* Creates and starts a pool entry for language on backend (NULL = native). */
+int sbx_pool_entry_create(const char *language, const char *backend, struct sbx_pool_entry **out,
+                          struct sbx_error *err);
+
+/* Runs request in entry, which it consumes (destroyed afterwards, also on failure). Returns like
+ * sbx_execute; result->pooled is true. */
+int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_request *request,
+                           struct sbx_result *result, struct sbx_error *err);
+
+/* Destroys an entry that will not run anything. NULL is a no-op. */
+void sbx_pool_entry_destroy(struct sbx_pool_entry *entry);

@@ -315,6 +315,14 @@ int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message
         put_u64(&w, stats->executions_started);
         put_u64(&w, stats->executions_finished);
         put_u64(&w, stats->executions_rejected);
+        put_u64(&w, stats->pool_idle);
+        put_u64(&w, stats->pool_starting);
+        put_u64(&w, stats->pool_in_use);
+        put_u64(&w, stats->pool_created);
+        put_u64(&w, stats->pool_destroyed);
+        put_u64(&w, stats->pool_hits);
+        put_u64(&w, stats->pool_misses);
+        put_u64(&w, stats->pool_refill_us);
         return writer_finish(&w, out, out_len, err);
 }
 
@@ -722,7 +730,15 @@ static int decode_stats(struct reader *r, struct sbx_message_stats *stats)
             get_u64(r, "workers_alive", &stats->workers_alive) < 0 ||
             get_u64(r, "executions_started", &stats->executions_started) < 0 ||
             get_u64(r, "executions_finished", &stats->executions_finished) < 0 ||
-            get_u64(r, "executions_rejected", &stats->executions_rejected) < 0)
+            get_u64(r, "executions_rejected", &stats->executions_rejected) < 0 ||
+            get_u64(r, "pool_idle", &stats->pool_idle) < 0 ||
+            get_u64(r, "pool_starting", &stats->pool_starting) < 0 ||
+            get_u64(r, "pool_in_use", &stats->pool_in_use) < 0 ||
+            get_u64(r, "pool_created", &stats->pool_created) < 0 ||
+            get_u64(r, "pool_destroyed", &stats->pool_destroyed) < 0 ||
+            get_u64(r, "pool_hits", &stats->pool_hits) < 0 ||
+            get_u64(r, "pool_misses", &stats->pool_misses) < 0 ||
+            get_u64(r, "pool_refill_us", &stats->pool_refill_us) < 0)
                 return -1;
         return 0;
 }

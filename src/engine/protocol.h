@@ -107,6 +107,15 @@ struct sbx_message_stats {
         uint64_t executions_started;  /* workers forked since start */
         uint64_t executions_finished; /* workers reaped since start */
         uint64_t executions_rejected; /* RUNs answered at once: busy, shutting down, malformed */
+        /* Warm pools, all languages together. */
+        uint64_t pool_idle;      /* entries ready and waiting */
+        uint64_t pool_starting;  /* entries being made */
+        uint64_t pool_in_use;    /* entries running an execution */
+        uint64_t pool_created;   /* entries that became ready, since start */
+        uint64_t pool_destroyed; /* entries that ended without running anything */
+        uint64_t pool_hits;      /* RUNs served by a ready entry */
+        uint64_t pool_misses;    /* RUNs of a pooled language that found none ready */
+        uint64_t pool_refill_us; /* the time created entries took to become ready, summed */
 };
 
 /* Any decoded message. Which body member is valid follows header.type: run for RUN, result for

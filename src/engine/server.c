@@ -32,14 +32,29 @@
  * that shutdown always returns. */
 #define KILL_WAIT_MS 5000
 
+/* After a pool worker fails to get ready, refills wait this long (doubling, up to the maximum),
+ * so that a broken runtime costs a log line a minute, not a fork loop. */
+#define POOL_RETRY_FIRST_MS 1000
+#define POOL_RETRY_MAX_MS   60000
+
+/* How often the loop wakes to retire idle pool workers and retry refills. */
+#define POOL_TICK_MS 1000
+
 /* Room for everything of a RESULT but its two output streams (error text, names, counters). */
 #define RESULT_OVERHEAD_BYTES (64u * 1024u)
 
 struct worker {
-        uint64_t request_id;
+        uint64_t request_id; /* 0: a pool worker no request was given to yet */
         char execution_id[SBX_EXECUTION_ID_LENGTH + 1];
         pid_t pid;
         int pidfd; /* -1 when pidfd_open failed; the worker is then killed and only reaped */
+        /* Pool workers only (pool != NULL): a warm sandbox waiting for its one request. */
+        const struct sbx_engine_pool *pool;
+        int control_fd;          /* the engine's end of its control socket, until assigned */
+        bool ready;              /* it said "R": its sandbox and loader are up */
+        bool retiring;           /* idle too long: told to go, never assigned */
+        uint64_t ready_since_us; /* for max_idle_s */
+        uint64_t spawned_us;     /* for the refill time */
 };
 
 struct engine {
@@ -61,6 +76,11 @@ struct engine {
 
         struct sbx_message_stats stats;
         struct sbx_message message; /* decode scratch: the loop handles one message at a time */
+
+        const struct sbx_engine_pool *pools;
+        size_t n_pools;
+        unsigned pool_failures; /* pool workers that died before ready, in a row */
+        uint64_t pool_retry_us; /* after failures, no refill before this time */
 };
 
 static int pidfd_open(pid_t pid)
@@ -213,6 +233,68 @@ static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t
         _exit(0);
 }
 
+/* A pool worker: makes a warm sandbox (pool mode), says "R" on control_fd, waits for the engine to
+ * forward one RUN on it (or for SIGTERM: retire), runs it, sends the RESULT on api_fd, _exits. */
+static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t engine_pid,
+                                               const struct sbx_engine_pool *pool)
+{
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != engine_pid)
+                _exit(WORKER_EXIT_NO_RESULT);
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                sbx_warn("pool worker: PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+        (void)setsid();
+        /* api_fd and control_fd survive; keep the lower one first. */
+        int low = api_fd < control_fd ? api_fd : control_fd;
+        int high = api_fd < control_fd ? control_fd : api_fd;
+        if ((low > 3 && close_range(3, (unsigned)low - 1, 0) < 0) ||
+            (high > low + 1 && close_range((unsigned)low + 1, (unsigned)high - 1, 0) < 0) ||
+            close_range((unsigned)high + 1, ~0U, 0) < 0)
+                _exit(WORKER_EXIT_NO_RESULT);
+        int cancel_fd = worker_signals();
+        if (cancel_fd < 0)
+                _exit(WORKER_EXIT_NO_RESULT);
+
+        struct sbx_pool_entry *entry = NULL;
+        struct sbx_error err = {0};
+        if (sbx_pool_entry_create(pool->language, NULL, &entry, &err) < 0) {
+                sbx_warn("pool worker (%s): %s", pool->language, err.message);
+                _exit(WORKER_EXIT_NO_RESULT);
+        }
+        if (write(control_fd, "R", 1) != 1) {
+                sbx_pool_entry_destroy(entry);
+                _exit(WORKER_EXIT_NO_RESULT);
+        }
+        struct pollfd fds[2] = {{.fd = control_fd, .events = POLLIN},
+                                {.fd = cancel_fd, .events = POLLIN}};
+        while (poll(fds, 2, -1) < 0 && errno == EINTR)
+                ;
+        void *buf = NULL;
+        size_t len = 0;
+        struct sbx_message message;
+        if (fds[1].revents != 0 || sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
+            sbx_message_decode(buf, len, &message, &err) < 0 ||
+            message.header.type != SBX_MESSAGE_RUN) {
+                /* Retired, or the engine is gone: nothing ran, nothing to answer. */
+                sbx_pool_entry_destroy(entry);
+                _exit(0);
+        }
+        close(control_fd);
+        const struct sbx_message_run *run = &message.body.run;
+        struct sbx_request request = run->request;
+        request.cancel_fd = cancel_fd;
+        struct sbx_result result;
+        if (sbx_pool_entry_execute(entry, &request, &result, &err) < 0)
+                result_internal_error(&result, run->execution_id, &request.limits, request.backend,
+                                      err.message);
+        snprintf(result.id, sizeof(result.id), "%s", run->execution_id);
+        if (send_result(api_fd, message.header.request_id, &result, &err) < 0) {
+                sbx_warn("pool worker: request %llu: %s",
+                         (unsigned long long)message.header.request_id, err.message);
+                _exit(WORKER_EXIT_NO_RESULT);
+        }
+        _exit(0);
+}
+
 /* ---- The engine's replies ------------------------------------------------------------------ */
 
 /* The loop's own replies never wait: an API that stopped reading must not stop the loop (and with
@@ -269,6 +351,18 @@ static void reply_stats(struct engine *e, uint64_t request_id)
          * alive bound the sandboxes alive from above. */
         e->stats.workers_alive = e->n_workers;
         e->stats.sandboxes_alive = e->n_workers;
+        e->stats.pool_idle = e->stats.pool_starting = e->stats.pool_in_use = 0;
+        for (size_t i = 0; i < e->n_workers; i++) {
+                const struct worker *w = &e->workers[i];
+                if (w->pool == NULL)
+                        continue;
+                if (w->request_id != 0)
+                        e->stats.pool_in_use++;
+                else if (w->ready && !w->retiring)
+                        e->stats.pool_idle++;
+                else if (!w->retiring)
+                        e->stats.pool_starting++;
+        }
         void *buf;
         size_t len;
         struct sbx_error err = {0};
@@ -321,7 +415,8 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
                 worker_run_and_exit(e->api_fd, engine_pid, request_id, run);
 
         struct worker *w = &e->workers[e->n_workers++];
-        *w = (struct worker){.request_id = request_id, .pid = pid, .pidfd = pidfd_open(pid)};
+        *w = (struct worker){
+                .request_id = request_id, .pid = pid, .pidfd = pidfd_open(pid), .control_fd = -1};
         memcpy(w->execution_id, run->execution_id, sizeof(w->execution_id));
         e->stats.executions_started++;
         if (w->pidfd < 0) {
@@ -338,6 +433,24 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
 /* Forgets a reaped worker; answers its request when it did not. */
 static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *info)
 {
+        if (w->pool != NULL && w->request_id == 0) {
+                /* A pool worker that ran nothing: retired, or it failed to get ready. */
+                e->stats.pool_destroyed++;
+                if (!w->ready && !e->stopping) {
+                        e->pool_failures++;
+                        uint64_t backoff = POOL_RETRY_FIRST_MS
+                                           << (e->pool_failures < 7 ? e->pool_failures - 1 : 6);
+                        if (backoff > POOL_RETRY_MAX_MS)
+                                backoff = POOL_RETRY_MAX_MS;
+                        e->pool_retry_us = sbx_now_us() + backoff * 1000;
+                }
+                if (w->control_fd >= 0)
+                        close(w->control_fd);
+                if (w->pidfd >= 0)
+                        close(w->pidfd);
+                *w = e->workers[--e->n_workers];
+                return;
+        }
         bool sent = info->si_code == CLD_EXITED && info->si_status == 0;
         if (!sent) {
                 char how[48];
@@ -394,6 +507,125 @@ static void reap_children(struct engine *e)
         }
 }
 
+/* ---- Warm pools ---------------------------------------------------------------------------- */
+
+static void spawn_pool_worker(struct engine *e, const struct sbx_engine_pool *pool)
+{
+        int pair[2];
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
+                sbx_warn("engine: pool %s: socketpair: %s", pool->language, strerror(errno));
+                return;
+        }
+        pid_t engine_pid = getpid();
+        pid_t pid = fork();
+        if (pid < 0) {
+                sbx_warn("engine: pool %s: fork: %s", pool->language, strerror(errno));
+                close(pair[0]);
+                close(pair[1]);
+                return;
+        }
+        if (pid == 0) {
+                close(pair[0]);
+                pool_worker_run_and_exit(e->api_fd, pair[1], engine_pid, pool);
+        }
+        close(pair[1]);
+        struct worker *w = &e->workers[e->n_workers++];
+        *w = (struct worker){.pid = pid,
+                             .pidfd = pidfd_open(pid),
+                             .pool = pool,
+                             .control_fd = pair[0],
+                             .spawned_us = sbx_now_us()};
+        if (w->pidfd < 0) {
+                sbx_warn("engine: pidfd_open(%d): %s; killing the pool worker", (int)pid,
+                         strerror(errno));
+                kill(pid, SIGKILL);
+        }
+}
+
+/* Idle = a pool worker nobody was given a request: starting up, or ready. */
+static bool worker_idle(const struct worker *w)
+{
+        return w->pool != NULL && w->request_id == 0 && !w->retiring;
+}
+
+/* Keeps every pool at min_idle idle workers (never over max_idle, nor over max_sandboxes), and
+ * retires ready ones idle for longer than max_idle_s. */
+static void maintain_pools(struct engine *e)
+{
+        uint64_t now = sbx_now_us();
+        for (size_t i = 0; i < e->n_workers; i++) {
+                struct worker *w = &e->workers[i];
+                if (worker_idle(w) && w->ready && w->pool->max_idle_s > 0 &&
+                    now - w->ready_since_us > (uint64_t)w->pool->max_idle_s * 1000000) {
+                        w->retiring = true;
+                        signal_worker(w, SIGTERM);
+                }
+        }
+        if (e->stopping || now < e->pool_retry_us)
+                return;
+        for (size_t p = 0; p < e->n_pools; p++) {
+                const struct sbx_engine_pool *pool = &e->pools[p];
+                unsigned idle = 0;
+                for (size_t i = 0; i < e->n_workers; i++)
+                        if (e->workers[i].pool == pool && worker_idle(&e->workers[i]))
+                                idle++;
+                unsigned target = pool->min_idle < pool->max_idle ? pool->min_idle : pool->max_idle;
+                while (idle < target && e->n_workers < e->max_workers) {
+                        spawn_pool_worker(e, pool);
+                        idle++;
+                }
+        }
+}
+
+/* A ready, idle pool worker for language, or NULL. */
+static struct worker *find_ready_pool_worker(struct engine *e, const char *language)
+{
+        for (size_t i = 0; i < e->n_workers; i++) {
+                struct worker *w = &e->workers[i];
+                if (worker_idle(w) && w->ready && strcmp(w->pool->language, language) == 0)
+                        return w;
+        }
+        return NULL;
+}
+
+/* Reads a starting pool worker's "R". */
+static void read_pool_control(struct engine *e, struct worker *w)
+{
+        char byte = 0;
+        ssize_t n = read(w->control_fd, &byte, 1);
+        if (n == 1 && byte == 'R') {
+                w->ready = true;
+                w->ready_since_us = sbx_now_us();
+                e->pool_failures = 0;
+                e->stats.pool_created++;
+                e->stats.pool_refill_us += w->ready_since_us - w->spawned_us;
+                return;
+        }
+        /* It hung up before ready: it failed (and says why in the log); the reaper forgets it. */
+        close(w->control_fd);
+        w->control_fd = -1;
+        w->retiring = true;
+}
+
+/* Hands the RUN in buf to a ready pool worker: it runs it and answers the API itself. */
+static bool assign_pool_worker(struct engine *e, struct worker *w, const void *buf, size_t len,
+                               uint64_t request_id)
+{
+        struct sbx_error err = {0};
+        if (sbx_message_send(w->control_fd, buf, len, &err) < 0) {
+                sbx_warn("engine: pool worker %d: %s", (int)w->pid, err.message);
+                w->retiring = true;
+                signal_worker(w, SIGTERM);
+                return false;
+        }
+        close(w->control_fd);
+        w->control_fd = -1;
+        w->request_id = request_id;
+        memcpy(w->execution_id, e->message.body.run.execution_id, sizeof(w->execution_id));
+        e->stats.executions_started++;
+        return true;
+}
+
 /* ---- Shutdown ------------------------------------------------------------------------------ */
 
 static void begin_stop(struct engine *e, const char *why)
@@ -438,6 +670,17 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
                 for (size_t i = e->n_workers; i-- > 0;)
                         if (e->workers[i].pidfd >= 0)
                                 reap_worker(e, i);
+        }
+        if (!e->stopping && find_worker_by_request(e, request_id) == NULL &&
+            sbx_pool_request_eligible(&run->request)) {
+                struct worker *w = find_ready_pool_worker(e, run->request.language);
+                if (w != NULL && assign_pool_worker(e, w, buf, len, request_id)) {
+                        e->stats.pool_hits++;
+                        maintain_pools(e); /* refill behind it at once */
+                        return;
+                }
+                if (sbx_pool_supports(run->request.language))
+                        e->stats.pool_misses++;
         }
         const char *refusal = NULL;
         if (e->stopping)
@@ -541,7 +784,7 @@ static void read_signals(struct engine *e)
 static int poll_timeout_ms(const struct engine *e)
 {
         if (!e->stopping)
-                return -1;
+                return e->n_pools > 0 ? POOL_TICK_MS : -1;
         uint64_t now = sbx_now_us();
         if (now >= e->deadline_us)
                 return 0;
@@ -562,6 +805,13 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
                 size_t polled = e->n_workers;
                 for (size_t i = 0; i < polled; i++)
                         fds[n++] = (struct pollfd){.fd = e->workers[i].pidfd, .events = POLLIN};
+                /* Pool workers still starting: their "R" says they are ready. */
+                nfds_t first_control = n;
+                for (size_t i = 0; i < polled; i++)
+                        if (e->workers[i].control_fd >= 0 && !e->workers[i].ready)
+                                fds[n++] = (struct pollfd){.fd = e->workers[i].control_fd,
+                                                           .events = POLLIN};
+                nfds_t end_control = n;
 
                 int ready = poll(fds, n, poll_timeout_ms(e));
                 if (ready < 0 && errno != EINTR)
@@ -569,6 +819,17 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
 
                 if (ready > 0 && fds[0].revents != 0)
                         read_signals(e);
+                /* Before the API: a RUN in the same wake-up may then use a worker just ready. */
+                for (nfds_t i = first_control; ready > 0 && i < end_control; i++) {
+                        if (fds[i].revents == 0)
+                                continue;
+                        for (size_t k = 0; k < e->n_workers; k++) {
+                                if (e->workers[k].control_fd == fds[i].fd && !e->workers[k].ready) {
+                                        read_pool_control(e, &e->workers[k]);
+                                        break;
+                                }
+                        }
+                }
                 if (ready > 0 && api_slot != 0 && fds[api_slot].revents != 0)
                         read_api(e); /* may reap and add workers: the table has moved */
                 /* By fd, not by index, for that reason. A number reused meanwhile by a new
@@ -584,6 +845,7 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
                         }
                 }
                 reap_children(e);
+                maintain_pools(e);
 
                 if (e->stopping && e->n_workers > 0 && sbx_now_us() >= e->deadline_us) {
                         if (e->killed) {
@@ -638,7 +900,8 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
 
         _cleanup_free_ struct engine *e = calloc(1, sizeof(*e));
         _cleanup_free_ struct worker *workers = calloc(max, sizeof(*workers));
-        _cleanup_free_ struct pollfd *fds = calloc(max + 2, sizeof(*fds));
+        /* signalfd, API socket, a pidfd per worker and a control fd per pool worker. */
+        _cleanup_free_ struct pollfd *fds = calloc(2 * (size_t)max + 2, sizeof(*fds));
         if (e == NULL || workers == NULL || fds == NULL)
                 return sbx_error_set(err, ENOMEM, "engine: allocate");
         e->api_fd = api_fd;
@@ -649,6 +912,8 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         e->grace_ms = options->shutdown_grace_ms ? options->shutdown_grace_ms
                                                  : SBX_ENGINE_DEFAULT_GRACE_MS;
         e->api_open = true;
+        e->pools = options->pools;
+        e->n_pools = options->n_pools;
 
         /* What a crashed earlier engine left behind; no sandbox of ours exists yet. */
         reconcile();
@@ -670,9 +935,12 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         reap_children(e);
         if (e->unclean && e->n_workers == 0)
                 reconcile(); /* killed workers could not remove their cgroups */
-        for (size_t i = 0; i < e->n_workers; i++)
+        for (size_t i = 0; i < e->n_workers; i++) {
                 if (e->workers[i].pidfd >= 0)
                         close(e->workers[i].pidfd);
+                if (e->workers[i].control_fd >= 0)
+                        close(e->workers[i].control_fd);
+        }
         sbx_info("engine: stopped (%llu started, %llu finished, %llu rejected)",
                  (unsigned long long)e->stats.executions_started,
                  (unsigned long long)e->stats.executions_finished,

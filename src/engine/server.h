@@ -35,6 +35,14 @@
 #define SBX_ENGINE_MAX_SANDBOXES_LIMIT 1024
 #define SBX_ENGINE_DEFAULT_GRACE_MS    10000
 
+/* One warm pool: pool workers, each holding a sandbox whose loader waits for one execution. */
+struct sbx_engine_pool {
+        const char *language; /* sbx_pool_supports() */
+        unsigned min_idle;    /* idle entries kept ready; 0 = the pool is off */
+        unsigned max_idle;    /* never more idle entries than this */
+        unsigned max_idle_s;  /* an entry idle longer is destroyed (and replaced); 0 = never */
+};
+
 struct sbx_engine_options {
         /* Concurrent workers (= sandboxes); a RUN over it is answered at once with RESULT
          * internal_error "engine busy". 0 = SBX_ENGINE_DEFAULT_MAX_SANDBOXES; at most
@@ -46,6 +54,9 @@ struct sbx_engine_options {
          * process, when the engine forked it); 0 for none. Every other child that exits while the
          * loop runs is reaped by it: the engine is the subreaper of everything below it. */
         pid_t api_pid;
+        /* Warm pools to keep filled (DESIGN.md "Warm pools"); n_pools 0 for none. */
+        const struct sbx_engine_pool *pools;
+        size_t n_pools;
 };
 
 /* Runs the engine loop on api_fd (a connected SOCK_SEQPACKET socket; not closed here) until

@@ -74,6 +74,9 @@ struct sbx_spec {
         struct sbx_limits limits;
         enum sbx_network network;
         struct sbx_test_hooks test;
+        /* Pool mode: the program (a warm-pool loader, guest/) gets the read end of the agent
+         * channel as fd 3 and waits there for its execution (backend acquire). */
+        bool agent;
         int cancel_fd; /* readable = kill the sandbox and end the run (canceled); <= 0 for none */
 };
 
@@ -116,6 +119,12 @@ struct sbx_backend {
         /* Sets up isolation and execs the program. On failure the program never ran and err
          * names the setup step ("setup step 'pivot_root': ..."). */
         int (*start)(struct sbx_sandbox *sandbox, struct sbx_error *err);
+        /* Hands a sandbox started in pool mode (spec.agent) its execution: applies request's
+         * limits (cgroup files, prlimit), resets the evidence baseline, delivers request's files,
+         * argv and environment through the agent channel. From here the sandbox runs request:
+         * wait() feeds its stdin and enforces its deadline. */
+        int (*acquire)(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
+                       struct sbx_error *err);
         /* Feeds stdin, drains output, enforces the wall deadline and output cap; fills run.
          * Returns when every process of the sandbox is gone. */
         int (*wait)(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err);

@@ -14,6 +14,7 @@
 
 #include "engine/execution.h"
 #include "engine/language.h"
+#include "engine/server.h"
 #include "service/auth.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
@@ -68,7 +69,7 @@ const char sbx_config_default_text[] =
         "languages = python, bash, sh\n"
         "backends = native\n";
 
-enum section_kind { SECTION_NONE, SECTION_SERVER, SECTION_TIER, SECTION_TENANT };
+enum section_kind { SECTION_NONE, SECTION_SERVER, SECTION_TIER, SECTION_TENANT, SECTION_POOL };
 
 /* What the loader remembers about a tenant until every tier is known. */
 struct tenant_source {
@@ -388,6 +389,71 @@ static int begin_tenant(struct loader *loader, const char *name)
         return 1;
 }
 
+/* ---- pools ---------------------------------------------------------------------------- */
+
+static bool mark_key_seen(struct loader *loader, unsigned index);
+
+/* Python's pool is on by default (2 ready, at most 4, replaced after 5 minutes idle), so that a
+ * fresh `make run` answers Python fast; a [pool.python] section changes it. */
+static void pools_set_defaults(struct sbx_config *config)
+{
+        config->pools[0] = (struct sbx_pool_config){
+                .language = "python", .min_idle = 2, .max_idle = 4, .max_idle_s = 300};
+        config->n_pools = 1;
+}
+
+static struct sbx_pool_config *current_pool(struct loader *loader)
+{
+        const char *language = loader->section + strlen("pool.");
+        for (size_t i = 0; i < loader->config->n_pools; i++)
+                if (strcmp(loader->config->pools[i].language, language) == 0)
+                        return &loader->config->pools[i];
+        return NULL;
+}
+
+static void begin_pool(struct loader *loader, const char *language_name)
+{
+        const struct sbx_language *language = sbx_language_find(language_name);
+        if (language == NULL || !sbx_pool_supports(language_name)) {
+                loader_fail(loader, loader->line, NULL,
+                            "no warm pool exists for language '%s' (only python)", language_name);
+                return;
+        }
+        if (current_pool(loader) == NULL) {
+                if (loader->config->n_pools == SBX_CONFIG_MAX_POOLS) {
+                        loader_fail(loader, loader->line, NULL, "too many pools");
+                        return;
+                }
+                loader->config->pools[loader->config->n_pools++] =
+                        (struct sbx_pool_config){.language = language->name};
+        }
+}
+
+static int pool_key(struct loader *loader, const char *key, const char *value)
+{
+        static const char *const keys[] = {"min_idle", "max_idle", "max_idle_s"};
+        static const uint64_t bounds[] = {SBX_ENGINE_MAX_SANDBOXES_LIMIT,
+                                          SBX_ENGINE_MAX_SANDBOXES_LIMIT, 7 * 24 * 3600};
+        struct sbx_pool_config *pool = current_pool(loader);
+        unsigned index = 0;
+        while (index < SBX_ARRAY_SIZE(keys) && strcmp(keys[index], key) != 0)
+                index++;
+        if (pool == NULL || index == SBX_ARRAY_SIZE(keys))
+                return loader_fail(loader, loader->line, key, "unknown key");
+        if (!mark_key_seen(loader, index))
+                return loader_fail(loader, loader->line, key,
+                                   "set twice (an indented line continues the key above)");
+        uint64_t number;
+        struct sbx_error why = {0};
+        if (sbx_parse_u64(value, bounds[index], &number, &why) < 0)
+                return loader_fail(loader, loader->line, key, "%s", why.message);
+        uint64_t *fields[] = {&pool->min_idle, &pool->max_idle, &pool->max_idle_s};
+        *fields[index] = number;
+        if (pool->max_idle < pool->min_idle && index != 2)
+                pool->max_idle = pool->min_idle; /* max_idle below min_idle means "min_idle" */
+        return 1;
+}
+
 /* Called by the reader for a "[name]" line, before inih sees it: inih (as packaged) tells the
  * handler neither about sections without keys nor the line number, and both matter here. */
 static void begin_section(struct loader *loader, const char *name, size_t length)
@@ -413,10 +479,14 @@ static void begin_section(struct loader *loader, const char *name, size_t length
         } else if (strncmp(section, "tenant.", 7) == 0) {
                 loader->kind = SECTION_TENANT;
                 begin_tenant(loader, section + 7);
+        } else if (strncmp(section, "pool.", 5) == 0) {
+                loader->kind = SECTION_POOL;
+                begin_pool(loader, section + 5);
         } else {
                 loader->kind = SECTION_NONE;
                 loader_fail(loader, loader->line, NULL,
-                            "unknown section (expected [server], [tier.NAME] or [tenant.NAME])");
+                            "unknown section (expected [server], [tier.NAME], [tenant.NAME] or "
+                            "[pool.LANGUAGE])");
         }
 }
 
@@ -628,6 +698,8 @@ static int handle_key(void *user, const char *section, const char *key, const ch
                 return tier_key(loader, key, value);
         case SECTION_TENANT:
                 return tenant_key(loader, key, value);
+        case SECTION_POOL:
+                return pool_key(loader, key, value);
         case SECTION_NONE:
                 break;
         }
@@ -731,6 +803,7 @@ static int load_text(const char *text, size_t size, const char *name, struct sbx
                 .err = err,
         };
         server_set_defaults(&config->server);
+        pools_set_defaults(config);
         if (config->server.listen == NULL || config->server.data_dir == NULL)
                 loader_fail(&loader, 0, NULL, "out of memory");
         int line = 0;

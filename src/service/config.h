@@ -78,8 +78,20 @@ struct sbx_tenant {
         uint8_t token_sha256[SBX_SHA256_SIZE];
 };
 
+/* A warm pool ([pool.LANGUAGE]): entries are sandboxes with the language's loader started. */
+struct sbx_pool_config {
+        const char *language; /* static: the sbx_language_find() name */
+        uint64_t min_idle;    /* entries kept ready; 0 turns the pool off */
+        uint64_t max_idle;    /* at most this many idle entries */
+        uint64_t max_idle_s;  /* an entry idle longer is replaced; 0 = never */
+};
+
+#define SBX_CONFIG_MAX_POOLS 8
+
 struct sbx_config {
         struct sbx_server_config server;
+        struct sbx_pool_config pools[SBX_CONFIG_MAX_POOLS];
+        size_t n_pools;
         struct sbx_tier *tiers;
         size_t n_tiers;
         struct sbx_tenant *tenants;

@@ -199,11 +199,21 @@ static void test_label_values_are_escaped(void **state)
 static void test_gauge_is_set_not_added(void **state)
 {
         struct sbx_metrics *metrics = new_registry();
-        sbx_metrics_set_sandboxes_alive(metrics, 7);
-        sbx_metrics_set_sandboxes_alive(metrics, 3);
+        sbx_metrics_set_engine_stats(metrics, &(struct sbx_message_stats){.sandboxes_alive = 7});
+        sbx_metrics_set_engine_stats(metrics, &(struct sbx_message_stats){
+                                                      .sandboxes_alive = 3,
+                                                      .pool_idle = 2,
+                                                      .pool_hits = 5,
+                                                      .pool_created = 4,
+                                                      .pool_refill_us = 1500000,
+                                              });
         char *text = sbx_metrics_render(metrics, NULL);
         assert_non_null(text);
         assert_true(has_line(text, "sandboxd_sandboxes_alive 3"));
+        assert_true(has_line(text, "sandboxd_pool_entries{state=\"idle\"} 2"));
+        assert_true(has_line(text, "sandboxd_pool_hits_total 5"));
+        assert_true(has_line(text, "sandboxd_pool_refill_seconds_sum 1.500000"));
+        assert_true(has_line(text, "sandboxd_pool_refill_seconds_count 4"));
         free(text);
         sbx_metrics_free(metrics);
 }

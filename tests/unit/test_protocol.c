@@ -530,7 +530,7 @@ static void test_small_messages_round_trip(void **state)
         assert_int_equal(sbx_message_encode_empty(SBX_MESSAGE_STATS_REPLY, 1, &buf, &len, &err),
                          -1);
 
-        struct sbx_message_stats stats = {1, 2, 3, 4, UINT64_MAX};
+        struct sbx_message_stats stats = {1, 2, 3, 4, UINT64_MAX, 6, 7, 8, 9, 10, 11, 12, 13};
         assert_int_equal(sbx_message_encode_stats_reply(5, &stats, &buf, &len, &err), 0);
         static struct sbx_message m;
         assert_int_equal(decode_copy(buf, len, &m, &err, NULL), 0);
@@ -985,7 +985,7 @@ static void test_fuzz(void **state)
                 .language = "bash", .code = "echo\0x", .code_size = 6, .limits = test_limits()};
         struct sbx_result result;
         fill_result(&result);
-        struct sbx_message_stats stats = {1, 2, 3, 4, 5};
+        struct sbx_message_stats stats = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
         assert_int_equal(
                 sbx_message_encode_run(1, test_id, &files_request, &seeds[0], &seed_len[0], &err),
                 0);

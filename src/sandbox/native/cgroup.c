@@ -1056,6 +1056,11 @@ static uint64_t delta(uint64_t now, uint64_t then)
         return now >= then ? now - then : 0;
 }
 
+int cgroup_reset_baseline(struct cgroup *cg, struct sbx_error *err)
+{
+        return read_counters(cg, &cg->baseline, err);
+}
+
 int cgroup_read_evidence(struct cgroup *cg, struct sbx_evidence *evidence, struct sbx_error *err)
 {
         struct sbx_evidence now;

@@ -118,6 +118,10 @@ int cgroup_kill_all(struct cgroup *cg, struct sbx_error *err);
  * a fresh cgroup; read anyway, as HOSTILE.md asks). */
 int cgroup_read_evidence(struct cgroup *cg, struct sbx_evidence *evidence, struct sbx_error *err);
 
+/* Takes the counters' current values as the new baseline of cgroup_read_evidence(): a pool
+ * entry's start-up (the interpreter's CPU) is not its execution's. Peaks are not reset. */
+int cgroup_reset_baseline(struct cgroup *cg, struct sbx_error *err);
+
 /* Kills what is left, removes the cgroup in every hierarchy, releases the slot and frees cg.
  * NULL is a no-op. Logs (does not return) errors: it runs on every path out. */
 void cgroup_destroy(struct cgroup *cg);

@@ -21,6 +21,8 @@
  *                          step fails. The program's copy closes on a successful execve, init's
  *                          right after the fork, so end of file with no data means "exec'd"
  *   report                 init -> supervisor: struct launch_report once the program has exited
+ *   agent (pool mode)      a socket pair: the program (a warm-pool loader waiting on its fd 3,
+ *                          guest/python_loader.py) says "R" when ready, then reads its execution
  *
  * Sync points: (1) init blocks on sync until the supervisor has mapped its ids (init is born in
  * its cgroups: see launch_start); (2) the supervisor blocks on error until the program exec'd or
@@ -37,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
@@ -83,8 +86,10 @@ struct launch_clone_args {
 /* Setup must finish in this time or the sandbox is abandoned; it takes a few ms normally. */
 #define SETUP_TIMEOUT_MS 10000
 
-/* The fd number the error pipe has in the program between its setup and execve. */
-#define PROGRAM_ERROR_FD 3
+/* The fd numbers in the program: the agent channel (pool mode) for the program to keep, and the
+ * error pipe between setup and execve (close-on-exec). */
+#define PROGRAM_AGENT_FD 3
+#define PROGRAM_ERROR_FD 4
 
 static const char *const sandbox_hostname = "sandbox";
 
@@ -95,6 +100,7 @@ struct launch_pipes {
         int sync_r, sync_w;
         int error_r, error_w;
         int report_r, report_w;
+        int agent_r, agent_w; /* pool mode only, else -1 */
 };
 
 static void close_if_open(int *fd)
@@ -107,14 +113,14 @@ static void close_if_open(int *fd)
 
 static void pipes_close_all(struct launch_pipes *p)
 {
-        int *all[] = {&p->stdin_r,  &p->stdin_w,  &p->stdout_r, &p->stdout_w,
-                      &p->stderr_r, &p->stderr_w, &p->sync_r,   &p->sync_w,
-                      &p->error_r,  &p->error_w,  &p->report_r, &p->report_w};
+        int *all[] = {&p->stdin_r,  &p->stdin_w,  &p->stdout_r, &p->stdout_w, &p->stderr_r,
+                      &p->stderr_w, &p->sync_r,   &p->sync_w,   &p->error_r,  &p->error_w,
+                      &p->report_r, &p->report_w, &p->agent_r,  &p->agent_w};
         for (size_t i = 0; i < SBX_ARRAY_SIZE(all); i++)
                 close_if_open(all[i]);
 }
 
-static int pipes_open(struct launch_pipes *p, struct sbx_error *err)
+static int pipes_open(struct launch_pipes *p, bool agent, struct sbx_error *err)
 {
         int *pairs[][2] = {{&p->stdin_r, &p->stdin_w},   {&p->stdout_r, &p->stdout_w},
                            {&p->stderr_r, &p->stderr_w}, {&p->sync_r, &p->sync_w},
@@ -125,6 +131,14 @@ static int pipes_open(struct launch_pipes *p, struct sbx_error *err)
                         return sbx_error_set(err, errno, "pipe2");
                 *pairs[i][0] = fds[0];
                 *pairs[i][1] = fds[1];
+        }
+        if (agent) {
+                /* Both ways: the loader announces that it is ready, then reads its execution. */
+                int fds[2];
+                if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) < 0)
+                        return sbx_error_set(err, errno, "socketpair");
+                p->agent_r = fds[0];
+                p->agent_w = fds[1];
         }
         return 0;
 }
@@ -229,14 +243,22 @@ static int connect_stdio(struct launch_pipes *p, struct sbx_error *err)
         return 0;
 }
 
-/* Keeps fds 0-2 and `keep` (moved to fd 3, close-on-exec) and closes every other fd, so that
- * nothing of the supervisor's (other sandboxes' pipes, cgroup dirs) leaks into the sandbox. */
-static int close_other_fds(int keep, struct sbx_error *err)
+/* Keeps fds 0-2, `keep` (moved to PROGRAM_ERROR_FD, close-on-exec) and, in pool mode, `agent`
+ * (moved to PROGRAM_AGENT_FD, kept across execve), and closes every other fd, so that nothing of
+ * the supervisor's (other sandboxes' pipes, cgroup dirs) leaks into the sandbox. */
+static int close_other_fds(int keep, int agent, struct sbx_error *err)
 {
-        if (keep != PROGRAM_ERROR_FD) {
-                if (dup3(keep, PROGRAM_ERROR_FD, O_CLOEXEC) < 0)
-                        return sbx_error_set(err, errno, "dup3");
-        }
+        /* Out of the way first: keep or agent may sit on the other's target number. */
+        int keep_high = fcntl(keep, F_DUPFD_CLOEXEC, PROGRAM_ERROR_FD + 1);
+        int agent_high = agent >= 0 ? fcntl(agent, F_DUPFD, PROGRAM_ERROR_FD + 1) : -1;
+        if (keep_high < 0 || (agent >= 0 && agent_high < 0))
+                return sbx_error_set(err, errno, "fcntl F_DUPFD");
+        if (dup3(keep_high, PROGRAM_ERROR_FD, O_CLOEXEC) < 0)
+                return sbx_error_set(err, errno, "dup3");
+        if (agent_high >= 0 && dup2(agent_high, PROGRAM_AGENT_FD) < 0)
+                return sbx_error_set(err, errno, "dup2 agent");
+        if (agent_high < 0)
+                close(PROGRAM_AGENT_FD); /* nothing in a cold run; EBADF is fine */
         if (close_range(PROGRAM_ERROR_FD + 1, ~0U, 0) < 0)
                 return sbx_error_set(err, errno, "close_range");
         return 0;
@@ -279,7 +301,7 @@ static int landlock_step(struct sbx_error *err)
 }
 
 /* The program (pid 2): lock down, in the order of DESIGN.md, and exec. */
-static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error_fd)
+static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error_fd, int agent_fd)
 {
         STEP_OR_DIE(spec, error_fd, "exec", new_session);
         STEP_OR_DIE(spec, error_fd, "exec", reset_signals);
@@ -291,7 +313,7 @@ static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error
                 STEP_OR_DIE(spec, error_fd, "rlimits", rlimit_apply, &spec->limits);
         if (layer_on(spec, SBX_LAYER_CAPS))
                 STEP_OR_DIE(spec, error_fd, "caps", caps_drop_all);
-        STEP_OR_DIE(spec, error_fd, "exec", close_other_fds, error_fd);
+        STEP_OR_DIE(spec, error_fd, "exec", close_other_fds, error_fd, agent_fd);
         error_fd = PROGRAM_ERROR_FD;
         /* seccomp last: it refuses calls the steps above make. */
         if (layer_on(spec, SBX_LAYER_SECCOMP))
@@ -330,6 +352,7 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
         close_if_open(&p->sync_w);
         close_if_open(&p->error_r);
         close_if_open(&p->report_r);
+        close_if_open(&p->agent_w);
         int error_fd = p->error_w;
 
         /* If the supervisor dies, so does the sandbox (and with init, its whole pid namespace). */
@@ -358,7 +381,7 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
 
         pid_t program = fork();
         if (program == 0)
-                program_exec_or_die(spec, error_fd);
+                program_exec_or_die(spec, error_fd, p->agent_r);
         if (program < 0) {
                 struct sbx_error err = {0};
                 sbx_error_set(&err, errno, "fork");
@@ -369,6 +392,7 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
          * error pipe, no capabilities, and it is not dumpable, so the program (same uid) cannot
          * open /proc/1/mem or ptrace it to forge the report. */
         close_if_open(&p->error_w);
+        close_if_open(&p->agent_r);
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (devnull >= 0) {
                 dup2(devnull, STDIN_FILENO);
@@ -377,7 +401,7 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
                 close(devnull);
         }
         struct sbx_error ignored = {0};
-        if (close_other_fds(p->report_w, &ignored) == 0)
+        if (close_other_fds(p->report_w, -1, &ignored) == 0)
                 p->report_w = PROGRAM_ERROR_FD;
         prctl(PR_SET_DUMPABLE, 0);
         (void)caps_drop_all(&ignored);
@@ -404,6 +428,7 @@ void launch_process_init(struct launch_process *proc)
                 .stderr_fd = -1,
                 .report_fd = -1,
                 .lifeline_fd = -1,
+                .agent_fd = -1,
         };
 }
 
@@ -465,8 +490,8 @@ static int wait_for_exec(int error_fd, struct sbx_error *err)
 int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned host_id,
                  struct launch_process *proc, struct sbx_error *err)
 {
-        struct launch_pipes p = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-        if (pipes_open(&p, err) < 0) {
+        struct launch_pipes p = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
+        if (pipes_open(&p, spec->agent, err) < 0) {
                 pipes_close_all(&p);
                 return sbx_error_prefix(err, "setup step 'exec'");
         }
@@ -512,12 +537,14 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
         proc->stdout_fd = take_fd(&p.stdout_r);
         proc->stderr_fd = take_fd(&p.stderr_r);
         proc->report_fd = take_fd(&p.report_r);
+        proc->agent_fd = take_fd(&p.agent_w);
         close_if_open(&p.stdin_r);
         close_if_open(&p.stdout_w);
         close_if_open(&p.stderr_w);
         close_if_open(&p.sync_r);
         close_if_open(&p.error_w);
         close_if_open(&p.report_w);
+        close_if_open(&p.agent_r);
 
         int rc = 0;
         if (left < 0)
@@ -577,5 +604,6 @@ void launch_release(struct launch_process *proc)
         close_if_open(&proc->stderr_fd);
         close_if_open(&proc->report_fd);
         close_if_open(&proc->lifeline_fd);
+        close_if_open(&proc->agent_fd);
         proc->pid = 0;
 }

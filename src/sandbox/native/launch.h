@@ -26,6 +26,7 @@ struct launch_process {
         int stdout_fd; /* read ends of the program's stdout and stderr */
         int stderr_fd;
         int report_fd;   /* read end of init's report (struct launch_report) */
+        int agent_fd;    /* pool mode: write end of the agent channel (the program's fd 3) */
         int lifeline_fd; /* write end of the sync pipe, held open while the sandbox lives: init
                           * sees POLLHUP on its end when the supervisor is gone */
 };

@@ -4,15 +4,20 @@
 #include "sandbox/native/native.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/agent.h"
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/launch.h"
+#include "sandbox/native/rlimit.h"
 #include "sandbox/native/userns.h"
 #include "sandbox/supervise.h"
 #include "util/file.h"
@@ -77,11 +82,71 @@ static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
         return 0;
 }
 
+/* How long a pool entry's loader may take to be ready (an interpreter start-up: ~10 ms). */
+#define LOADER_READY_TIMEOUT_MS 10000
+
+/* Pool mode: waits for the loader's "R" on the agent channel. */
+static int wait_for_loader(int agent_fd, struct sbx_error *err)
+{
+        struct pollfd pfd = {.fd = agent_fd, .events = POLLIN};
+        int ready;
+        do
+                ready = poll(&pfd, 1, LOADER_READY_TIMEOUT_MS);
+        while (ready < 0 && errno == EINTR);
+        char byte = 0;
+        if (ready <= 0 || read(agent_fd, &byte, 1) != 1 || byte != 'R')
+                return sbx_error_set(err, ready < 0 ? errno : EPROTO,
+                                     "setup step 'exec': the pool loader did not become ready");
+        return 0;
+}
+
 static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         unsigned host_id = SBX_HOST_ID_BASE + cgroup_slot(sandbox->cgroup);
         sandbox->started = true;
-        return launch_start(sandbox->spec, sandbox->cgroup, host_id, &sandbox->proc, err);
+        if (launch_start(sandbox->spec, sandbox->cgroup, host_id, &sandbox->proc, err) < 0)
+                return -1;
+        return sandbox->spec->agent ? wait_for_loader(sandbox->proc.agent_fd, err) : 0;
+}
+
+/* The host pid of init's one child, the program (pool mode: the loader). */
+static int program_pid(pid_t init, pid_t *program, struct sbx_error *err)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
+        char text[64];
+        if (sbx_read_file_at(AT_FDCWD, path, text, sizeof(text), err) < 0)
+                return -1;
+        char *end;
+        long pid = strtol(text, &end, 10);
+        if (end == text || pid <= 0)
+                return sbx_error_set(err, ESRCH, "the sandbox's program is gone");
+        *program = (pid_t)pid;
+        return 0;
+}
+
+static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
+                          struct sbx_error *err)
+{
+        if (sandbox->proc.agent_fd < 0 || sandbox->proc.pid <= 0)
+                return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
+        sandbox->spec = request;
+        struct cgroup_limits limits = {
+                .memory_bytes = request->limits.memory_bytes,
+                .pids = request->limits.pids,
+                .cpu_millicores = request->limits.cpu_millicores,
+        };
+        pid_t program = 0;
+        if (cgroup_set_limits(sandbox->cgroup, &limits, err) < 0 ||
+            program_pid(sandbox->proc.pid, &program, err) < 0 ||
+            rlimit_apply_to(program, &request->limits, err) < 0 ||
+            cgroup_reset_baseline(sandbox->cgroup, err) < 0)
+                return sbx_error_prefix(err, "acquire");
+        int rc = sbx_agent_send_execution(sandbox->proc.agent_fd, request, err);
+        /* End of file after the execution: the loader reads no further. */
+        close(sandbox->proc.agent_fd);
+        sandbox->proc.agent_fd = -1;
+        return rc < 0 ? sbx_error_prefix(err, "acquire") : 0;
 }
 
 static int native_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
@@ -180,6 +245,7 @@ const struct sbx_backend sbx_native_backend = {
         .name = "native",
         .create = native_create,
         .start = native_start,
+        .acquire = native_acquire,
         .wait = native_wait,
         .kill = native_kill,
         .read_evidence = native_read_evidence,

@@ -1,5 +1,6 @@
 /* Resource limits set in the sandbox's child right before exec. They are per process (or per uid
  * for NPROC) and back up the cgroup limits, which are per sandbox. */
+#define _GNU_SOURCE
 #include "sandbox/native/rlimit.h"
 
 #include <errno.h>
@@ -79,6 +80,17 @@ size_t rlimit_plan(const struct sbx_limits *limits, struct rlimit_setting out[RL
         rlimit_add(out, &n, RLIMIT_CPU, "RLIMIT_CPU", cpu_soft, cpu_hard);
 
         return n;
+}
+
+int rlimit_apply_to(pid_t pid, const struct sbx_limits *limits, struct sbx_error *err)
+{
+        struct rlimit_setting plan[RLIMIT_PLAN_MAX];
+        size_t n = rlimit_plan(limits, plan);
+        for (size_t i = 0; i < n; i++)
+                if (prlimit(pid, plan[i].resource, &plan[i].value, NULL) < 0)
+                        return sbx_error_set(err, errno, "rlimit: set %s of %d", plan[i].name,
+                                             (int)pid);
+        return 0;
 }
 
 int rlimit_apply(const struct sbx_limits *limits, struct sbx_error *err)

@@ -4,6 +4,7 @@
 
 #include <stddef.h>
 #include <sys/resource.h>
+#include <sys/types.h>
 
 #include "sandbox/sandbox.h"
 #include "util/error.h"
@@ -26,3 +27,7 @@ size_t rlimit_plan(const struct sbx_limits *limits, struct rlimit_setting out[RL
  * one (infinity included) is lowered to the inherited one: raising it would need
  * CAP_SYS_RESOURCE in the initial user namespace. The error names the failing limit. */
 int rlimit_apply(const struct sbx_limits *limits, struct sbx_error *err);
+
+/* Supervisor side: applies rlimit_plan() to the process pid (a pool entry's waiting program) with
+ * prlimit; as real root it may raise limits as well as lower them. */
+int rlimit_apply_to(pid_t pid, const struct sbx_limits *limits, struct sbx_error *err);

@@ -1,0 +1,122 @@
+"""A pooled execution must be indistinguishable from a cold one (issue 4).
+
+`sandboxd run --pooled` goes through a warm-pool entry exactly as the service does: a sandbox
+made with every isolation layer in force runs guest/python_loader.py, which waits on its agent
+channel; the request's limits, files, argv, environment and stdin are then handed to it. Each test
+runs the same program both ways and compares every field of the two results that does not
+measure time or identity.
+"""
+
+import pytest
+
+# Fields that legitimately differ between two runs of the same program.
+VARYING = {"id", "timing", "usage", "pooled"}
+# Evidence counters that measure time or the interpreter's start-up, not the outcome.
+VARYING_EVIDENCE = {"cpu_usage_us", "cpu_throttled_us", "cpu_nr_throttled", "memory_max_events"}
+
+PROGRAMS = {
+    "print": ("print(2+2)", (), None, ()),
+    "argv_file_path": (
+        "import sys, os\nprint(sys.argv, __file__, __name__, sys.path[0], os.getcwd())",
+        ("alpha", "beta gamma"), None, ()),
+    "stdin": ("import sys\ndata = sys.stdin.read()\nprint(len(data), data.upper())", (),
+              "hello\nworld\n", ()),
+    "exception": ("def f():\n    return 1 / 0\nf()", (), None, ()),
+    "exit_code": ("import sys\nprint('bye')\nsys.exit(3)", (), None, ()),
+    "exit_message": ("import sys\nsys.exit('fatal: no input')", (), None, ()),
+    "exit_none": ("import sys\nsys.exit(None)", (), None, ()),
+    "os_exit": ("import os\nos._exit(5)", (), None, ()),
+    "kill_self": ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)", (), None, ()),
+    "atexit_and_threads": (
+        "import atexit, threading, time\n"
+        "atexit.register(lambda: print('atexit ran'))\n"
+        "t = threading.Thread(target=lambda: (time.sleep(0.05), print('thread done')))\n"
+        "t.start()\nprint('main done')", (), None, ()),
+    "unflushed_output": ("import sys\nsys.stdout.write('no newline')\nsys.stderr.write('err')",
+                         (), None, ()),
+    "environment": ("import os\nprint(sorted(os.environ.items()))", (), None, ()),
+    "files_written": (
+        "open('/workspace/out.txt', 'w').write('x' * 1000)\n"
+        "import os\nprint(sorted(os.listdir('/workspace')), os.path.getsize('/workspace/out.txt'))",
+        (), None, ()),
+    "memory_bomb": ("a = []\nwhile True:\n    a.append(bytearray(8 << 20))", (), None,
+                    ("--memory", "64M")),
+    "timeout": ("while True:\n    pass", (), None, ("--timeout", "1s")),
+    "output_flood": ("import sys\nwhile True:\n    sys.stdout.write('y' * 65536)", (), None,
+                     ("--output", "100K")),
+    "fork_limit": (
+        "import os\nkids = []\nfor i in range(64):\n"
+        "    try:\n        pid = os.fork()\n    except OSError as e:\n"
+        "        print('fork failed', e.errno)\n        break\n"
+        "    if pid == 0:\n        import time; time.sleep(2); os._exit(0)\n    kids.append(pid)\n"
+        "print(len(kids) > 0)", (), None, ("--pids", "12")),
+}
+
+
+def comparable(result):
+    """The result without the fields that measure time or identity."""
+    out = {k: v for k, v in result.items() if k not in VARYING}
+    out["evidence"] = {k: v for k, v in result["evidence"].items() if k not in VARYING_EVIDENCE}
+    # Both are positive when the cap was hit; how many forks were refused depends on timing.
+    if out["evidence"]["pids_max_events"] > 0:
+        out["evidence"]["pids_max_events"] = "moved"
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(PROGRAMS))
+def test_pooled_equals_cold(run, name):
+    code, args, stdin, flags = PROGRAMS[name]
+    cold = run(code, "python", *flags, stdin=stdin, args=args)
+    pooled = run(code, "python", "--pooled", *flags, stdin=stdin, args=args)
+    assert cold["pooled"] is False
+    assert pooled["pooled"] is True
+    assert pooled["timing"]["setup_us"] == 0  # the sandbox was set up before the request
+    assert comparable(pooled) == comparable(cold), (cold.describe(), pooled.describe())
+    assert pooled.rc == cold.rc
+
+
+def test_pooled_files_and_imports(tmp_path, cli):
+    """Files mode through a pool entry: a helper module next to the program imports as it does
+    cold, and an executable bit survives."""
+    helper = tmp_path / "helper.py"
+    helper.write_text("VALUE = 42\n")
+    tool = tmp_path / "tool.sh"
+    tool.write_text("#!/bin/sh\necho tool ran\n")
+    tool.chmod(0o755)
+    code = ("import helper, os, subprocess\n"
+            "print(helper.VALUE, os.access('tool.sh', os.X_OK))\n"
+            "print(subprocess.run(['./tool.sh'], capture_output=True, text=True).stdout.strip())")
+    results = []
+    for extra in ((), ("--pooled",)):
+        proc = cli("run", "--json", *extra, "--file", str(helper), "--file", str(tool), "-c", code)
+        assert proc.returncode == 0, proc.stderr
+        import json
+        results.append(json.loads(proc.stdout))
+    cold, pooled = results
+    assert cold["stdout"] == pooled["stdout"] == "42 True\ntool ran\n"
+    assert pooled["pooled"] is True
+
+
+def test_pool_refuses_what_it_cannot_honour(cli):
+    """A disk size other than the pool's, or a PYTHON* variable (it acts at interpreter start),
+    cannot use a pre-started sandbox: the command says so rather than pretending."""
+    proc = cli("run", "--pooled", "--disk", "32M", "-c", "print(1)")
+    assert proc.returncode == 64
+    assert b"cannot use a warm pool" in proc.stderr
+    proc = cli("run", "--pooled", "--lang", "bash", "-c", "echo 1")
+    assert proc.returncode == 64
+
+
+def test_pool_entry_has_every_layer(run):
+    """The loader waits fully isolated: the program finds the same lockdown as a cold run."""
+    probe = ("import re\nstatus = open('/proc/self/status').read()\n"
+             "print({k: v for k, v in re.findall(r'^(\\w+):\\s*(.*)$', status, re.M)"
+             " if k in ('CapEff', 'CapBnd', 'CapPrm', 'NoNewPrivs', 'Seccomp')})\n"
+             "import os\nprint(sorted(os.listdir('/proc/self/fd')))")
+    cold = run(probe)
+    pooled = run(probe, "python", "--pooled")
+    assert pooled["stdout"] == cold["stdout"]
+    assert "'Seccomp': '2'" in pooled["stdout"]
+    assert "'CapEff': '0000000000000000'" in pooled["stdout"]
+    # The agent channel is closed before the program runs: only stdio (and the listing's own fd).
+    assert pooled["stdout"].strip().endswith("['0', '1', '2', '3']")
