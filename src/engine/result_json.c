@@ -43,9 +43,9 @@ static size_t utf8_sequence_length(const unsigned char *s, size_t len)
         return need;
 }
 
-/* A JSON string of the bytes, each byte that is not part of valid UTF-8 replaced by U+FFFD. */
-static json_t *utf8_string(const uint8_t *data, size_t len)
+json_t *sbx_json_string_from_bytes(const void *bytes, size_t len)
 {
+        const uint8_t *data = bytes;
         if (len == 0 || data == NULL)
                 return json_string("");
         /* Worst case every byte becomes the three bytes of U+FFFD. */
@@ -119,8 +119,8 @@ json_t *sbx_result_to_json(const struct sbx_result *r)
                 r->id, "status", sbx_status_name(r->status), "exit_code",
                 exited ? json_integer(r->run.exit_code) : json_null(), "signal",
                 signaled ? json_integer(r->run.signal) : json_null(), "stdout",
-                utf8_string(r->run.out.data, r->run.out.len), "stderr",
-                utf8_string(r->run.err.data, r->run.err.len), "truncated", "stdout",
+                sbx_json_string_from_bytes(r->run.out.data, r->run.out.len), "stderr",
+                sbx_json_string_from_bytes(r->run.err.data, r->run.err.len), "truncated", "stdout",
                 r->run.out.overflow, "stderr", r->run.err.overflow, "usage", usage_json(r),
                 "limits", limits_json(&r->limits), "evidence", evidence_json(r), "timing",
                 timing_json(&r->timing), "backend", r->backend ? r->backend : "native", "pooled",

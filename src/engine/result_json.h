@@ -8,3 +8,8 @@
 /* A new JSON object (caller owns the reference), or NULL when memory runs out. Output that is not
  * valid UTF-8 has each invalid byte replaced by U+FFFD. */
 json_t *sbx_result_to_json(const struct sbx_result *result);
+
+/* A new JSON string of len bytes of program output (NULL when memory runs out): JSON strings are
+ * UTF-8, so each byte that is not part of a valid UTF-8 sequence (RFC 3629: no overlong forms,
+ * no surrogates, nothing past U+10FFFF) becomes U+FFFD. */
+json_t *sbx_json_string_from_bytes(const void *bytes, size_t len);

@@ -12,6 +12,7 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 
+#include "engine/result_json.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -437,65 +438,6 @@ int sbx_audit_record_execution(struct sbx_audit *audit, const struct sbx_audit_r
         return result;
 }
 
-/* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 when there is none
- * (RFC 3629: no overlong forms, no surrogates, nothing past U+10FFFF). */
-static size_t utf8_sequence_length(const unsigned char *s, size_t len)
-{
-        unsigned char lead = s[0];
-        if (lead < 0x80)
-                return 1;
-        size_t need;
-        unsigned char low = 0x80, high = 0xBF; /* range of the second byte */
-        if (lead >= 0xC2 && lead <= 0xDF) {
-                need = 2;
-        } else if (lead >= 0xE0 && lead <= 0xEF) {
-                need = 3;
-                low = lead == 0xE0 ? 0xA0 : low;   /* overlong */
-                high = lead == 0xED ? 0x9F : high; /* surrogates */
-        } else if (lead >= 0xF0 && lead <= 0xF4) {
-                need = 4;
-                low = lead == 0xF0 ? 0x90 : low;   /* overlong */
-                high = lead == 0xF4 ? 0x8F : high; /* past U+10FFFF */
-        } else {
-                return 0;
-        }
-        if (len < need || s[1] < low || s[1] > high)
-                return 0;
-        for (size_t i = 2; i < need; i++)
-                if ((s[i] & 0xC0) != 0x80)
-                        return 0;
-        return need;
-}
-
-/* Program output as a JSON string: output is arbitrary bytes, JSON strings are UTF-8, so each
- * byte outside a valid sequence becomes U+FFFD (as in the POST response). */
-static json_t *audit_output_json(const unsigned char *data, size_t size)
-{
-        if (size == 0)
-                return json_string(""); /* an empty blob may come back as a NULL pointer */
-        json_t *string = json_stringn((const char *)data, size);
-        if (string != NULL)
-                return string;
-        /* Worst case every byte becomes the three bytes of U+FFFD. */
-        _cleanup_free_ char *clean = malloc(size * 3 + 1);
-        if (clean == NULL)
-                return NULL;
-        size_t used = 0;
-        for (size_t i = 0; i < size;) {
-                size_t n = utf8_sequence_length(data + i, size - i);
-                if (n == 0) {
-                        memcpy(clean + used, "\xEF\xBF\xBD", 3);
-                        used += 3;
-                        i++;
-                } else {
-                        memcpy(clean + used, data + i, n);
-                        used += n;
-                        i += n;
-                }
-        }
-        return json_stringn(clean, used);
-}
-
 /* Column i of the current row of statement as a JSON value; NULL (not json null) on failure. */
 static json_t *audit_column_json(sqlite3_stmt *statement, int i, struct sbx_error *err)
 {
@@ -526,7 +468,9 @@ static json_t *audit_column_json(sqlite3_stmt *statement, int i, struct sbx_erro
         }
         case COLUMN_OUTPUT: {
                 const void *data = sqlite3_column_blob(statement, i);
-                value = audit_output_json(data, (size_t)sqlite3_column_bytes(statement, i));
+                /* Output is bytes; JSON strings are UTF-8 (as in the POST response). */
+                value = sbx_json_string_from_bytes(data,
+                                                   (size_t)sqlite3_column_bytes(statement, i));
                 break;
         }
         }

@@ -2,6 +2,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -60,4 +61,37 @@ int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct
         }
         buf[len] = '\0';
         return (int)len;
+}
+
+int sbx_read_text_at(int dirfd, const char *name, char **out, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "open %s", name);
+        size_t size = 4096;
+        size_t length = 0;
+        _cleanup_free_ char *text = malloc(size);
+        if (text == NULL)
+                return sbx_error_set(err, ENOMEM, "read %s", name);
+        for (;;) {
+                if (length + 1 == size) {
+                        char *bigger = realloc(text, size * 2);
+                        if (bigger == NULL)
+                                return sbx_error_set(err, ENOMEM, "read %s", name);
+                        text = bigger;
+                        size *= 2;
+                }
+                ssize_t n = read(fd, text + length, size - 1 - length);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return sbx_error_set(err, errno, "read %s", name);
+                }
+                if (n == 0)
+                        break;
+                length += (size_t)n;
+        }
+        text[length] = '\0';
+        *out = steal_pointer(&text);
+        return 0;
 }

@@ -16,3 +16,7 @@ int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct
 
 /* Writes all of len bytes to fd, retrying on EINTR and short writes. Returns 0 or -1 (errno). */
 int sbx_write_all(int fd, const void *data, size_t len);
+
+/* Reads the whole of dirfd/name, a kernel text file of unknown size (mountinfo, cgroup.procs),
+ * into a new malloc'd NUL-terminated buffer *out. */
+int sbx_read_text_at(int dirfd, const char *name, char **out, struct sbx_error *err);

@@ -95,45 +95,11 @@ static struct cgroup_mounts detected_mounts;
 static struct sbx_error detect_error;
 static int detect_result;
 
-/* Reads a whole kernel text file of unknown size (mountinfo, cgroup.procs) into a malloc'd,
- * NUL-terminated buffer. */
-static int read_text_at(int dirfd, const char *name, char **out, struct sbx_error *err)
-{
-        _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0)
-                return sbx_error_set(err, errno, "open %s", name);
-        size_t size = 4096;
-        size_t length = 0;
-        _cleanup_free_ char *text = malloc(size);
-        if (text == NULL)
-                return sbx_error_set(err, ENOMEM, "read %s", name);
-        for (;;) {
-                if (length + 1 == size) {
-                        char *bigger = realloc(text, size * 2);
-                        if (bigger == NULL)
-                                return sbx_error_set(err, ENOMEM, "read %s", name);
-                        text = bigger;
-                        size *= 2;
-                }
-                ssize_t n = read(fd, text + length, size - 1 - length);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return sbx_error_set(err, errno, "read %s", name);
-                }
-                if (n == 0)
-                        break;
-                length += (size_t)n;
-        }
-        text[length] = '\0';
-        *out = steal_pointer(&text);
-        return 0;
-}
-
 static void detect_run(void)
 {
         _cleanup_free_ char *mountinfo = NULL;
-        detect_result = read_text_at(AT_FDCWD, "/proc/self/mountinfo", &mountinfo, &detect_error);
+        detect_result =
+                sbx_read_text_at(AT_FDCWD, "/proc/self/mountinfo", &mountinfo, &detect_error);
         if (detect_result == 0)
                 detect_result = cgroup_parse_mountinfo(mountinfo, &detected_mounts, &detect_error);
         if (detect_result < 0)
@@ -401,7 +367,7 @@ static int open_parents(struct cgroup *cg, bool create, struct sbx_error *err)
 static int kill_listed(int dirfd, struct sbx_error *err)
 {
         _cleanup_free_ char *text = NULL;
-        if (read_text_at(dirfd, "cgroup.procs", &text, err) < 0)
+        if (sbx_read_text_at(dirfd, "cgroup.procs", &text, err) < 0)
                 return -1;
         int listed = 0;
         for (char *p = text; *p != '\0';) {
@@ -1018,7 +984,7 @@ int cgroup_enter_self(struct cgroup *cg, struct sbx_error *err)
         if (cg->mounts->layout == CGROUP_LAYOUT_UNIFIED)
                 return 0;
         _cleanup_free_ char *proc_cgroup = NULL;
-        if (read_text_at(AT_FDCWD, "/proc/thread-self/cgroup", &proc_cgroup, err) < 0)
+        if (sbx_read_text_at(AT_FDCWD, "/proc/thread-self/cgroup", &proc_cgroup, err) < 0)
                 return sbx_error_prefix(err, "cgroup");
         for (int h = 0; h < HIERARCHY_COUNT; h++) {
                 if (h == HIERARCHY_UNIFIED || !owns_directory(cg, h) || cg->dirs[h].fd < 0)
