@@ -11,7 +11,7 @@ MESON      ?= meson
 NINJA      ?= ninja
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan run demo test unit integration format-check leak-audit bench clean
+.PHONY: all deps build asan run demo test unit integration hostile format-check leak-audit bench clean
 
 all: build
 
@@ -41,6 +41,10 @@ unit: build
 
 integration: build
 	SANDBOXD=$(abspath $(BUILD)/sandboxd) $(PYTEST) -q tests/integration
+
+hostile: build
+	/usr/bin/python3 tests/hostile/harness.py --sandboxd $(abspath $(BUILD)/sandboxd) \
+		--report $(BUILD)/hostile-report.json
 
 format-check: deps
 	./tests/style/check-format.sh

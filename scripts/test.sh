@@ -1,6 +1,7 @@
 #!/bin/sh
 # What `make test` runs after building: the format check, the unit tests and the integration
-# tests against the normal and the sanitizer (ASan + UBSan) builds, then the leak audit. Every
+# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, then the
+# leak audit. Every
 # stage runs even when an earlier one failed, so that one run shows every failure, and the leak
 # audit always runs last; the exit status is non-zero when any stage failed.
 set -u
@@ -26,6 +27,8 @@ stage unit-asan meson test -C "$ASAN_BUILD" --print-errorlogs
 stage integration env SANDBOXD="$PWD/$BUILD/sandboxd" $PYTEST tests/integration
 stage integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
         $PYTEST tests/integration
+stage hostile /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
+        --report "$BUILD/hostile-report.json"
 stage leak-audit ./scripts/leak-audit.sh
 
 if [ -n "$failed" ]; then

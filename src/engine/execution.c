@@ -298,6 +298,9 @@ struct sbx_pool_entry {
         struct sbx_spec spec;
 };
 
+/* The smallest memory cap a pooled request may have (see sbx_pool_request_eligible). */
+#define POOL_MIN_MEMORY (32ull * 1024 * 1024)
+
 /* The disk size pool entries are made with: their tmpfs cannot change size later, so only
  * requests for exactly this size can use one. */
 static uint64_t pool_disk_bytes(void)
@@ -316,6 +319,10 @@ bool sbx_pool_request_eligible(const struct sbx_request *request)
 {
         if (!sbx_pool_supports(request->language) ||
             request->limits.disk_bytes != pool_disk_bytes())
+                return false;
+        /* The waiting interpreter already uses ~8 MiB: a smaller cap could not be applied to it
+         * (and would not leave the program room anyway); such a request runs cold. */
+        if (request->limits.memory_bytes != 0 && request->limits.memory_bytes < POOL_MIN_MEMORY)
                 return false;
         if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
                 return false;
@@ -352,8 +359,15 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
                 .agent = true,
                 .cancel_fd = -1,
         };
-        /* Until acquire sets a request's limits, the loader lives under the built-in ones. */
+        /* Until acquire sets a request's limits, the loader lives under loose ones, so that
+         * acquire only ever lowers them: the kernel refuses to raise some hard rlimits of
+         * another process even to real root (RLIMIT_STACK, measured here), and the idle loader
+         * is sandboxd's own code, not a tenant's. */
         sbx_limits_default(&entry->spec.limits);
+        entry->spec.limits.memory_bytes = 0; /* no cgroup cap; STACK hard unlimited */
+        entry->spec.limits.cpu_ms = 0;
+        entry->spec.limits.pids = 0;
+        entry->spec.limits.open_files = 0;
         if (backend->create(&entry->spec, &entry->sandbox, err) < 0) {
                 free(entry);
                 return -1;

@@ -374,8 +374,12 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
         if (layer_on(spec, SBX_LAYER_NETNS))
                 STEP_OR_DIE(spec, error_fd, "netns", netns_apply, spec->network);
         /* mount_setup_root honours the "mount" and "pivot_root" hooks itself. */
-        STEP_OR_DIE(spec, error_fd, "mount", mount_setup_root, spec->limits.disk_bytes,
-                    spec->test.fail_step);
+        {
+                /* Not STEP_OR_DIE: the failure names its own step (mount or pivot_root). */
+                struct sbx_error err = {0};
+                if (mount_setup_root(spec->limits.disk_bytes, spec->test.fail_step, &err) < 0)
+                        fail_or_die(error_fd, mount_failed_step(&err), &err);
+        }
         STEP_OR_DIE(spec, error_fd, "files", write_files, spec);
         STEP_OR_DIE(spec, error_fd, "exec", connect_stdio, p);
 

@@ -524,6 +524,13 @@ int mount_setup_root(uint64_t disk_bytes, const char *fail_step, struct sbx_erro
         return rc;
 }
 
+const char *mount_failed_step(const struct sbx_error *err)
+{
+        /* Every error of a step starts with that step's name (mount_setup_root prefixes it). */
+        static const char pivot[] = "pivot_root:";
+        return strncmp(err->message, pivot, sizeof(pivot) - 1) == 0 ? "pivot_root" : "mount";
+}
+
 int mount_scratch_usage(struct statfs *st, struct sbx_error *err)
 {
         if (statfs("/workspace", st) < 0)

@@ -32,5 +32,9 @@
  * the caller must not run the program (the mount namespace goes away with the child). */
 int mount_setup_root(uint64_t disk_bytes, const char *fail_step, struct sbx_error *err);
 
+/* The setup step a failure of mount_setup_root() belongs to: "pivot_root" when err came from
+ * that step, else "mount" (the steps launch.c and the fail-closed tests name). */
+const char *mount_failed_step(const struct sbx_error *err);
+
 /* Child side, after mount_setup_root: statfs of the scratch tmpfs (/workspace). */
 int mount_scratch_usage(struct statfs *st, struct sbx_error *err);
