@@ -172,7 +172,9 @@ int landlock_apply(struct sbx_error *err)
         if (abi >= 4) {
                 /* Handled with no rule: every TCP bind and connect is refused. The sandbox's
                  * network namespace has only loopback; this also closes loopback TCP between
-                 * processes that should not talk (and stays true if the netns layer is off). */
+                 * processes that should not talk, and holds with the netns layer off. TCP Fast
+                 * Open connects without the hook this relies on: seccomp refuses MSG_FASTOPEN
+                 * (seccomp_policy.c). */
                 attr.handled_access_net =
                         LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
                 attr_size = offsetof(struct landlock_ruleset_attr_v6, scoped);

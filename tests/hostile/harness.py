@@ -1,0 +1,1340 @@
+#!/usr/bin/python3
+"""The hostile suite of sandboxd (issue 5): run every hostile payload through `sandboxd run --json`
+exactly as a client would, judge containment on kernel and host evidence only, run every payload's
+control and fail when a control does not flip the verdict.
+
+    /usr/bin/python3 tests/hostile/harness.py --sandboxd build/sandboxd [--report PATH]
+        [--only NAME[,NAME]] [--class CLASS[,CLASS]] [--no-controls] [--no-pooled] [-j N]
+        [--list] [-v]
+
+Every payload runs cold (`sandboxd run`); a Python payload that a warm pool can take also runs
+through a pool entry (`sandboxd run --pooled`: the service's warm path), judged the same way.
+
+Stdlib only. Must run as root (cgroups, setpriv, canaries).
+
+Declaration: payloads/<class>/<name>.toml next to its payload file
+---------------------------------------------------------------------
+  name = "fork_bomb_sh"            unique
+  class = "resource"               = the directory name
+  description = "..."
+  language = "bash"                python | bash | sh | c   (c is compiled on the host with
+                                   `gcc -O2 -pthread ... -lrt` and run as `--lang sh -c 'exec ./NAME'`
+                                   with `--file BINARY:NAME`, NAME = the C file's stem)
+  file = "fork_bomb.sh"            relative to the declaration
+  limits = { pids = 16, timeout = "2s", ... }   `sandboxd run` flags without "--" (underscores ok:
+                                   cpu_time -> --cpu-time, open_files -> --open-files)
+  args = []                        optional, after `--`; {variables} substituted (see below)
+  stdin = ""                       optional; {variables} substituted; fed with --stdin FILE
+  probes = ["no_leftover_processes", { name = "host_disk_unchanged", max_drop = "8M" }]
+                                   host-side evidence (probes.py lists them and their variables)
+  [expect]                         containment: ALL must hold
+  status = ["pids_limit"]          allowed statuses
+  evidence = { pids_max_events = ">0" }
+        key: a field path. A bare name is looked up in evidence, then usage, then the top level,
+        then host; a dotted path walks the combined object (result JSON + host + probes + before).
+        value: ">0" "==0" "<=N" ">=N" "<N" "!=N" (N: a number with optional K/M/G suffix, or an
+        arithmetic expression of numbers and field paths: "<=500*usage.wall_ms+60000"),
+        a TOML bool/number (equality), or a list of such (all must hold). true/false count as 1/0.
+  reports = { fork = ["EAGAIN"] }  payload stdout JSON lines {"op": .., "ret": .., "errno": ..}:
+                                   every line with that op has an errno in the list and at least
+                                   one exists. "none" in the list matches errno null/absent.
+  stdout_max = 1048576             stdout length <= N  (lengths: characters of the decoded string)
+  stdout_len = 65536               stdout length == N
+
+Optional fields ADDED by the harness (all optional, nothing above renamed):
+  exclusive = true                 run with no other payload in parallel (kill(-1), residue pairs)
+  cflags = ["-static"]             extra gcc flags for a C payload
+  files = ["helper.py"]            extra files (beside the declaration) put into /workspace
+  stdin_file = "data.bin"          a file beside the declaration fed as stdin (instead of stdin)
+  stdin_repeat = 100000            feed `stdin` repeated that many times (large inputs)
+  host_timeout = "30s"             hard host-side bound on one sandboxd run (default: timeout+20s);
+                                   sandboxd still running then is killed and the run is an ESCAPE
+  [before]                         a run that precedes the judged one, e.g. tenant A planting
+                                   residue for tenant B: file, language, args, stdin, limits
+                                   (default: the payload's), cflags. Same variables; its result is
+                                   `before.*` in evidence paths. The outside control runs it outside.
+                                   Residue pairs: A = [before], B = the payload. Between the two
+                                   runs the harness records, from the host, `before.between`:
+                                     sandboxd_cgroups   per-sandbox cgroups left once A returned
+                                                        (empty ones, or ones holding processes no
+                                                        live supervisor owns: A's supervisor has
+                                                        exited, so all of A's would count)
+                                     sandbox_processes  processes of a sandbox uid no live
+                                                        supervisor owns (outside: what A left
+                                                        running in its safety cgroup)
+                                     uids               A's host uid(s), seen while it ran (they
+                                                        name its cgroup slot; without them every
+                                                        sandbox's leftovers count)
+                                     details            what they were
+                                   In the outside control, what A left running is kept alive (in
+                                   A's safety cgroup) until B has finished, as a lingering process
+                                   would be without a sandbox, then killed.
+  fail_step = "seccomp"            run the payload with `--test-fail-step STEP` (fail-closed tests);
+                                   also its [before] run and its without:<layer> control, if any
+  [expect]
+  stderr_max / stderr_len          like stdout_max / stdout_len
+  stdout_match / stderr_match      a Python regex that must fullmatch the stream (re.DOTALL)
+  stdout_absent = ["text"]         strings that must not occur in stdout or stderr
+  error_match = "setup step 'x'.*" a Python regex that must fullmatch the result's "error" (re.DOTALL;
+                                   a result without "error" matches as "")
+  report_checks = { "fill.bytes" = "<=16M" }   for every report line of op "fill", its field
+                                   "bytes" satisfies the comparison (and one such line exists)
+  [control]
+  kind = "lift" | "outside" | "without:<layer>" | "no_fail_step"
+                                   no_fail_step: the same sandboxed run without the payload's
+                                   fail_step (the token a fail-closed payload prints appears)
+  limits = { ... }                 lift: overrides of the payload's limits (also allowed with
+                                   without:<layer>, e.g. to shorten a timeout)
+  args = [...] / stdin = "..."     override the payload's for the control run
+  inherit_fds = 3                  outside only: the unsandboxed run inherits that many extra open
+                                   descriptors (fds 3.., /dev/null) like a runner that forgets
+                                   O_CLOEXEC would hand them on
+  expect_contained = false         implied; the control must be judged NOT contained
+
+Variables for args/stdin: {token} (random per payload run, shared with [before]), {workdir}
+(harness temp dir, host path) and every variable the declared probes offer (probes.py), e.g.
+{tcp_port} {host_ip} {canary_path} {canary_token} {ipc_key} {mq_name} {canary_pid}.
+Unknown {names} are left as they are.
+
+Host facts every run records (usable in evidence as host.*):
+  host.wall_ms                     sandboxd's wall time as the harness measured it
+  host.exit_code                   sandboxd's own exit code
+  host.hung                        sandboxd had to be killed at host_timeout
+  host.supervisor_vmhwm_bytes      peak RSS of the sandboxd process (sampled /proc VmHWM)
+  host.supervisor_cgroup_peak_bytes   memory.max_usage_in_bytes of a v1 memory cgroup holding only
+                                   the sandboxd process (its sandbox moves to sandboxd's own cgroup)
+  host.stdout_lines                lines sandboxd printed on its stdout (--json: exactly 1)
+  host.raw_stdout_control_bytes    bytes < 0x20 (except the final newline) in sandboxd's raw
+                                   stdout: JSON must escape them (RFC 8259 lets DEL 0x7f through)
+  host.stdout_bytes / host.stderr_bytes   UTF-8 length of the result's stdout / stderr strings
+  host.reports                     number of report lines the payload printed
+
+Verdict: contained = every [expect] item holds AND every probe is clean AND sandboxd returned a
+result by itself. The control run is judged with the same [expect] and probes and must be NOT
+contained ("flipped"); a control run that produced no result, or internal_error when that is not
+an expected status, is invalid and does not count as flipped. A payload passes when it is contained
+and its control flipped. Exit status 1 when any payload fails or the leak audit finds something.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import re
+import secrets
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import probes  # noqa: E402  (the harness's sibling module)
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PAYLOAD_DIR = os.path.join(HERE, "payloads")
+CLASSES = ("resource", "supervisor", "filesystem", "privilege", "kernel", "infoleak", "network",
+           "residue", "failclosed")
+LANGUAGES = ("python", "bash", "sh", "c")
+KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "args", "stdin",
+                "probes", "expect", "control", "exclusive", "cflags", "files", "stdin_file",
+                "host_timeout", "before", "fail_step", "stdin_repeat"}
+EXPECT_FIELDS = {"status", "evidence", "reports", "stdout_max", "stdout_len", "stderr_max",
+                 "stderr_len", "stdout_match", "stderr_match", "stdout_absent", "report_checks",
+                 "error_match"}
+CONTROL_FIELDS = {"kind", "limits", "expect_contained", "args", "stdin", "inherit_fds"}
+SANDBOX_ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
+OUTSIDE_SETPRIV = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                   "--inh-caps=-all"]
+SAFETY_PARENT = "sandboxd-hostile"
+DEFAULT_TIMEOUT_S = 10.0
+
+print_lock = threading.Lock()
+
+
+def say(*parts, err=False):
+    with print_lock:
+        print(*parts, file=sys.stderr if err else sys.stdout, flush=True)
+
+
+def parse_duration(value):
+    """'500ms' / '5s' / '2m' / '1h' / 3 -> seconds."""
+    if isinstance(value, (int, float)):
+        return float(value)
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*", str(value))
+    if not match:
+        raise ValueError(f"bad duration {value!r}")
+    factor = {"ms": 0.001, "s": 1, "m": 60, "h": 3600, None: 1}[match.group(2)]
+    return float(match.group(1)) * factor
+
+
+def substitute(text, variables):
+    return re.sub(r"\{([A-Za-z_][A-Za-z0-9_]*)\}",
+                  lambda m: variables.get(m.group(1), m.group(0)), text)
+
+
+# ---------------------------------------------------------------------------------------------
+# expressions in [expect] evidence
+
+
+class Missing(Exception):
+    pass
+
+
+_TOKEN_RE = re.compile(r"\s*(?:(\d+(?:\.\d+)?)([KMG])?(?![A-Za-z0-9_])|"
+                       r"([A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z0-9_]+)*)|([-+*/()]))")
+_CONSTANTS = {"true": 1, "false": 0}
+_UNITS = {None: 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+
+
+def evaluate(expression, resolve):
+    """Numbers (K/M/G suffixes), field paths, + - * / and parentheses."""
+    tokens, pos = [], 0
+    text = str(expression)
+    while pos < len(text):
+        if text[pos:].strip() == "":
+            break
+        match = _TOKEN_RE.match(text, pos)
+        if not match:
+            raise ValueError(f"bad expression {expression!r} at {text[pos:]!r}")
+        pos = match.end()
+        if match.group(1) is not None:
+            tokens.append(("num", float(match.group(1)) * _UNITS[match.group(2)]))
+        elif match.group(3) is not None:
+            name = match.group(3)
+            tokens.append(("num", _CONSTANTS[name]) if name in _CONSTANTS else ("name", name))
+        else:
+            tokens.append(("op", match.group(4)))
+    index = [0]
+
+    def peek():
+        return tokens[index[0]] if index[0] < len(tokens) else (None, None)
+
+    def take():
+        index[0] += 1
+        return tokens[index[0] - 1]
+
+    def factor():
+        kind, value = take() if index[0] < len(tokens) else (None, None)
+        if kind == "num":
+            return value
+        if kind == "name":
+            return number(resolve(value))
+        if (kind, value) == ("op", "-"):
+            return -factor()
+        if (kind, value) == ("op", "("):
+            result = expr()
+            if take() != ("op", ")"):
+                raise ValueError(f"missing ) in {expression!r}")
+            return result
+        raise ValueError(f"bad expression {expression!r}")
+
+    def term():
+        result = factor()
+        while peek() in (("op", "*"), ("op", "/")):
+            op = take()[1]
+            rhs = factor()
+            result = result * rhs if op == "*" else result / rhs
+        return result
+
+    def expr():
+        result = term()
+        while peek() in (("op", "+"), ("op", "-")):
+            op = take()[1]
+            rhs = term()
+            result = result + rhs if op == "+" else result - rhs
+        return result
+
+    value = expr()
+    if index[0] != len(tokens):
+        raise ValueError(f"trailing tokens in {expression!r}")
+    return value
+
+
+def number(value):
+    if value is None:
+        raise Missing("null")
+    if isinstance(value, bool):
+        return 1 if value else 0
+    if isinstance(value, (int, float)):
+        return value
+    raise Missing(f"not a number: {value!r}")
+
+
+class Subject:
+    """The object [expect] paths are resolved in."""
+
+    def __init__(self, result, host, probe_findings, before):
+        self.root = dict(result or {})
+        self.root["host"] = host
+        self.root["probes"] = probe_findings
+        if before is not None:
+            self.root["before"] = before
+
+    def resolve(self, path):
+        parts = path.split(".")
+        if len(parts) == 1:
+            for section in ("evidence", "usage"):
+                inner = self.root.get(section)
+                if isinstance(inner, dict) and path in inner:
+                    return inner[path]
+            if path in self.root:
+                return self.root[path]
+            if path in self.root["host"]:
+                return self.root["host"][path]
+            raise Missing(path)
+        node = self.root
+        for part in parts:
+            if isinstance(node, dict) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                raise Missing(path)
+        return node
+
+
+_COMPARISON_RE = re.compile(r"\s*(==|!=|<=|>=|<|>)\s*(.+?)\s*$")
+
+
+def compare(actual, spec, resolve):
+    """(ok, text) for one comparison spec against an actual value."""
+    if isinstance(spec, list):
+        results = [compare(actual, one, resolve) for one in spec]
+        return all(ok for ok, _ in results), "; ".join(text for _, text in results)
+    if isinstance(spec, bool) or isinstance(spec, (int, float)):
+        try:
+            ok = number(actual) == number(spec)
+        except Missing:
+            ok = False
+        return ok, f"{actual!r} == {spec!r}"
+    match = _COMPARISON_RE.match(str(spec))
+    if not match:
+        return actual == spec, f"{actual!r} == {spec!r}"
+    op, rhs_text = match.groups()
+    try:
+        lhs = number(actual)
+    except Missing:
+        return False, f"{actual!r} {op} {rhs_text} (not a number)"
+    try:
+        rhs = evaluate(rhs_text, resolve)
+    except Missing as exc:
+        return False, f"{actual!r} {op} {rhs_text} (missing {exc})"
+    ok = {"==": lhs == rhs, "!=": lhs != rhs, "<=": lhs <= rhs, ">=": lhs >= rhs,
+          "<": lhs < rhs, ">": lhs > rhs}[op]
+    shown = rhs_text if re.fullmatch(r"[\d.KMG]+", rhs_text) else f"{rhs_text} (={rhs:g})"
+    return ok, f"{actual!r} {op} {shown}"
+
+
+# ---------------------------------------------------------------------------------------------
+# declarations
+
+
+class DeclarationError(Exception):
+    pass
+
+
+class Payload:
+    def __init__(self, toml_path):
+        self.toml_path = toml_path
+        self.dir = os.path.dirname(toml_path)
+        with open(toml_path, "rb") as f:
+            decl = tomllib.load(f)
+        self.decl = decl
+        self.warnings = []
+        self.name = decl.get("name") or os.path.splitext(os.path.basename(toml_path))[0]
+        self.klass = decl.get("class") or os.path.basename(self.dir)
+        unknown = set(decl) - KNOWN_FIELDS
+        if unknown:
+            self.warnings.append(f"unknown fields {sorted(unknown)}")
+        for field in ("name", "class", "language", "file", "expect", "control"):
+            if field not in decl:
+                raise DeclarationError(f"{toml_path}: missing {field}")
+        if decl["language"] not in LANGUAGES:
+            raise DeclarationError(f"{toml_path}: language must be one of {LANGUAGES}")
+        if self.klass != os.path.basename(self.dir):
+            self.warnings.append(f"class {self.klass!r} but directory {os.path.basename(self.dir)!r}")
+        self.description = decl.get("description", "")
+        self.language = decl["language"]
+        self.file = os.path.join(self.dir, decl["file"])
+        if not os.path.isfile(self.file):
+            raise DeclarationError(f"{toml_path}: no payload file {decl['file']}")
+        self.limits = dict(decl.get("limits", {}))
+        self.args = [str(a) for a in decl.get("args", [])]
+        self.stdin = decl.get("stdin")
+        self.stdin_file = decl.get("stdin_file")
+        self.stdin_repeat = int(decl.get("stdin_repeat", 1))
+        self.probe_specs = list(decl.get("probes", []))
+        self.expect = dict(decl["expect"])
+        unknown = set(self.expect) - EXPECT_FIELDS
+        if unknown:
+            self.warnings.append(f"unknown [expect] fields {sorted(unknown)}")
+        self.control = dict(decl["control"])
+        unknown = set(self.control) - CONTROL_FIELDS
+        if unknown:
+            self.warnings.append(f"unknown [control] fields {sorted(unknown)}")
+        kind = self.control.get("kind", "")
+        if kind not in ("lift", "outside", "no_fail_step") and not kind.startswith("without:"):
+            raise DeclarationError(f"{toml_path}: control kind must be lift, outside, "
+                                   f"without:<layer> or no_fail_step, not {kind!r}")
+        self.fail_step = decl.get("fail_step")
+        if kind == "no_fail_step" and not self.fail_step:
+            raise DeclarationError(f"{toml_path}: control no_fail_step needs fail_step")
+        if self.control.get("expect_contained", False):
+            raise DeclarationError(f"{toml_path}: a control must expect NOT contained")
+        self.exclusive = bool(decl.get("exclusive", False))
+        self.cflags = [str(f) for f in decl.get("cflags", [])]
+        self.files = [os.path.join(self.dir, f) for f in decl.get("files", [])]
+        self.host_timeout = decl.get("host_timeout")
+        self.before = decl.get("before")
+        if self.before is not None:
+            for field in ("file", "language"):
+                if field not in self.before:
+                    raise DeclarationError(f"{toml_path}: [before] needs {field}")
+        for spec in self.probe_specs:  # fail on a typo now, not mid-run
+            probes.make_probe(spec)
+
+
+def load_payloads():
+    found, errors = [], []
+    for root, _, names in os.walk(PAYLOAD_DIR):
+        for name in sorted(names):
+            if name.endswith(".toml"):
+                path = os.path.join(root, name)
+                try:
+                    found.append(Payload(path))
+                except (DeclarationError, probes.ProbeError, tomllib.TOMLDecodeError,
+                        OSError, ValueError) as exc:
+                    errors.append((path, str(exc)))
+    found.sort(key=lambda p: (CLASSES.index(p.klass) if p.klass in CLASSES else 99, p.name))
+    return found, errors
+
+
+# ---------------------------------------------------------------------------------------------
+# cgroups the harness owns (supervisor measurement, outside safety)
+
+
+def cgroup_dir(hierarchy, name):
+    return os.path.join(probes.CGROUP_ROOT, hierarchy, SAFETY_PARENT, name)
+
+
+# Every cgroup this harness created and has not removed yet: Harness.close() kills and removes
+# what an exception or an interruption left behind.
+_live_cgroups = set()
+_live_cgroups_lock = threading.Lock()
+
+
+def make_cgroup(hierarchy, name):
+    path = cgroup_dir(hierarchy, name)
+    with _live_cgroups_lock:
+        _live_cgroups.add(path)
+    for _ in range(3):  # another harness may remove the shared parent between our two mkdirs
+        try:
+            os.makedirs(path, exist_ok=True)
+            return path
+        except FileNotFoundError:
+            continue
+    os.makedirs(path, exist_ok=True)
+    return path
+
+
+def remove_live_cgroups():
+    with _live_cgroups_lock:
+        left = sorted(_live_cgroups)
+    for path in left:
+        if f"{os.sep}unified{os.sep}" in path:
+            kill_cgroup(path, [])  # cgroup.kill first: nothing can fork out of it
+    kill_cgroup(None, [p for p in left if f"{os.sep}unified{os.sep}" not in p])
+
+
+def write_file(path, value):
+    with open(path, "w", encoding="ascii") as f:
+        f.write(str(value))
+
+
+def read_file(path, default=""):
+    try:
+        with open(path, encoding="ascii") as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def kill_cgroup(unified_path, others):
+    """Kill everything in a harness cgroup (cgroup.kill of the unified one, then the v1 ones by
+    pid) and remove the directories."""
+    paths = [p for p in [unified_path] + others if p]
+    if unified_path and os.path.exists(os.path.join(unified_path, "cgroup.kill")):
+        try:
+            write_file(os.path.join(unified_path, "cgroup.kill"), 1)
+        except OSError:
+            pass
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline:
+        alive = set()
+        for path in paths:
+            alive.update(probes.cgroup_procs(path))
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, 9)
+            except OSError:
+                pass
+        time.sleep(0.02)
+    for path in paths:
+        for _ in range(50):
+            try:
+                os.rmdir(path)
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.02)
+        if not os.path.exists(path):
+            with _live_cgroups_lock:
+                _live_cgroups.discard(path)
+
+
+def remove_safety_parents():
+    for hierarchy in ("pids", "memory", "unified"):
+        try:
+            os.rmdir(os.path.join(probes.CGROUP_ROOT, hierarchy, SAFETY_PARENT))
+        except OSError:
+            pass  # another harness still uses it, or it never existed
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def tenant_leftovers(uids):
+    """({cgroup path: text}, {pid: text}) of a finished run with host uids `uids` (any sandbox
+    when empty): its slot's cgroups and its processes that no live supervisor owns."""
+    slots = {str(uid - probes.SANDBOX_UID_BASE) for uid in uids}
+    cgroups = {path: text for path, text in probes.orphan_cgroups(strict=False).items()
+               if not slots or os.path.basename(path) in slots}
+    processes = {pid: text for pid, text in probes.sandbox_orphans().items()
+                 if not uids or re.search(r" uid (\d+) ", text)
+                 and int(re.search(r" uid (\d+) ", text).group(1)) in uids}
+    return cgroups, processes
+
+
+class RunContext:
+    """What probes see about one run."""
+
+    def __init__(self, mode, workdir, token, exclusive):
+        self.mode = mode
+        self.workdir = workdir
+        self.token = token
+        self.exclusive = exclusive
+        self.outside_leftovers = None
+        self.outside_pids = set()  # outside: the main process's pid (setpriv execs in place)
+
+
+class Outcome:
+    def __init__(self):
+        self.result = None
+        self.host = {}
+        self.error = None
+        self.raw_stderr = ""
+
+    @property
+    def valid(self):
+        return self.result is not None and not self.host.get("hung")
+
+
+class Harness:
+    def __init__(self, args):
+        self.sandboxd = os.path.abspath(args.sandboxd)
+        self.verbose = args.verbose
+        self.pooled = not args.no_pooled
+        self.workdir = tempfile.mkdtemp(prefix="sandboxd-hostile-")
+        os.chmod(self.workdir, 0o711)  # the outside control's uid must traverse to its own dir
+        self.counter = 0
+        self.counter_lock = threading.Lock()
+        self.binaries = {}
+        self.compile_lock = threading.Lock()
+        self.tag = f"{os.getpid()}"
+
+    def next_id(self, prefix):
+        with self.counter_lock:
+            self.counter += 1
+            return f"{prefix}-{self.tag}-{self.counter}"
+
+    def close(self):
+        remove_live_cgroups()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        remove_safety_parents()
+
+    # ---- C payloads
+
+    def compile(self, source, cflags):
+        key = (source, tuple(cflags))
+        with self.compile_lock:
+            if key in self.binaries:
+                return self.binaries[key]
+            stem = os.path.splitext(os.path.basename(source))[0]
+            out_dir = os.path.join(self.workdir, "bin", f"{len(self.binaries)}")
+            os.makedirs(out_dir)
+            binary = os.path.join(out_dir, stem)
+            cmd = ["gcc", "-O2", "-w", "-pthread", "-o", binary, source] + cflags + ["-lrt"]
+            proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if proc.returncode != 0:
+                raise RuntimeError(f"gcc failed for {source}: {proc.stderr.strip()[:2000]}")
+            os.chmod(binary, 0o755)
+            self.binaries[key] = binary
+            return binary
+
+    # ---- one sandboxed run
+
+    def sandbox_command(self, spec, limits, extra, args, stdin_path):
+        cmd = [self.sandboxd, "run", "--json"]
+        for key, value in limits.items():
+            cmd += ["--" + key.replace("_", "-"), str(value)]
+        cmd += extra
+        if stdin_path:
+            cmd += ["--stdin", stdin_path]
+        for extra_file in spec["files"]:
+            cmd += ["--file", extra_file]
+        language = spec["language"]
+        if language == "c":
+            binary = self.compile(spec["file"], spec["cflags"])
+            stem = os.path.basename(binary)
+            cmd += ["--file", f"{binary}:{stem}", "--lang", "sh",
+                    "-c", f'exec ./{stem} "$@"']
+        else:
+            cmd += ["--lang", language, spec["file"]]
+        cmd += ["--"] + args
+        return cmd
+
+    def run_sandboxed(self, spec, limits, extra, args, stdin_path, host_timeout):
+        outcome = Outcome()
+        cmd = self.sandbox_command(spec, limits, extra, args, stdin_path)
+        outcome.host["command"] = " ".join(shlex.quote(c) for c in cmd)
+        sup_name = self.next_id("sup")
+        sup_cgroup = None
+        try:
+            sup_cgroup = make_cgroup("memory", sup_name)
+        except OSError:
+            pass
+        if sup_cgroup:
+            wrapper = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', sup_cgroup]
+        else:
+            wrapper = []
+        started = time.monotonic()
+        proc = subprocess.Popen(wrapper + cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE)
+        hwm = [0]
+        done = threading.Event()
+
+        sandbox_uids = set()
+
+        def sample():
+            path = f"/proc/{proc.pid}/status"
+            children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+            while not done.is_set():
+                text = read_file(path)
+                if not text:
+                    break
+                match = re.search(r"VmHWM:\s+(\d+) kB", text)
+                if match:
+                    hwm[0] = max(hwm[0], int(match.group(1)) * 1024)
+                if not sandbox_uids:  # the sandbox's host uid names its slot (residue pairs)
+                    for child in read_file(children).split():
+                        match = re.search(r"Uid:\s+(\d+)", read_file(f"/proc/{child}/status"))
+                        if match and int(match.group(1)) >= probes.SANDBOX_UID_BASE:
+                            sandbox_uids.add(int(match.group(1)))
+                done.wait(0.005)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
+        hung = False
+        try:
+            stdout, stderr = proc.communicate(timeout=host_timeout)
+        except subprocess.TimeoutExpired:
+            hung = True
+            proc.kill()
+            try:
+                stdout, stderr = proc.communicate(timeout=5)
+            except subprocess.TimeoutExpired:  # something sandboxd started still holds the pipes
+                proc.wait()
+                stdout, stderr = b"", b""
+        wall = time.monotonic() - started
+        done.set()
+        sampler.join()
+        outcome.host.update({"wall_ms": round(wall * 1000, 1), "exit_code": proc.returncode,
+                             "hung": hung, "supervisor_vmhwm_bytes": hwm[0],
+                             "sandbox_uids": sorted(sandbox_uids)})
+        if sup_cgroup:
+            peak = read_file(os.path.join(sup_cgroup, "memory.max_usage_in_bytes")).strip()
+            outcome.host["supervisor_cgroup_peak_bytes"] = int(peak) if peak.isdigit() else None
+            kill_cgroup(None, [sup_cgroup])
+        outcome.raw_stderr = stderr.decode("utf-8", "replace")
+        lines = stdout.split(b"\n")
+        if lines and lines[-1] == b"":
+            lines.pop()
+        outcome.host["stdout_lines"] = len(lines)
+        body = stdout[:-1] if stdout.endswith(b"\n") else stdout
+        outcome.host["raw_stdout_control_bytes"] = sum(
+            1 for b in body if b < 0x20)
+        if hung:
+            outcome.error = f"sandboxd still running after {host_timeout:.1f}s (killed)"
+            return outcome
+        try:
+            result = json.loads(stdout.decode("utf-8"))
+            if not isinstance(result, dict) or "status" not in result:
+                raise ValueError("not a result object")
+            outcome.result = result
+        except (ValueError, UnicodeDecodeError) as exc:
+            outcome.error = (f"no JSON result (exit {proc.returncode}): {exc}; stderr: "
+                             f"{outcome.raw_stderr.strip()[:500]}")
+        return outcome
+
+    # ---- one outside run (the `outside` control)
+
+    def run_outside(self, spec, limits, args, stdin_path, ctx, inherit_fds, keep_alive=None):
+        """keep_alive: a list; when given, what the run left running is not killed: its cgroups
+        are appended for the caller to kill (kill_cgroup) once it is done with them."""
+        outcome = Outcome()
+        run_name = self.next_id("out")
+        cwd = os.path.join(self.workdir, run_name)
+        os.mkdir(cwd)
+        language = spec["language"]
+        if language == "c":
+            binary = self.compile(spec["file"], spec["cflags"])
+            stem = os.path.basename(binary)
+            shutil.copy2(binary, os.path.join(cwd, stem))
+            main, interpreter = "main.sh", ["/bin/sh"]
+            with open(os.path.join(cwd, main), "w", encoding="utf-8") as f:
+                f.write(f'exec ./{stem} "$@"\n')
+        else:
+            main = "main.py" if language == "python" else "main.sh"
+            interpreter = {"python": ["/usr/bin/python3"], "bash": ["/bin/bash"],
+                           "sh": ["/bin/sh"]}[language]
+            shutil.copy2(spec["file"], os.path.join(cwd, main))
+        for extra_file in spec["files"]:
+            shutil.copy2(extra_file, os.path.join(cwd, os.path.basename(extra_file)))
+        for root, dirs, names in os.walk(cwd):
+            for name in dirs + names:
+                os.chown(os.path.join(root, name), probes.OUTSIDE_UID, probes.OUTSIDE_UID)
+        os.chown(cwd, probes.OUTSIDE_UID, probes.OUTSIDE_UID)
+
+        timeout = parse_duration(limits.get("timeout", DEFAULT_TIMEOUT_S))
+        output_cap = probes.parse_size(limits.get("output", "1M"))
+        memory = probes.parse_size(limits.get("memory", "256M"))
+        pids = int(limits.get("pids", 64))
+        pids_cg = make_cgroup("pids", run_name)
+        mem_cg = make_cgroup("memory", run_name)
+        uni_cg = make_cgroup("unified", run_name)
+        write_file(os.path.join(pids_cg, "pids.max"), pids)
+        write_file(os.path.join(mem_cg, "memory.limit_in_bytes"), memory)
+        memsw = os.path.join(mem_cg, "memory.memsw.limit_in_bytes")
+        if os.path.exists(memsw):
+            write_file(memsw, memory)
+        redirects = " ".join(f"{3 + i}>/dev/null" for i in range(inherit_fds))
+        script = ('for c in "$1" "$2" "$3"; do echo $$ > "$c/cgroup.procs" || exit 111; done; '
+                  'shift 3; ' + (f"exec {redirects}; " if redirects else "") + 'exec "$@"')
+        env = {"PATH": SANDBOX_ENV_PATH, "HOME": cwd, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+        cmd = (["/bin/sh", "-c", script, "sh", pids_cg, mem_cg, uni_cg] + OUTSIDE_SETPRIV +
+               ["--"] + interpreter + [main] + args)
+        outcome.host["command"] = "outside: " + " ".join(shlex.quote(c) for c in cmd)
+        stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+        started = time.monotonic()
+        try:
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+            ctx.outside_pids.add(proc.pid)
+        finally:
+            if stdin_path:
+                stdin.close()
+        streams = {"stdout": bytearray(), "stderr": bytearray()}
+        truncated = {"stdout": False, "stderr": False}
+
+        def drain(name, pipe):
+            # Read to EOF but keep at most the cap, like a bounded supervisor would.
+            while True:
+                chunk = pipe.read1(65536)
+                if not chunk:
+                    break
+                room = output_cap - len(streams[name])
+                if len(chunk) > room:
+                    truncated[name] = True
+                streams[name] += chunk[:max(room, 0)]
+
+        readers = [threading.Thread(target=drain, args=(n, getattr(proc, n)), daemon=True)
+                   for n in ("stdout", "stderr")]
+        for reader in readers:
+            reader.start()
+        timed_out = False
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            kill_cgroup(uni_cg, [])  # the deadline: the run is over, nothing is a leftover
+            proc.wait()
+        wall = time.monotonic() - started
+        if not timed_out:
+            time.sleep(0.3)  # what the payload started and left running
+            table = probes.read_process_table()
+            leftovers = []
+            for pid in probes.cgroup_procs(pids_cg):
+                info = table.get(pid, {})
+                leftovers.append(f"pid {pid} uid {info.get('uids', ['?'])[0]} "
+                                 f"comm {info.get('comm')} state {info.get('state')}")
+            ctx.outside_leftovers = leftovers
+        else:
+            ctx.outside_leftovers = []
+        pids_events = read_file(os.path.join(pids_cg, "pids.events"))
+        oom = read_file(os.path.join(mem_cg, "memory.oom_control"))
+        peak = read_file(os.path.join(mem_cg, "memory.max_usage_in_bytes")).strip()
+        if keep_alive is not None and not timed_out:
+            keep_alive.append((uni_cg, [pids_cg, mem_cg]))
+        else:
+            kill_cgroup(uni_cg, [pids_cg, mem_cg])
+        for reader in readers:
+            reader.join(timeout=5)
+        match = re.search(r"max (\d+)", pids_events)
+        pids_max_events = int(match.group(1)) if match else 0
+        match = re.search(r"oom_kill (\d+)", oom)
+        oom_kills = int(match.group(1)) if match else 0
+        code = proc.returncode
+        if code == 111 and not streams["stdout"]:
+            outcome.error = "outside: could not enter the safety cgroup"
+            return outcome
+        if any(truncated.values()):
+            status = "output_limit"
+        elif timed_out:
+            status = "timeout"
+        elif oom_kills:
+            status = "memory_limit"
+        elif pids_max_events:
+            status = "pids_limit"
+        elif code < 0:
+            status = "signaled"
+        elif code:
+            status = "exit_nonzero"
+        else:
+            status = "ok"
+        outcome.result = {
+            "id": run_name, "status": status,
+            "exit_code": code if code is not None and code >= 0 and not timed_out else None,
+            "signal": -code if code is not None and code < 0 else (9 if timed_out else None),
+            "stdout": bytes(streams["stdout"]).decode("utf-8", "replace"),
+            "stderr": bytes(streams["stderr"]).decode("utf-8", "replace"),
+            "truncated": truncated,
+            "usage": {"wall_ms": round(wall * 1000), "memory_peak_bytes":
+                      int(peak) if peak.isdigit() else None},
+            "evidence": {"oom_kills": oom_kills, "pids_max_events": pids_max_events,
+                         "wall_timeout": timed_out, "output_limit": any(truncated.values())},
+            "backend": "outside"}
+        outcome.host.update({"wall_ms": round(wall * 1000, 1), "exit_code": code,
+                             "hung": False, "stdout_lines": 1, "raw_stdout_control_bytes": 0})
+        return outcome
+
+    # ---- a payload run or its control, with probes
+
+    def execute(self, payload, mode, limits, extra, args, stdin_text, inherit_fds=0):
+        """One judged run (plus its [before] run). Returns (outcome, before_result, probes)."""
+        token = secrets.token_hex(12)
+        ctx = RunContext(mode, self.workdir, token, payload.exclusive)
+        variables = {"token": token, "workdir": self.workdir}
+        live = []
+        probe_findings, probe_clean = {}, {}
+        lingering = []  # outside: cgroups of what the [before] run left running
+        try:
+            for spec in payload.probe_specs:
+                probe = probes.make_probe(spec)
+                variables.update(probe.setup(ctx))
+                live.append(probe)
+            before_result = None
+            if payload.before is not None:
+                before = payload.before
+                before_spec = {"file": os.path.join(payload.dir, before["file"]),
+                               "language": before["language"], "files": [],
+                               "cflags": [str(f) for f in before.get("cflags", [])]}
+                before_limits = dict(before.get("limits", limits))
+                before_args = [substitute(str(a), variables) for a in before.get("args", [])]
+                before_stdin = self.stdin_path(before.get("stdin"), None, payload, variables)
+                if mode == "outside":
+                    before_ctx = RunContext(mode, self.workdir, token, payload.exclusive)
+                    before_outcome = self.run_outside(before_spec, before_limits, before_args,
+                                                      before_stdin, before_ctx, 0,
+                                                      keep_alive=lingering)
+                    left = before_ctx.outside_leftovers or []
+                    between = {"sandboxd_cgroups": 0, "sandbox_processes": len(left),
+                               "details": left[:8]}
+                else:
+                    before_outcome = self.run_sandboxed(
+                        before_spec, before_limits, extra, before_args, before_stdin,
+                        self.host_timeout(payload, before_limits))
+                    # Read at once: B would start now. A's host uid (seen while it ran) names
+                    # its slot, i.e. its cgroup directories; without it every sandbox counts.
+                    # Other live runs' cgroups are owned by their supervisors and do not count;
+                    # A's supervisor has exited, so anything of A's does. One re-read 0.2 s
+                    # later drops what only looked unowned because it was being born as the
+                    # process table was read; a leftover of A's is still there.
+                    uids = before_outcome.host.get("sandbox_uids") or []
+                    cgroups, processes = tenant_leftovers(uids)
+                    if cgroups or processes:
+                        time.sleep(0.2)
+                        again_c, again_p = tenant_leftovers(uids)
+                        cgroups = {k: v for k, v in cgroups.items() if k in again_c}
+                        processes = {k: v for k, v in processes.items() if k in again_p}
+                    between = {"sandboxd_cgroups": len(cgroups),
+                               "sandbox_processes": len(processes), "uids": uids,
+                               "details": (sorted(cgroups.values()) +
+                                           sorted(processes.values()))[:8]}
+                before_result = before_outcome.result
+                if before_result is None:
+                    before_result = {"status": "harness_error", "error": before_outcome.error}
+                before_result["between"] = between
+            spec = {"file": payload.file, "language": payload.language, "files": payload.files,
+                    "cflags": payload.cflags}
+            args = [substitute(a, variables) for a in args]
+            stdin_path = self.stdin_path(stdin_text, payload.stdin_file, payload, variables,
+                                         payload.stdin_repeat)
+            if mode == "outside":
+                outcome = self.run_outside(spec, limits, args, stdin_path, ctx, inherit_fds)
+            else:
+                outcome = self.run_sandboxed(spec, limits, extra, args, stdin_path,
+                                             self.host_timeout(payload, limits))
+            for probe in live:
+                clean, findings = probe.check(ctx, outcome.result)
+                probe_clean[probe.name] = clean
+                probe_findings[probe.name] = findings
+            return outcome, before_result, probe_clean, probe_findings
+        finally:
+            for unified, others in lingering:
+                kill_cgroup(unified, others)
+            for probe in live:
+                try:
+                    probe.cleanup(ctx)
+                except Exception as exc:  # noqa: BLE001  (cleanup must try every probe)
+                    say(f"warning: cleanup of probe {probe.name} failed: {exc}", err=True)
+
+    def stdin_path(self, text, file_name, payload, variables, repeat=1):
+        if file_name:
+            return os.path.join(payload.dir, file_name)
+        if text is None:
+            return None
+        path = os.path.join(self.workdir, self.next_id("stdin"))
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(substitute(str(text), variables) * repeat)
+        os.chmod(path, 0o644)
+        return path
+
+    @staticmethod
+    def host_timeout(payload, limits):
+        if payload.host_timeout is not None:
+            return parse_duration(payload.host_timeout)
+        return parse_duration(limits.get("timeout", DEFAULT_TIMEOUT_S)) + 20
+
+
+# ---------------------------------------------------------------------------------------------
+# judging
+
+
+def parse_reports(stdout):
+    reports = []
+    for line in (stdout or "").splitlines():
+        line = line.strip()
+        if not line.startswith("{"):
+            continue
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(obj, dict) and "op" in obj:
+            reports.append(obj)
+    return reports
+
+
+def normalise_errno(value):
+    if value in (None, "", 0, False):
+        return "none"
+    return str(value)
+
+
+def judge(payload, outcome, before_result, probe_clean, probe_findings):
+    """(contained, reasons, evidence) for one run."""
+    reasons = []
+    result = outcome.result
+    host = dict(outcome.host)
+    host.pop("command", None)
+    reports = parse_reports(result.get("stdout") if result else "")
+    host["reports"] = len(reports)
+    if result:
+        host["stdout_bytes"] = len((result.get("stdout") or "").encode("utf-8"))
+        host["stderr_bytes"] = len((result.get("stderr") or "").encode("utf-8"))
+    subject = Subject(result, host, probe_findings, before_result)
+    evidence = {"status": result.get("status") if result else None,
+                "exit_code": result.get("exit_code") if result else None,
+                "signal": result.get("signal") if result else None,
+                "evidence": result.get("evidence") if result else None,
+                "usage": result.get("usage") if result else None,
+                "truncated": result.get("truncated") if result else None,
+                "host": host, "probes": probe_findings,
+                "probes_clean": probe_clean, "reports": reports[:50],
+                # every errno seen per op, over ALL report lines (reports above is cut at 50)
+                "report_errnos": {op: sorted({normalise_errno(r.get("errno")) for r in reports
+                                              if r.get("op") == op})
+                                  for op in payload.expect.get("reports", {})}}
+    if result and result.get("error"):
+        evidence["error"] = result["error"]
+    if before_result is not None:
+        evidence["before"] = {k: before_result.get(k) for k in
+                              ("status", "exit_code", "evidence", "usage", "error", "between")
+                              if k in before_result}
+    if not outcome.valid:
+        reasons.append(outcome.error or "no result")
+        return False, reasons, evidence
+    expect = payload.expect
+    statuses = expect.get("status")
+    if statuses is not None:
+        if isinstance(statuses, str):
+            statuses = [statuses]
+        if result["status"] not in statuses:
+            reasons.append(f"status {result['status']} not in {statuses}")
+    for path, spec in expect.get("evidence", {}).items():
+        try:
+            actual = subject.resolve(path)
+        except Missing:
+            reasons.append(f"{path} missing")
+            continue
+        try:
+            ok, text = compare(actual, spec, subject.resolve)
+        except ValueError as exc:
+            reasons.append(f"{path}: {exc}")
+            continue
+        if not ok:
+            reasons.append(f"{path}: {text} fails")
+    for op, allowed in expect.get("reports", {}).items():
+        allowed = [allowed] if isinstance(allowed, str) else list(allowed)
+        lines = [r for r in reports if r.get("op") == op]
+        if not lines:
+            reasons.append(f"no report for op {op}")
+            continue
+        bad = sorted({normalise_errno(r.get("errno")) for r in lines} - set(allowed))
+        if bad:
+            reasons.append(f"op {op}: errno {','.join(bad)} not in {allowed}")
+    for key, spec in expect.get("report_checks", {}).items():
+        op, _, field = key.partition(".")
+        lines = [r for r in reports if r.get("op") == op]
+        if not lines:
+            reasons.append(f"no report for op {op}")
+            continue
+        for line in lines:
+            ok, text = compare(line.get(field), spec, subject.resolve)
+            if not ok:
+                reasons.append(f"report {op}.{field}: {text} fails")
+                break
+    for stream in ("stdout", "stderr"):
+        text = result.get(stream) or ""
+        if f"{stream}_max" in expect and len(text) > expect[f"{stream}_max"]:
+            reasons.append(f"{stream} length {len(text)} > {expect[stream + '_max']}")
+        if f"{stream}_len" in expect and len(text) != expect[f"{stream}_len"]:
+            reasons.append(f"{stream} length {len(text)} != {expect[stream + '_len']}")
+        if f"{stream}_match" in expect and not re.fullmatch(expect[f"{stream}_match"], text,
+                                                            re.DOTALL):
+            reasons.append(f"{stream} does not match {expect[stream + '_match']!r}")
+    if "error_match" in expect and not re.fullmatch(expect["error_match"],
+                                                    result.get("error") or "", re.DOTALL):
+        reasons.append(f"error {result.get('error')!r} does not match {expect['error_match']!r}")
+    for needle in expect.get("stdout_absent", []):
+        if needle in (result.get("stdout") or "") + (result.get("stderr") or ""):
+            reasons.append(f"output contains {needle!r}")
+    for name, clean in probe_clean.items():
+        if not clean:
+            reasons.append(f"probe {name}: {json.dumps(probe_findings[name])[:300]}")
+    return not reasons, reasons, evidence
+
+
+def summarise(payload, evidence):
+    parts = [f"status={evidence['status']}"]
+    inner = evidence.get("evidence") or {}
+    for key in payload.expect.get("evidence", {}):
+        value = inner.get(key)
+        if value is None:
+            try:
+                value = Subject({"evidence": inner, "usage": evidence.get("usage") or {},
+                                 "truncated": evidence.get("truncated"),
+                                 "exit_code": evidence.get("exit_code"),
+                                 "signal": evidence.get("signal")},
+                                evidence["host"], evidence["probes"],
+                                evidence.get("before")).resolve(key)
+            except Missing:
+                value = None
+        label = key.split(".")[-1] if key.startswith(("evidence.", "usage.")) else key
+        if key.startswith("before."):  # tenant A's figure beside B's of the same name
+            label = "A." + key.split(".")[-1]
+        parts.append(f"{label}={value}")
+    for op in payload.expect.get("reports", {}):
+        errnos = (evidence.get("report_errnos") or {}).get(op) or sorted(
+            {normalise_errno(r.get("errno")) for r in evidence["reports"] if r.get("op") == op})
+        parts.append(f"{op}:{'/'.join(errnos) or '-'}")
+    text = " ".join(parts)
+    return text if len(text) <= 400 else text[:397] + "..."
+
+
+# ---------------------------------------------------------------------------------------------
+# scheduling
+
+
+class ExclusiveLock:
+    """Many shared holders or one exclusive holder."""
+
+    def __init__(self):
+        self.cond = threading.Condition()
+        self.shared = 0
+        self.exclusive = False
+        self.waiting_exclusive = 0
+
+    def acquire(self, exclusive):
+        with self.cond:
+            if exclusive:
+                self.waiting_exclusive += 1
+                self.cond.wait_for(lambda: not self.exclusive and self.shared == 0)
+                self.waiting_exclusive -= 1
+                self.exclusive = True
+            else:
+                self.cond.wait_for(lambda: not self.exclusive and self.waiting_exclusive == 0)
+                self.shared += 1
+
+    def release(self, exclusive):
+        with self.cond:
+            if exclusive:
+                self.exclusive = False
+            else:
+                self.shared -= 1
+            self.cond.notify_all()
+
+
+def pool_eligible(payload):
+    """Whether `sandboxd run --pooled` accepts the payload's run (sbx_pool_request_eligible): a
+    Python program at the pool's disk size, with no setup step forced to fail."""
+    return payload.language == "python" and not payload.fail_step and "disk" not in payload.limits
+
+
+def run_payload(harness, payload, with_control, lock):
+    lock.acquire(payload.exclusive)
+    started = time.monotonic()
+    entry = {"name": payload.name, "class": payload.klass, "backend": "native",
+             "description": payload.description, "language": payload.language,
+             "control_kind": payload.control.get("kind")}
+    try:
+        fail_step = ["--test-fail-step", payload.fail_step] if payload.fail_step else []
+        outcome, before, clean, findings = harness.execute(
+            payload, "sandbox", payload.limits, fail_step, payload.args, payload.stdin)
+        contained, reasons, evidence = judge(payload, outcome, before, clean, findings)
+        entry.update({"contained": contained, "reasons": reasons, "evidence": evidence,
+                      "command": outcome.host.get("command"), "paths": ["cold"]})
+        if harness.pooled and pool_eligible(payload):
+            # The warm-pool path of the service: the same payload in a pre-started sandbox.
+            p_outcome, p_before, p_clean, p_findings = harness.execute(
+                payload, "sandbox", payload.limits, ["--pooled"], payload.args, payload.stdin)
+            p_contained, p_reasons, p_evidence = judge(payload, p_outcome, p_before, p_clean,
+                                                       p_findings)
+            entry["paths"].append("pooled")
+            entry["pooled"] = {"contained": p_contained, "reasons": p_reasons,
+                               "evidence": p_evidence,
+                               "command": p_outcome.host.get("command")}
+            if not p_contained:
+                entry["contained"] = False
+                entry["reasons"] = entry["reasons"] + [f"pooled: {r}" for r in p_reasons]
+        if harness.verbose and outcome.result:
+            entry["result"] = outcome.result
+        if with_control:
+            control = payload.control
+            kind = control["kind"]
+            limits = dict(payload.limits)
+            limits.update(control.get("limits", {}))
+            args = [str(a) for a in control.get("args", payload.args)]
+            stdin = control.get("stdin", payload.stdin)
+            if kind == "outside":
+                c_outcome, c_before, c_clean, c_findings = harness.execute(
+                    payload, "outside", limits, [], args, stdin,
+                    int(control.get("inherit_fds", 0)))
+            else:
+                extra = ["--test-without", kind.split(":", 1)[1]] if kind.startswith(
+                    "without:") else []
+                if kind != "no_fail_step":  # that control is exactly the run without it
+                    extra = fail_step + extra
+                c_outcome, c_before, c_clean, c_findings = harness.execute(
+                    payload, "sandbox", limits, extra, args, stdin)
+            c_contained, c_reasons, c_evidence = judge(payload, c_outcome, c_before, c_clean,
+                                                       c_findings)
+            statuses = payload.expect.get("status") or []
+            valid = c_outcome.valid and not (
+                c_outcome.result.get("status") == "internal_error"
+                and "internal_error" not in statuses)
+            entry["control_flipped"] = valid and not c_contained
+            entry["control"] = {"contained": c_contained, "valid": valid,
+                                "why_not_contained": c_reasons, "evidence": c_evidence,
+                                "command": c_outcome.host.get("command")}
+            if not valid:
+                entry["control"]["invalid"] = c_outcome.error or (
+                    f"status internal_error: {c_outcome.result.get('error')}")
+        else:
+            entry["control_flipped"] = None
+    except Exception as exc:  # noqa: BLE001  (one broken payload must not stop the suite)
+        entry.update({"contained": False, "reasons": [f"harness error: {exc!r}"],
+                      "evidence": {}, "control_flipped": False if with_control else None})
+    finally:
+        lock.release(payload.exclusive)
+    entry["duration_s"] = round(time.monotonic() - started, 2)
+    entry["passed"] = entry["contained"] and (entry["control_flipped"] is not False)
+    verdict = "CONTAINED" if entry["contained"] else "ESCAPED"
+    if entry["control_flipped"] is None:
+        control_text = "control=skipped"
+    else:
+        control_text = "control=" + ("flipped" if entry["control_flipped"] else "NOT-FLIPPED")
+    summary = summarise(payload, entry["evidence"]) if entry.get("evidence") else ""
+    line = f"{payload.klass:<11} {payload.name:<28} {verdict:<9} {summary}  {control_text}" \
+           f"  ({entry['duration_s']}s)"
+    if not entry["contained"]:
+        line += "\n    why: " + "; ".join(entry["reasons"])
+    if entry["control_flipped"] is False:
+        control = entry.get("control", {})
+        why = control.get("invalid") or "control run was judged contained too"
+        line += f"\n    control ({payload.control.get('kind')}): {why}"
+        if control.get("command"):
+            line += f"\n    control command: {control['command']}"
+    say(line)
+    return entry
+
+
+# ---------------------------------------------------------------------------------------------
+# the leak audit after the suite
+
+
+def leak_audit(start_mounts, start_loops):
+    problems = []
+    orphans = probes.persistent(probes.sandbox_orphans, set())
+    problems += [f"process {v}" for v in orphans.values()]
+    cgroups = probes.persistent(lambda: probes.orphan_cgroups(strict=False), set())
+    problems += [f"cgroup {v}" for v in cgroups.values()]
+    for hierarchy in ("pids", "memory", "unified"):
+        parent = os.path.join(probes.CGROUP_ROOT, hierarchy, SAFETY_PARENT)
+        mine = [n for n in (os.listdir(parent) if os.path.isdir(parent) else [])
+                if f"-{os.getpid()}-" in n]
+        problems += [f"harness cgroup {parent}/{n}" for n in mine]
+    mounts = probes.MountinfoUnchanged.snapshot()
+    # A leak is a mount that appeared; one that disappeared is someone else's doing on this host
+    # (per-run removals are judged by the mountinfo_unchanged probe).
+    problems += [f"mount added {m}" for m in mounts if m not in start_mounts]
+    loops = probes.LoopDevicesUnchanged.snapshot()
+    problems += [f"loop device {d} -> {f}" for d, f in loops.items() if start_loops.get(d) != f]
+    return problems
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sandboxd", required=True)
+    parser.add_argument("--report")
+    parser.add_argument("--only", help="NAME[,NAME]: run only these payloads")
+    parser.add_argument("--class", dest="klass", help="CLASS[,CLASS]: run only these classes")
+    parser.add_argument("--no-pooled", action="store_true",
+                        help="skip the second run of Python payloads through a warm-pool entry")
+    parser.add_argument("--no-controls", action="store_true",
+                        help="skip the controls (quick iteration only; the gate runs them)")
+    parser.add_argument("-j", type=int, default=2, help="payloads in parallel (default 2)")
+    parser.add_argument("--list", action="store_true", help="list the payloads and exit")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="keep the whole result JSON of each run in the report")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        print("harness.py: must run as root", file=sys.stderr)
+        return 2
+    if not os.access(args.sandboxd, os.X_OK):
+        print(f"harness.py: {args.sandboxd} is not executable", file=sys.stderr)
+        return 2
+
+    payloads, errors = load_payloads()
+    names = set(args.only.split(",")) if args.only else None
+    classes = set(args.klass.split(",")) if args.klass else None
+    if names:
+        unknown = names - {p.name for p in payloads}
+        if unknown:
+            print(f"harness.py: no payload named {', '.join(sorted(unknown))}", file=sys.stderr)
+            return 2
+    selected = [p for p in payloads if (names is None or p.name in names)
+                and (classes is None or p.klass in classes)]
+    seen = {}
+    for payload in payloads:
+        if payload.name in seen:
+            errors.append((payload.toml_path, f"duplicate name (also {seen[payload.name]})"))
+        seen[payload.name] = payload.toml_path
+    if args.list:
+        for payload in selected:
+            print(f"{payload.klass:<11} {payload.name:<28} {payload.language:<6} "
+                  f"control={payload.control.get('kind')}  {payload.description}")
+        return 0
+    for payload in selected:
+        for warning in payload.warnings:
+            say(f"warning: {payload.toml_path}: {warning}", err=True)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, interrupt)
+    harness = Harness(args)
+    start_mounts = probes.MountinfoUnchanged.snapshot()
+    start_loops = probes.LoopDevicesUnchanged.snapshot()
+    started = time.monotonic()
+    entries = []
+    try:
+        for path, message in errors:
+            say(f"{'declaration':<11} {os.path.relpath(path, HERE):<28} BROKEN    {message}")
+            entries.append({"name": os.path.relpath(path, HERE), "class": "declaration",
+                            "backend": "native", "contained": False, "evidence": {},
+                            "control_flipped": False, "control_kind": None, "passed": False,
+                            "reasons": [message]})
+        # Exclusive payloads first, then the rest; the lock keeps exclusive ones alone.
+        ordered = [p for p in selected if p.exclusive] + [p for p in selected if not p.exclusive]
+        lock = ExclusiveLock()
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j))
+        futures = []
+        try:
+            futures = [pool.submit(run_payload, harness, p, not args.no_controls, lock)
+                       for p in ordered]
+            for future in futures:
+                future.result()
+        finally:
+            # interrupted: drop what has not started, let the running ones finish their cleanup
+            pool.shutdown(wait=True, cancel_futures=True)
+            entries += [f.result() for f in futures if f.done() and not f.cancelled()]
+    except KeyboardInterrupt:
+        say("interrupted: cleaning up", err=True)
+        entries.append({"name": "interrupted", "class": "harness", "backend": "native",
+                        "contained": False, "evidence": {}, "control_flipped": False,
+                        "control_kind": None, "passed": False, "reasons": ["interrupted"]})
+    finally:
+        harness.close()
+    problems = leak_audit(start_mounts, start_loops)
+    audit = {"name": "leak_audit", "class": "audit", "backend": "native",
+             "contained": not problems, "evidence": {"problems": problems},
+             "control_flipped": None, "control_kind": None, "passed": not problems}
+    say(f"{'audit':<11} {'leak_audit':<28} " + ("CLEAN" if not problems else
+                                                  "LEAKED " + "; ".join(problems[:10])))
+    entries.append(audit)
+    duration = time.monotonic() - started
+    if args.report:
+        os.makedirs(os.path.dirname(os.path.abspath(args.report)), exist_ok=True)
+        with open(args.report, "w", encoding="utf-8") as f:
+            json.dump(entries, f, indent=1, default=str)
+            f.write("\n")
+    passed = sum(1 for e in entries if e["passed"])
+    failed = len(entries) - passed
+    say(f"duration {duration:.1f}s, {len(selected)} payloads, controls "
+        f"{'skipped' if args.no_controls else 'run'}")
+    say(f"{passed} passed, {failed} failed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

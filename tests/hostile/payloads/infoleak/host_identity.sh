@@ -1,0 +1,83 @@
+# Hostile payload (infoleak): identify the host from a shell. The machine's identifiers
+# (/etc/machine-id, the dbus one, the boot id, DMI serials and UUIDs), the host's name and
+# network (/etc/hosts, /etc/resolv.conf, /proc/net/route, /sys/class/net), users (/etc/passwd,
+# /etc/group), and the kernel log through the dmesg tool. Each file is either absent/refused or
+# printed. One JSON line per attempt on stdout.
+
+# $1 op, $2 target, $3 exit status, $4 error message or the content
+report() {
+    if [ "$3" = 0 ]; then
+        ret=0 errno=null
+    else
+        ret=-1
+        case "$4" in
+            *"No such file"*|*"nonexistent"*) errno='"ENOENT"' ;;
+            *"Permission denied"*) errno='"EACCES"' ;;
+            *"not permitted"*) errno='"EPERM"' ;;
+            *) errno='"UNKNOWN"' ;;
+        esac
+    fi
+    detail=$(printf '%s' "$4" | head -c 300 | tr -d '"\\' | tr '\n\t' '  ')
+    printf '{"op": "%s", "target": "%s", "ret": %s, "errno": %s, "detail": "%s"}\n' \
+        "$1" "$2" "$ret" "$errno" "$detail"
+}
+
+read_file() { # op path
+    out=$(cat "$2" 2>&1)
+    report "$1" "$2" $? "$out"
+}
+
+for path in /etc/machine-id /var/lib/dbus/machine-id /proc/sys/kernel/random/boot_id \
+        /sys/class/dmi/id/product_uuid /sys/class/dmi/id/product_serial \
+        /sys/class/dmi/id/board_serial /sys/devices/virtual/dmi/id/product_name \
+        /proc/device-tree/serial-number /etc/ssh/ssh_host_ed25519_key.pub; do
+    read_file machine_id "$path"
+done
+for path in /etc/resolv.conf /etc/os-release /proc/net/route \
+        /proc/net/arp /proc/net/dev /sys/class/net/eth0/address /sys/class/net/lo/address \
+        /proc/partitions /proc/swaps /proc/cpuinfo /proc/meminfo /proc/loadavg /proc/uptime; do
+    read_file host_file "$path"
+done
+# The sandbox writes its own /etc/passwd, /etc/group and /etc/hosts (root, nobody, localhost,
+# sandbox): any other name in them is the host's file showing through.
+own_names() { # path allowed-names...
+    path=$1
+    shift
+    if ! names=$(cut -d: -f1 "$path" 2>/tmp/err.txt); then
+        report sandbox_file "$path" 1 "$(cat /tmp/err.txt)"
+        return
+    fi
+    [ "$path" = /etc/hosts ] && names=$(awk '{ for (i = 2; i <= NF; i++) print $i }' "$path")
+    foreign=""
+    for name in $names; do
+        case " $* " in
+            *" $name "*) ;;
+            *) foreign="$foreign $name" ;;
+        esac
+    done
+    [ -z "$foreign" ] && verdict='"SANDBOX_OWN"' || verdict='"HOST_CONTENT"'
+    printf '{"op": "sandbox_file", "target": "%s", "ret": 0, "errno": %s, "detail": "foreign:%s"}\n' \
+        "$path" "$verdict" "$(printf '%s' "$foreign" | head -c 200)"
+}
+own_names /etc/passwd root nobody
+own_names /etc/group root nogroup
+own_names /etc/hosts localhost sandbox ip6-localhost ip6-loopback
+
+# /proc/self/net/dev exists in every process's view: it must show the sandbox's own network
+# namespace (loopback only), not the host's interfaces.
+if [ -r /proc/self/net/dev ]; then
+    ifaces=$(awk -F: 'NR > 2 { gsub(/ /, "", $1); print $1 }' /proc/self/net/dev | tr '\n' ' ')
+    case " $ifaces" in
+        " lo "|" ") verdict='"LOOPBACK_ONLY"' ;;
+        *) verdict='"HOST_INTERFACES"' ;;
+    esac
+    printf '{"op": "net_interfaces", "target": "/proc/self/net/dev", "ret": 0, "errno": %s, "detail": "%s"}\n' \
+        "$verdict" "$ifaces"
+fi
+out=$(dmesg 2>&1 | head -c 300)
+case "$out" in
+    *"Operation not permitted"*) report dmesg dmesg 1 "$out" ;;
+    *"No such file"*) report dmesg dmesg 1 "$out" ;;
+    *) report dmesg dmesg 0 "$out" ;;
+esac
+exit 0

@@ -1,0 +1,2 @@
+# Output flood: yes writes "y\n" as fast as the pipe takes it, forever.
+exec yes
