@@ -1,7 +1,8 @@
 /* `sandboxd serve`: the HTTP service as two processes (DESIGN.md "Two processes").
  *
- *   main (root)  loads the config, prepares the data directory, removes orphaned sandboxes,
- *                binds the listen socket and makes the engine socket pair, then forks:
+ *   main (root)  loads the config, prepares the data directory, binds the listen socket and
+ *                makes the engine socket pair, then forks (the engine loop removes sandboxes
+ *                an earlier crash left behind before it serves):
  *     API child  execs sandboxd-api (src/api/main.c), which opens the audit store, drops to the
  *                API uid with no capabilities, and serves HTTP; it talks to the engine only
  *                through the SOCK_SEQPACKET socket, passed as fd 4 (the listen socket as fd 3).
@@ -28,7 +29,6 @@
 
 #include "cli.h"
 #include "engine/server.h"
-#include "sandbox/sandbox.h"
 #include "service/auth.h"
 #include "service/config.h"
 #include "util/cleanup.h"
@@ -231,9 +231,6 @@ int cli_serve(int argc, char **argv)
                 fprintf(stderr, "sandboxd serve: data dir: %s\n", err.message);
                 goto out;
         }
-        const struct sbx_backend *backend = sbx_backend_find("native");
-        if (backend->reconcile(&err) < 0)
-                sbx_warn("serve: reconcile: %s", err.message);
         listen_fd = bind_listen_socket(&config.server, &err);
         if (listen_fd < 0) {
                 fprintf(stderr, "sandboxd serve: %s\n", err.message);
