@@ -63,11 +63,13 @@ struct engine {
         pid_t api_pid;
         struct worker *workers;
         size_t n_workers;
-        size_t max_workers;
+        size_t max_workers; /* executions at once (max_sandboxes); idle pool workers not counted */
+        size_t capacity;    /* the workers table: max_workers plus every pool's max_idle */
         uint64_t grace_ms;
 
         bool api_open;          /* still reading api_fd */
         bool stopping;          /* shutdown begun: no new workers */
+        bool canceled;          /* draining ran out of grace: running executions were canceled */
         bool killed;            /* the grace period ran out and SIGKILL went out */
         bool unclean;           /* a worker died without cleaning up: reconcile at the end */
         uint64_t deadline_us;   /* SIGKILL at this time while stopping; give up at it once killed */
@@ -570,11 +572,21 @@ static void maintain_pools(struct engine *e)
                         if (e->workers[i].pool == pool && worker_idle(&e->workers[i]))
                                 idle++;
                 unsigned target = pool->min_idle < pool->max_idle ? pool->min_idle : pool->max_idle;
-                while (idle < target && e->n_workers < e->max_workers) {
+                while (idle < target && e->n_workers < e->capacity) {
                         spawn_pool_worker(e, pool);
                         idle++;
                 }
         }
+}
+
+/* Workers running (or about to run) an execution: every worker but the idle pool ones. */
+static size_t running_workers(const struct engine *e)
+{
+        size_t running = 0;
+        for (size_t i = 0; i < e->n_workers; i++)
+                if (!worker_idle(&e->workers[i]) && !e->workers[i].retiring)
+                        running++;
+        return running;
 }
 
 /* A ready, idle pool worker for language, or NULL. */
@@ -628,15 +640,35 @@ static bool assign_pool_worker(struct engine *e, struct worker *w, const void *b
 
 /* ---- Shutdown ------------------------------------------------------------------------------ */
 
-static void begin_stop(struct engine *e, const char *why)
+/* Stops taking work. With drain (SIGTERM, SIGINT), running executions may finish within the
+ * grace period and answer; the API process is told to stop accepting too. Without (the API is
+ * gone: nobody would read a result), they are canceled at once. Idle pool workers always go. */
+static void begin_stop(struct engine *e, const char *why, bool drain)
 {
         if (e->stopping)
                 return;
         e->stopping = true;
-        sbx_info("engine: stopping (%s): cancelling %zu execution(s)", why, e->n_workers);
+        size_t running = running_workers(e);
+        sbx_info("engine: stopping (%s): %s %zu execution(s)", why,
+                 drain ? "finishing" : "cancelling", running);
+        if (drain && e->api_pid > 0)
+                kill(e->api_pid, SIGTERM); /* it stops accepting, drains, then hangs up */
+        for (size_t i = 0; i < e->n_workers; i++)
+                if (!drain || worker_idle(&e->workers[i]))
+                        signal_worker(&e->workers[i], SIGTERM);
+        e->canceled = !drain;
+        e->deadline_us = sbx_now_us() + e->grace_ms * 1000;
+}
+
+/* The grace period ran out while draining: cancel what still runs, then wait a little more. */
+static void cancel_running_workers(struct engine *e)
+{
+        sbx_warn("engine: %zu execution(s) still running after %llu ms; cancelling them",
+                 e->n_workers, (unsigned long long)e->grace_ms);
         for (size_t i = 0; i < e->n_workers; i++)
                 signal_worker(&e->workers[i], SIGTERM);
-        e->deadline_us = sbx_now_us() + e->grace_ms * 1000;
+        e->canceled = true;
+        e->deadline_us = sbx_now_us() + KILL_WAIT_MS * 1000ull;
 }
 
 static void kill_all_workers(struct engine *e)
@@ -664,14 +696,15 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
                 return;
         }
         const struct sbx_message_run *run = &e->message.body.run;
-        if (e->n_workers >= e->max_workers) {
+        if (running_workers(e) >= e->max_workers || e->n_workers >= e->capacity) {
                 /* A worker sends its RESULT just before it exits, so the API can answer with a new
                  * RUN before the loop has seen that exit: reap what is already gone first. */
                 for (size_t i = e->n_workers; i-- > 0;)
                         if (e->workers[i].pidfd >= 0)
                                 reap_worker(e, i);
         }
-        if (!e->stopping && find_worker_by_request(e, request_id) == NULL &&
+        bool room = running_workers(e) < e->max_workers;
+        if (!e->stopping && room && find_worker_by_request(e, request_id) == NULL &&
             sbx_pool_request_eligible(&run->request)) {
                 struct worker *w = find_ready_pool_worker(e, run->request.language);
                 if (w != NULL && assign_pool_worker(e, w, buf, len, request_id)) {
@@ -685,13 +718,26 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
         const char *refusal = NULL;
         if (e->stopping)
                 refusal = "engine shutting down";
-        else if (e->n_workers >= e->max_workers)
+        else if (!room)
                 refusal = "engine busy";
         else if (find_worker_by_request(e, request_id) != NULL)
                 refusal = "engine: request id already running";
         if (refusal != NULL) {
                 e->stats.executions_rejected++;
                 reply_error(e, request_id, run->execution_id, &run->request, "%s", refusal);
+                return;
+        }
+        if (e->n_workers >= e->capacity) {
+                /* Idle pool workers fill the table: one makes room (it retires at once). */
+                for (size_t i = 0; i < e->n_workers; i++) {
+                        if (worker_idle(&e->workers[i])) {
+                                e->workers[i].retiring = true;
+                                signal_worker(&e->workers[i], SIGTERM);
+                                break;
+                        }
+                }
+                e->stats.executions_rejected++;
+                reply_error(e, request_id, run->execution_id, &run->request, "engine busy");
                 return;
         }
         spawn_worker(e, request_id);
@@ -761,9 +807,9 @@ static void read_api(struct engine *e)
                 e->fatal = err;
                 e->failed = true;
                 sbx_warn("engine: API socket: %s", err.message);
-                begin_stop(e, "API socket failed");
+                begin_stop(e, "API socket failed", false);
         } else {
-                begin_stop(e, "the API hung up");
+                begin_stop(e, "the API hung up", false);
         }
 }
 
@@ -772,9 +818,9 @@ static void read_signals(struct engine *e)
         struct signalfd_siginfo info;
         while (read(e->signal_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
                 if (info.ssi_signo == SIGTERM)
-                        begin_stop(e, "SIGTERM");
+                        begin_stop(e, "SIGTERM", true);
                 else if (info.ssi_signo == SIGINT)
-                        begin_stop(e, "SIGINT");
+                        begin_stop(e, "SIGINT", true);
                 /* SIGCHLD: reap_children runs after every wake-up anyway. */
         }
 }
@@ -853,7 +899,10 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
                                          e->n_workers);
                                 break;
                         }
-                        kill_all_workers(e);
+                        if (e->canceled)
+                                kill_all_workers(e);
+                        else
+                                cancel_running_workers(e);
                 }
         }
         return 0;
@@ -899,9 +948,14 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
                 return sbx_error_set(err, errno, "engine: PR_SET_CHILD_SUBREAPER");
 
         _cleanup_free_ struct engine *e = calloc(1, sizeof(*e));
-        _cleanup_free_ struct worker *workers = calloc(max, sizeof(*workers));
+        size_t capacity = max;
+        for (size_t i = 0; i < options->n_pools; i++)
+                capacity += options->pools[i].max_idle > options->pools[i].min_idle
+                                    ? options->pools[i].max_idle
+                                    : options->pools[i].min_idle;
+        _cleanup_free_ struct worker *workers = calloc(capacity, sizeof(*workers));
         /* signalfd, API socket, a pidfd per worker and a control fd per pool worker. */
-        _cleanup_free_ struct pollfd *fds = calloc(2 * (size_t)max + 2, sizeof(*fds));
+        _cleanup_free_ struct pollfd *fds = calloc(2 * capacity + 2, sizeof(*fds));
         if (e == NULL || workers == NULL || fds == NULL)
                 return sbx_error_set(err, ENOMEM, "engine: allocate");
         e->api_fd = api_fd;
@@ -909,6 +963,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         e->api_pid = options->api_pid;
         e->workers = workers;
         e->max_workers = max;
+        e->capacity = capacity;
         e->grace_ms = options->shutdown_grace_ms ? options->shutdown_grace_ms
                                                  : SBX_ENGINE_DEFAULT_GRACE_MS;
         e->api_open = true;
@@ -924,7 +979,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         if (rc < 0) {
                 /* poll itself failed: without it there is no grace period to wait out, but
                  * still nothing may be left behind. */
-                begin_stop(e, "engine loop failed");
+                begin_stop(e, "engine loop failed", false);
                 kill_all_workers(e);
                 while (e->n_workers > 0 && sbx_now_us() < e->deadline_us) {
                         usleep(10 * 1000);

@@ -44,8 +44,9 @@ struct sbx_engine_pool {
 };
 
 struct sbx_engine_options {
-        /* Concurrent workers (= sandboxes); a RUN over it is answered at once with RESULT
-         * internal_error "engine busy". 0 = SBX_ENGINE_DEFAULT_MAX_SANDBOXES; at most
+        /* Executions running at once; a RUN over it is answered at once with RESULT
+         * internal_error "engine busy". Idle warm-pool sandboxes come on top (at most each pool's
+         * max_idle) and never keep a request out. 0 = SBX_ENGINE_DEFAULT_MAX_SANDBOXES; at most
          * SBX_ENGINE_MAX_SANDBOXES_LIMIT. */
         unsigned max_sandboxes;
         /* How long workers get to cancel and clean up after SIGTERM before SIGKILL. 0 = default. */
@@ -60,11 +61,13 @@ struct sbx_engine_options {
 };
 
 /* Runs the engine loop on api_fd (a connected SOCK_SEQPACKET socket; not closed here) until
- * SIGTERM, SIGINT or the API's hang-up; options may be NULL for the defaults. Blocks SIGTERM,
- * SIGINT and SIGCHLD (read through a signalfd) and returns with them still blocked, so that a
- * second SIGTERM cannot kill the caller's own cleanup; sets SIGCHLD to its default disposition
- * (an ignored SIGCHLD would auto-reap the workers) and makes the process a child subreaper.
- * Returns 0 after a clean shutdown, with no worker and (as far as the backend's reconcile could
- * tell) no sandbox left; -1 with err when the loop could not start or the API socket failed (also
- * after the same cleanup). */
+ * SIGTERM or SIGINT (running executions may then finish within shutdown_grace_ms and are
+ * canceled after it; the API process, if any, gets SIGTERM to stop accepting) or the API's
+ * hang-up (running executions are canceled at once); options may be NULL for the defaults. Blocks
+ * SIGTERM, SIGINT and SIGCHLD (read through a signalfd) and returns with them still blocked, so
+ * that a second SIGTERM cannot kill the caller's own cleanup; sets SIGCHLD to its default
+ * disposition (an ignored SIGCHLD would auto-reap the workers) and makes the process a child
+ * subreaper. Returns 0 after a clean shutdown, with no worker and (as far as the backend's
+ * reconcile could tell) no sandbox left; -1 with err when the loop could not start or the API
+ * socket failed (also after the same cleanup). */
 int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struct sbx_error *err);

@@ -1,0 +1,672 @@
+"""Helpers for the `sandboxd serve` integration tests (test_serve_*.py).
+
+Each test module starts a REAL server (the engine as root plus the unprivileged sandboxd-api it
+execs) on 127.0.0.1 with a free port, a generated INI config and a data dir in its own temp dir,
+and talks to it over HTTP with python3-requests. Stopping a server (always, in a finally) sends
+SIGTERM to the main pid, requires exit code 0, and then requires that the server left nothing
+behind: no process it made (the API, workers, sandboxes: this test process is their subreaper,
+so whatever outlives the server is re-parented here and found for sure) and no sandbox cgroup
+(a directory below a `sandboxd` parent in any hierarchy).
+
+    with running_server(tiers={...}, tenants={"acme": "free"}, server={...}) as srv:
+        r = srv.post_execution({"language": "python", "code": "print(2+2)"})
+        expect_problem(srv.post_execution({"language": 5}), 400, field="language")
+
+The sandboxd-api program is the sibling of $SANDBOXD (the server finds it the same way), so the
+ASan pass (SANDBOXD=/abs/build-asan/sandboxd) tests both sanitized programs.
+"""
+
+import contextlib
+import ctypes
+import errno
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+import pytest
+import requests
+
+import conftest
+
+SANDBOXD = conftest.SANDBOXD
+SANITIZED = conftest.SANITIZED
+SANDBOXD_API = os.path.join(os.path.dirname(os.path.abspath(SANDBOXD)), "sandboxd-api")
+
+# config.c: the default api_uid; the tests set it explicitly to this value.
+API_UID = 1_999_999_999
+
+PROBLEM_CONTENT_TYPE = "application/problem+json"
+PROBLEM_TYPE_BASE = "https://sandboxd.dev/problems/"
+PROBLEM_SLUGS = {
+    400: "invalid-request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not-found",
+    405: "method-not-allowed",
+    413: "payload-too-large",
+    415: "unsupported-media-type",
+    429: "quota-exceeded",
+    500: "internal",
+    503: "engine-unavailable",
+}
+
+# Seconds: ASan makes every sandboxd program several times slower (not the sandboxed program).
+SLOW = 3 if SANITIZED else 1
+HTTP_TIMEOUT = (5, 60 * SLOW)  # (connect, read) for every request
+START_TIMEOUT = 30 * SLOW
+LEAK_SETTLE_S = 10 * SLOW
+
+# Shared by every server of the session: `sandboxd token NAME` once per name.
+_token_cache = {}
+
+
+def make_token(name):
+    """(token, sha256 hex) from `sandboxd token NAME`."""
+    if name not in _token_cache:
+        proc = subprocess.run([SANDBOXD, "token", name], capture_output=True, text=True,
+                              timeout=30 * SLOW, check=False)
+        assert proc.returncode == 0, f"sandboxd token {name}: rc {proc.returncode}: {proc.stderr}"
+        token = re.search(r"^token: (sbx_[A-Za-z0-9_-]{43})$", proc.stdout, re.M)
+        digest = re.search(r"^token_sha256 = ([0-9a-f]{64})$", proc.stdout, re.M)
+        assert token and digest, f"sandboxd token printed an unexpected text:\n{proc.stdout}"
+        assert f"[tenant.{name}]" in proc.stdout, proc.stdout
+        _token_cache[name] = (token.group(1), digest.group(1))
+    return _token_cache[name]
+
+
+# --- host probes ---------------------------------------------------------------------------------
+
+
+def _read(path, mode="r"):
+    with open(path, mode) as f:
+        return f.read()
+
+
+def proc_status(pid):
+    """/proc/PID/status as a dict of str, or None when the process is gone."""
+    try:
+        text = _read(f"/proc/{pid}/status")
+    except OSError:
+        return None
+    fields = {}
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value.strip()
+    return fields
+
+
+def proc_stat_fields(pid):
+    """(state, ppid, session) from /proc/PID/stat, or None."""
+    try:
+        text = _read(f"/proc/{pid}/stat")
+    except OSError:
+        return None
+    rest = text[text.rindex(")") + 2:].split()
+    return rest[0], int(rest[1]), int(rest[3])
+
+
+def describe_process(pid):
+    status = proc_status(pid)
+    if status is None:
+        return "gone"
+    return f"{status.get('Name', '?')} uids={status.get('Uid', '?').split()} " \
+           f"state={status.get('State', '?')}"
+
+
+def children_of(pid):
+    """pids whose parent is pid."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            stat = proc_stat_fields(entry)
+            if stat is not None and stat[1] == pid:
+                found.append(int(entry))
+    return sorted(found)
+
+
+def cmdline(pid):
+    try:
+        return _read(f"/proc/{pid}/cmdline", "rb").split(b"\0")
+    except OSError:
+        return []
+
+
+# --- what a server leaves behind -----------------------------------------------------------------
+#
+# While any server of ours runs, this test process is a child subreaper: a process that a server
+# leaves behind when it exits (a worker, a sandbox, the API) is re-parented to us rather than to
+# init, so it is ours beyond doubt, even when other sandboxd instances (someone's `sandboxd run`)
+# share the machine. Sandbox cgroups are global; a new one that outlives the server counts as
+# ours when it is empty or holds a process of ours.
+
+_PR_SET_CHILD_SUBREAPER = 36
+_libc = ctypes.CDLL(None, use_errno=True)
+_live_servers = []  # Server objects started and not yet stopped
+
+
+def _set_subreaper(on):
+    if _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1 if on else 0, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
+
+
+def adopted_orphans():
+    """Our children that are no live server's main process: what exited servers left."""
+    mains = {srv.proc.pid for srv in _live_servers if srv.proc is not None}
+    return [pid for pid in children_of(os.getpid()) if pid not in mains]
+
+
+def _reap(pid):
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, os.WNOHANG)
+
+
+def collect_orphans(settle_s):
+    """Waits up to settle_s for every adopted orphan to exit, reaping them; returns {pid:
+    description} of those still running then."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        running = {}
+        for pid in adopted_orphans():
+            stat = proc_stat_fields(pid)
+            if stat is None:
+                continue
+            if stat[0] in ("Z", "X"):
+                _reap(pid)
+                continue
+            running[pid] = describe_process(pid)
+        if not running or time.monotonic() >= deadline:
+            return running
+        time.sleep(0.05)
+
+
+def kill_orphans():
+    """SIGKILLs and reaps every adopted orphan (ours beyond doubt) until none is left, so that
+    one leak does not fail the tests after it."""
+    for _ in range(200):
+        pids = adopted_orphans()
+        if not pids:
+            return
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        time.sleep(0.05)
+        for pid in pids:
+            _reap(pid)
+
+
+def _descends_from_us(pid):
+    me = os.getpid()
+    for _ in range(64):
+        stat = proc_stat_fields(pid)
+        if stat is None or stat[1] <= 1:
+            return False
+        if stat[1] == me:
+            return True
+        pid = stat[1]
+    return False
+
+
+def _cgroup_pids(path):
+    pids = []
+    for dirpath, _, _ in os.walk(path):
+        with contextlib.suppress(OSError):
+            pids += [int(x) for x in _read(os.path.join(dirpath, "cgroup.procs")).split()]
+    return pids
+
+
+def leftover_cgroups(before, settle_s):
+    """Sandbox cgroup dirs created since `before` (a set) that are still there after settle_s
+    and are ours: empty, or holding a process of ours. (A dir busy with only other processes is
+    another sandboxd's live sandbox.)"""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = []
+        for path in sorted(set(conftest.cgroup_children()) - before):
+            pids = _cgroup_pids(path)
+            if not pids or any(_descends_from_us(p) for p in pids):
+                found.append(path)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+@pytest.fixture(autouse=True)
+def no_new_leaks():
+    """Replaces conftest's per-test leak check in the serve modules (they import this name).
+
+    While a server runs, its warm pool starts and ends sandboxes (processes, cgroups) in the
+    background, so they cannot be compared test by test; they are checked when each server stops
+    (Server.stop: every process it made must be gone, and every cgroup). Per test: no mount."""
+    before = set(conftest.sandboxd_mounts())
+    yield
+    new = sorted(set(conftest.sandboxd_mounts()) - before)
+    if new:
+        pytest.fail(f"this test left sandboxd mounts behind: {new}")
+
+
+# --- the server ----------------------------------------------------------------------------------
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _die_with_parent():
+    # PR_SET_PDEATHSIG = 1: if pytest dies, the server gets SIGTERM and cleans up.
+    ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+
+
+def render_config(port, data_dir, server, tiers, tenants, pools=None):
+    """The INI text. server: extra [server] keys; tiers: {name: {key: value}}; tenants:
+    {name: tier}; pools: {language: {key: value}} for [pool.LANGUAGE] sections."""
+    lines = [
+        "; generated by tests/integration/serve_helpers.py",
+        "[server]",
+        f"listen = 127.0.0.1:{port}",
+        f"data_dir = {data_dir}",
+        f"api_uid = {API_UID}",
+    ]
+    lines += [f"{key} = {value}" for key, value in server.items()]
+    for name, keys in tiers.items():
+        lines += ["", f"[tier.{name}]"]
+        lines += [f"{key} = {value}" for key, value in keys.items()]
+    for language, keys in (pools or {}).items():
+        lines += ["", f"[pool.{language}]"]
+        lines += [f"{key} = {value}" for key, value in keys.items()]
+    for name, tier in tenants.items():
+        lines += ["", f"[tenant.{name}]", f"tier = {tier}", f"token_sha256 = {make_token(name)[1]}"]
+    return "\n".join(lines) + "\n"
+
+
+class Server:
+    """One running `sandboxd serve`. Use running_server() rather than this directly."""
+
+    def __init__(self, *, tiers, tenants, server=None, data_dir=None, pools=None):
+        self.tiers = tiers
+        self.pools = pools
+        self.tenants = dict(tenants)
+        self.server_keys = dict(server or {})
+        self.grace_s = int(self.server_keys.get("shutdown_grace_s", 10))
+        self.tokens = {name: make_token(name)[0] for name in self.tenants}
+        self.workdir = tempfile.mkdtemp(prefix="serve-test-")
+        # The API process (uid API_UID) must reach data_dir inside this dir after dropping root.
+        os.chmod(self.workdir, 0o711)
+        self.data_dir = data_dir or os.path.join(self.workdir, "data")
+        self.config_path = os.path.join(self.workdir, "sandboxd.ini")
+        self.stdout_path = os.path.join(self.workdir, "stdout.log")
+        self.stderr_path = os.path.join(self.workdir, "stderr.log")
+        self.proc = None
+        self.port = None
+        self.base = None
+        self.cgroups_before = set()
+        self.returncode = None
+        # What running_server() requires of the main process's exit (None: anything).
+        self.expected_rc = 0
+
+    # -- lifecycle --
+
+    def start(self):
+        assert os.access(SANDBOXD_API, os.X_OK), f"no sandboxd-api next to {SANDBOXD}"
+        self.cgroups_before = set(conftest.cgroup_children())
+        if not _live_servers:
+            _set_subreaper(True)
+        _live_servers.append(self)
+        for _attempt in range(8):
+            self.port = free_port()
+            with open(self.config_path, "w") as f:
+                f.write(render_config(self.port, self.data_dir, self.server_keys, self.tiers,
+                                      self.tenants, self.pools))
+            self.base = f"http://127.0.0.1:{self.port}"
+            with open(self.stdout_path, "wb") as out, open(self.stderr_path, "wb") as err:
+                self.proc = subprocess.Popen(
+                    [SANDBOXD, "serve", "--config", self.config_path],
+                    stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                    start_new_session=True, preexec_fn=_die_with_parent)
+            if self._wait_healthy():
+                return self
+            rc = self.proc.wait(timeout=10 * SLOW)
+            self.proc = None
+            stderr = self.stderr()
+            if "Address already in use" in stderr or os.strerror(errno.EADDRINUSE) in stderr:
+                continue  # someone took the port between our probe and the server's bind
+            raise AssertionError(f"sandboxd serve exited with {rc} before /health answered:\n"
+                                 f"{stderr[-4000:]}")
+        raise AssertionError("no free port after 8 attempts")
+
+    def _wait_healthy(self):
+        """True once /health answers 200; False when the process exited first."""
+        deadline = time.monotonic() + START_TIMEOUT
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                return False
+            try:
+                r = requests.get(self.url("/health"), timeout=(1, 5 * SLOW))
+                if r.status_code == 200:
+                    return True
+            except requests.RequestException:
+                pass
+            time.sleep(0.05)
+        self._kill_group()
+        raise AssertionError(f"sandboxd serve did not answer /health within {START_TIMEOUT}s:\n"
+                             f"{self.stderr()[-4000:]}")
+
+    def _kill_group(self):
+        """Last resort: the server's whole session (it is a session leader we created)."""
+        if self.proc is None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout=10)
+
+    def signal(self, sig):
+        os.kill(self.proc.pid, sig)
+
+    def wait_exit(self, timeout):
+        """The main process's exit code, or None if it is still running after timeout s."""
+        try:
+            self.returncode = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        return self.returncode
+
+    def stop(self, *, expect_rc=0, check=True):
+        """SIGTERM (unless already exited), wait, then the leak check. Raises AssertionError on a
+        wrong exit code, a hang, a sanitizer report or anything left behind (only if check)."""
+        problems = []
+        if self.proc is not None:
+            if self.proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    self.signal(signal.SIGTERM)
+            # The grace period, the API's wait for in-flight requests, and the engine's SIGKILL
+            # wait all fit well inside this.
+            limit = self.grace_s + 15 * SLOW
+            rc = self.wait_exit(limit)
+            if rc is None:
+                self._kill_group()
+                problems.append(f"the server did not exit within {limit}s of SIGTERM")
+            elif expect_rc is not None and rc != expect_rc:
+                problems.append(f"the server exited with {rc}, want {expect_rc}")
+        if self in _live_servers:
+            _live_servers.remove(self)
+        running = collect_orphans(LEAK_SETTLE_S)
+        if running:
+            problems.append(f"processes still running after the server exited: {running}")
+            kill_orphans()
+        cgroups = leftover_cgroups(self.cgroups_before, LEAK_SETTLE_S)
+        if cgroups:
+            problems.append(f"sandbox cgroups left after the server exited: {cgroups}")
+        if not _live_servers:
+            _set_subreaper(False)
+        stderr = self.stderr()
+        for marker in conftest.SANITIZER_MARKERS:
+            if marker in stderr:
+                problems.append(f"sanitizer report in the server's stderr ({marker})")
+                break
+        shutil.rmtree(self.workdir, ignore_errors=True)
+        if problems and check:
+            raise AssertionError("; ".join(problems) + f"\nserver stderr (tail):\n{stderr[-6000:]}")
+        return problems
+
+    def stderr(self):
+        try:
+            with open(self.stderr_path, "rb") as f:
+                return f.read().decode(errors="replace")
+        except OSError:
+            return ""
+
+    # -- processes --
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def api_pid(self):
+        """The sandboxd-api child of the main process."""
+        for child in children_of(self.proc.pid):
+            argv = cmdline(child)
+            if argv and os.path.basename(argv[0]) == b"sandboxd-api":
+                return child
+        raise AssertionError(f"no sandboxd-api child of {self.proc.pid}: "
+                             f"{[(c, cmdline(c)) for c in children_of(self.proc.pid)]}")
+
+    # -- HTTP --
+
+    def url(self, path):
+        return self.base + path
+
+    def headers(self, tenant="acme", token=None, content_type="application/json", extra=None):
+        h = {}
+        if token is None and tenant is not None:
+            token = self.tokens[tenant]
+        if token is not None:
+            h["Authorization"] = f"Bearer {token}"
+        if content_type is not None:
+            h["Content-Type"] = content_type
+        h.update(extra or {})
+        return h
+
+    def request(self, method, path, *, session=None, timeout=HTTP_TIMEOUT, **kwargs):
+        client = session or requests
+        return client.request(method, self.url(path), timeout=timeout, **kwargs)
+
+    def post_execution(self, body, *, tenant="acme", token=None, content_type="application/json",
+                       headers=None, session=None, timeout=HTTP_TIMEOUT):
+        """POST /v1/executions. body: a dict/list (sent as JSON), or str/bytes (sent as is)."""
+        data = json.dumps(body) if isinstance(body, (dict, list)) else body
+        return self.request("POST", "/v1/executions", session=session, timeout=timeout, data=data,
+                            headers=self.headers(tenant, token, content_type, headers))
+
+    def run(self, code, language="python", *, tenant="acme", **fields):
+        """POST an execution that must answer 200; returns the result dict."""
+        r = self.post_execution({"language": language, "code": code, **fields}, tenant=tenant)
+        assert r.status_code == 200, f"want 200, got {r.status_code}: {r.text[:2000]}"
+        return r.json()
+
+    def get_execution(self, execution_id, *, tenant="acme", token=None):
+        return self.request("GET", f"/v1/executions/{execution_id}",
+                            headers=self.headers(tenant, token, None))
+
+    def get(self, path, **kwargs):
+        return self.request("GET", path, **kwargs)
+
+    def metrics(self):
+        r = self.get("/metrics")
+        assert r.status_code == 200, r.text[:2000]
+        return parse_metrics(r.text)
+
+    def running_executions(self):
+        """Executions the engine is running now (from /metrics): its workers
+        (sandboxd_sandboxes_alive) minus the warm pool entries that are not in use."""
+        m = self.metrics()
+        alive = sample(m, "sandboxd_sandboxes_alive")
+        spare = sample(m, "sandboxd_pool_entries", state="idle") + \
+            sample(m, "sandboxd_pool_entries", state="starting")
+        return alive - spare
+
+    def wait_for_running(self, at_least, timeout=10 * SLOW):
+        """Waits until the engine runs at least that many executions."""
+        deadline = time.monotonic() + timeout
+        running = None
+        while time.monotonic() < deadline:
+            running = self.running_executions()
+            if running >= at_least:
+                return running
+            time.sleep(0.05)
+        raise AssertionError(f"the engine runs {running} executions, want >= {at_least}")
+
+    def wait_idle(self, timeout=LEAK_SETTLE_S):
+        """Waits until the engine runs no execution (every worker of a finished request gone)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            running = self.running_executions()
+            if running == 0:
+                return
+            assert time.monotonic() < deadline, f"{running} executions still running"
+            time.sleep(0.05)
+
+    def wait_pool_ready(self, timeout=10 * SLOW):
+        """Waits until the warm pool has an idle entry, so that the next Python request (one at
+        a time) takes the pooled path."""
+        deadline = time.monotonic() + timeout
+        while sample(self.metrics(), "sandboxd_pool_entries", state="idle") < 1:
+            assert time.monotonic() < deadline, "the warm pool never had an idle entry"
+            time.sleep(0.05)
+
+    def check_between_tests(self):
+        """The module's server is still up and healthy, and no execution of the test runs on."""
+        assert self.proc.poll() is None, \
+            f"the server exited with {self.proc.returncode}:\n{self.stderr()[-4000:]}"
+        r = self.get("/health")
+        assert r.status_code == 200, f"/health: {r.status_code} {r.text[:500]}"
+        self.wait_idle()
+
+
+@contextlib.contextmanager
+def running_server(*, tiers, tenants, server=None, data_dir=None, pools=None):
+    """A started Server, stopped and leak-checked on exit (its exit code must be
+    srv.expected_rc, 0 unless the test changes it). When the body raised, the stop still
+    happens but its own complaints do not hide the original error."""
+    srv = Server(tiers=tiers, tenants=tenants, server=server, data_dir=data_dir, pools=pools)
+    try:
+        srv.start()
+    except BaseException:
+        srv.stop(check=False)
+        raise
+    try:
+        yield srv
+    except BaseException:
+        srv.stop(check=False)
+        raise
+    srv.stop(expect_rc=srv.expected_rc)
+
+
+# --- assertions ----------------------------------------------------------------------------------
+
+
+def expect_problem(response, status, *, field=None, fields=None):
+    """Asserts an RFC 9457 problem response: status code, Content-Type, the body's members, the
+    type URI for the status, and (optionally) that errors[] names `field` (or each of `fields`).
+    Returns the parsed body."""
+    context = f"{response.request.method} {response.request.url} -> {response.status_code}: " \
+              f"{response.text[:1500]}"
+    assert response.status_code == status, f"want {status}; {context}"
+    content_type = response.headers.get("Content-Type", "")
+    assert content_type.split(";")[0].strip() == PROBLEM_CONTENT_TYPE, \
+        f"Content-Type {content_type!r}; {context}"
+    body = response.json()
+    assert isinstance(body, dict), context
+    assert set(body) == {"type", "title", "status", "detail", "errors"}, context
+    assert body["type"] == PROBLEM_TYPE_BASE + PROBLEM_SLUGS[status], context
+    assert body["status"] == status, context
+    assert isinstance(body["title"], str) and body["title"], context
+    assert isinstance(body["detail"], str) and body["detail"], context
+    assert isinstance(body["errors"], list), context
+    for error in body["errors"]:
+        assert set(error) == {"field", "message"}, context
+        assert isinstance(error["field"], str) and isinstance(error["message"], str), context
+        assert error["message"], context
+    named = [e["field"] for e in body["errors"]]
+    for want in ([field] if field is not None else []) + list(fields or []):
+        assert want in named, f"errors[] does not name {want!r} (names {named}); {context}"
+    return body
+
+
+def expect_json(response, status=200):
+    context = f"{response.request.method} {response.request.url} -> {response.status_code}: " \
+              f"{response.text[:2000]}"
+    assert response.status_code == status, f"want {status}; {context}"
+    content_type = response.headers.get("Content-Type", "")
+    assert content_type.split(";")[0].strip() == "application/json", \
+        f"Content-Type {content_type!r}; {context}"
+    return response.json()
+
+
+# --- Prometheus text format ----------------------------------------------------------------------
+
+_SAMPLE = re.compile(
+    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)'
+    r'(?:\{((?:[a-zA-Z_][a-zA-Z0-9_]*="(?:[^"\\\n]|\\[\\"n])*",?)*)\})?'
+    r' ([-+]?(?:[0-9.]+(?:[eE][-+]?[0-9]+)?|Inf|NaN))(?: -?[0-9]+)?$')
+_LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\\n]|\\[\\"n])*)"')
+
+
+def parse_metrics(text, types=None):
+    """Parses exposition format 0.0.4 strictly (every line must be a HELP, TYPE, comment or
+    sample line) into {(name, ((label, value), ...sorted)): float}. types, when a dict, gets
+    {family: type} from the TYPE lines."""
+    samples = {}
+    assert text.endswith("\n"), "the exposition must end with a newline"
+    for line in text.splitlines():
+        if not line:
+            continue
+        if line.startswith("# TYPE "):
+            parts = line.split()
+            assert len(parts) == 4 and parts[3] in (
+                "counter", "gauge", "histogram", "summary", "untyped"), line
+            if types is not None:
+                types[parts[2]] = parts[3]
+            continue
+        if line.startswith("#"):
+            continue
+        m = _SAMPLE.match(line)
+        assert m, f"not a sample line: {line!r}"
+        labels = tuple(sorted(_LABEL.findall(m.group(2) or "")))
+        key = (m.group(1), labels)
+        assert key not in samples, f"duplicate sample {line!r}"
+        samples[key] = float(m.group(3))
+    return samples
+
+
+def sample(samples, name, **labels):
+    """A sample's value, 0 when the series is absent."""
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+# --- the tiers most modules use ------------------------------------------------------------------
+
+# issue 3's example tier, with a CPU budget too large to matter outside the budget tests.
+FREE_TIER = {
+    "max_memory_mb": 256,
+    "max_wall_ms": 10000,
+    "max_concurrency": 2,
+    "cpu_budget_ms": 600000,
+    "cpu_window_s": 60,
+    "languages": "python, bash, sh",
+}
+# Higher ceilings, and a tier default below the built-in one (applied before clamping).
+PRO_TIER = {
+    "max_memory_mb": 1024,
+    "max_wall_ms": 30000,
+    "max_concurrency": 8,
+    "default_wall_ms": 5000,
+    "cpu_budget_ms": 600000,
+    "cpu_window_s": 60,
+    "languages": "python, bash, sh",
+    "backends": "native",
+}
+STANDARD_TIERS = {"free": FREE_TIER, "pro": PRO_TIER}
+STANDARD_TENANTS = {"acme": "free", "globex": "pro"}
+
+# cli.md: the built-in limits (free's ceilings are at or above every one of them).
+BUILTIN_LIMITS = {
+    "wall_ms": 10000,
+    "cpu_ms": 10000,
+    "memory_mb": 256,
+    "pids": 64,
+    "disk_mb": 64,
+    "output_bytes": 1048576,
+    "open_files": 256,
+    "cpus": 1.0,
+}
+
+# [pool.python] that turns the warm pool off: every execution runs cold.
+NO_POOL = {"python": {"min_idle": 0}}
