@@ -2,16 +2,20 @@
 #   make run   installs missing packages, builds, and starts `sandboxd serve` with the embedded
 #              defaults (127.0.0.1:8080); it prints a token and how to call the API
 #   make test  installs, builds, runs every test (format, unit, integration, both normally and
-#              under ASan + UBSan, then the leak audit)
-# Plain `make` builds build/sandboxd and build/sandboxd-api.
+#              under ASan + UBSan, the fuzz harnesses for 10 s each, then the leak audit)
+# Plain `make` builds build/sandboxd and build/sandboxd-api. `make fuzz` runs each libFuzzer
+# harness (tests/fuzz) for FUZZ_SECONDS; it builds them with clang in build-fuzz.
 
 BUILD      ?= build
 ASAN_BUILD ?= build-asan
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 MESON      ?= meson
 NINJA      ?= ninja
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan run demo test unit integration hostile format-check leak-audit bench clean
+.PHONY: all deps build asan fuzz-build fuzz run demo test unit integration hostile format-check \
+	leak-audit bench clean
 
 all: build
 
@@ -24,11 +28,21 @@ $(BUILD)/build.ninja: | deps
 $(ASAN_BUILD)/build.ninja: | deps
 	$(MESON) setup $(ASAN_BUILD) --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false
 
+# libFuzzer exists only in clang; the fuzz option instruments every library (meson.build).
+$(FUZZ_BUILD)/build.ninja: | deps
+	CC=clang $(MESON) setup $(FUZZ_BUILD) -Dfuzz=true -Db_lundef=false
+
 build: deps $(BUILD)/build.ninja
 	$(NINJA) -C $(BUILD)
 
 asan: deps $(ASAN_BUILD)/build.ninja
 	$(NINJA) -C $(ASAN_BUILD)
+
+fuzz-build: deps $(FUZZ_BUILD)/build.ninja
+	$(NINJA) -C $(FUZZ_BUILD)
+
+fuzz: fuzz-build
+	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
 
 run: build
 	$(BUILD)/sandboxd serve
@@ -52,11 +66,13 @@ format-check: deps
 leak-audit:
 	./scripts/leak-audit.sh
 
-test: build asan
-	./scripts/test.sh
+test: build asan fuzz-build
+	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/test.sh
 
 bench: build
+	./scripts/install-deps.sh --bench
 	./bench/exec_latency.sh $(BUILD)/sandboxd
+	./bench/peers.sh $(BUILD)/sandboxd
 
 clean:
-	rm -rf $(BUILD) $(ASAN_BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -1,32 +1,31 @@
 # The warm-pool loader for Python (DESIGN.md "Warm pools"). sandboxd starts it, fully sandboxed
-# (every isolation layer is already in force), as `python3 -c <this file> ...` in a pool entry.
-# It pays the interpreter's start-up while no client waits, says "R" on fd 3, the agent channel
-# (a socket), and blocks there for one execution:
+# (every isolation layer is already in force), as `python3 -c <this file>` in a pool entry. It
+# pays the interpreter's start-up while no client waits, says "R" on fd 3, the agent channel (a
+# socket), and blocks there for one execution (format: src/sandbox/agent.h):
 #
-#   u32 (little-endian) header length, header (JSON), then the files' bytes back to back
-#   header = {"argv": ["/workspace/main.py", ...], "env": {"NAME": "value"},
-#             "files": [{"path": "main.py", "size": 12, "executable": false}],
-#             "main": "/workspace/main.py"}
+#   u32 (little-endian) header length, then the header: NUL-terminated fields
+#     count, argv..., count, "NAME=value"..., count, (path, size, executable)..., main path
+#   then each file's bytes in order.
 #
 # It writes the files into /workspace, closes fd 3 and runs the program as `python3 main.py`
 # would: as __main__, with sys.argv, __file__, sys.path[0], stdin, exceptions (traceback on
-# stderr, exit 1), sys.exit codes, threads, atexit handlers and output flushing the same. One execution per loader: the sandbox is destroyed
+# stderr, exit 1), sys.exit codes, threads, atexit handlers and output flushing the same.
+#
+# It imports nothing beyond what the interpreter has loaded at start-up (os, sys and the frozen
+# import machinery) and atexit (built in): every module imported here would be paid for by each
+# pool entry and would sit in its memory. One execution per loader: the sandbox is destroyed
 # afterwards, never reused. Standard library only.
 import atexit
-import json
 import os
-import pkgutil  # noqa: F401 -- runpy.run_path imports it (and typing, weakref) on first use:
-import runpy    # here, before "R", that cost is paid while no client waits
-import struct
 import sys
 
 AGENT_FD = 3
 
 
-def read_exactly(fd, size):
+def read_exactly(size):
     chunks = []
     while size > 0:
-        chunk = os.read(fd, min(size, 1 << 20))
+        chunk = os.read(AGENT_FD, min(size, 1 << 20))
         if not chunk:
             raise EOFError("agent channel closed")
         chunks.append(chunk)
@@ -35,25 +34,38 @@ def read_exactly(fd, size):
 
 
 def receive():
-    (length,) = struct.unpack("<I", read_exactly(AGENT_FD, 4))
-    header = json.loads(read_exactly(AGENT_FD, length))
-    for entry in header["files"]:
-        data = read_exactly(AGENT_FD, entry["size"])
-        path = os.path.join("/workspace", entry["path"])
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        mode = 0o755 if entry.get("executable") else 0o644
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+    """The execution: argv, environment, the main file's path and source; files written."""
+    length = int.from_bytes(read_exactly(4), "little")
+    fields = iter(read_exactly(length).split(b"\0"))
+
+    def items(count_field):
+        return [next(fields) for _ in range(int(count_field))]
+
+    argv = [os.fsdecode(a) for a in items(next(fields))]
+    env = [os.fsdecode(e).split("=", 1) for e in items(next(fields))]
+    files = [(next(fields), int(next(fields)), next(fields) == b"1")
+             for _ in range(int(next(fields)))]
+    main = os.fsdecode(next(fields))
+    source = None
+    for path, size, executable in files:
+        data = read_exactly(size)
+        target = os.path.join(b"/workspace", path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                     0o755 if executable else 0o644)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
+        if os.fsdecode(target) == main:
+            source = data
     os.close(AGENT_FD)
-    return header
+    return argv, env, main, source
 
 
-def user_traceback(exc):
-    # The frames of this loader and of runpy are not the program's: drop them, so that the
-    # traceback reads exactly as under `python3 main.py`.
+def user_traceback(exc, main):
+    # The loader's own frames are not the program's: drop them, so that the traceback reads
+    # exactly as under `python3 main.py`.
     tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != MAIN:
+    while tb is not None and tb.tb_frame.f_code.co_filename != main:
         tb = tb.tb_next
     return exc.with_traceback(tb)
 
@@ -86,20 +98,29 @@ def finish(code):
     os._exit(code)
 
 
+def run(argv, env, main, source):
+    """Runs source as the __main__ module, the way `python3 main.py` sets it up."""
+    for name, value in env:
+        os.environ[name] = value
+    sys.argv = argv
+    sys.path[0] = os.path.dirname(main)
+    module = type(sys)("__main__")
+    module.__file__ = main
+    module.__builtins__ = __builtins__
+    module.__loader__ = sys.modules["_frozen_importlib_external"].SourceFileLoader(
+        "__main__", main)
+    module.__spec__ = None
+    sys.modules["__main__"] = module
+    try:
+        exec(compile(source, main, "exec"), module.__dict__)
+        return 0
+    except SystemExit as exc:
+        return exit_code(exc)
+    except BaseException as exc:  # what the interpreter itself would report, then exit 1
+        exc = user_traceback(exc, main)
+        sys.excepthook(type(exc), exc, exc.__traceback__)
+        return 1
+
+
 os.write(AGENT_FD, b"R")
-header = receive()
-MAIN = header["main"]
-os.environ.update(header["env"])
-sys.argv = header["argv"]
-sys.path[0] = os.path.dirname(MAIN)
-del header
-try:
-    runpy.run_path(MAIN, run_name="__main__")
-    status = 0
-except SystemExit as exc:
-    status = exit_code(exc)
-except BaseException as exc:  # what the interpreter itself would report, then exit 1
-    exc = user_traceback(exc)
-    sys.excepthook(type(exc), exc, exc.__traceback__)
-    status = 1
-finish(status)
+finish(run(*receive()))

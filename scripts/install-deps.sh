@@ -1,16 +1,33 @@
 #!/bin/sh
 # Installs the Debian packages sandboxd needs to build, test and benchmark.
 # Idempotent and quiet when everything is present: `make` calls it every time.
+#
+# usage: scripts/install-deps.sh [--bench]
+#   --bench   also the peers and load tools that only `make bench` uses (bench/peers.sh)
 set -eu
 
 PACKAGES="
   build-essential pkg-config meson ninja-build clang-format
+  clang libclang-rt-14-dev
   libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libsqlite3-dev
   libpq-dev libinih-dev libssl-dev libcurl4-openssl-dev libcmocka-dev
   python3 python3-pytest python3-requests python3-jsonschema
   bash coreutils procps iproute2 util-linux
   bubblewrap
 "
+
+# Only the benchmark needs these: the sandboxes it compares sandboxd against (firejail, crun,
+# gVisor's runsc, bubblewrap above) and the load/timing tools. Kept out of the default list so
+# that building and testing do not pull in container runtimes.
+BENCH_PACKAGES="
+  firejail crun runsc wrk hyperfine linux-perf
+"
+
+case "${1:-}" in
+  --bench) PACKAGES="$PACKAGES $BENCH_PACKAGES" ;;
+  "") ;;
+  *) echo "usage: $0 [--bench]" >&2; exit 64 ;;
+esac
 
 missing=""
 for p in $PACKAGES; do

@@ -1,59 +1,74 @@
 #include "sandbox/agent.h"
 
 #include <errno.h>
-#include <jansson.h>
+#include <inttypes.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
-#include "util/cleanup.h"
+#include "util/buffer.h"
 #include "util/file.h"
 
-static json_t *header_json(const struct sbx_spec *spec)
+/* The header never holds file contents, only names and numbers, and every request field in it is
+ * bounded (SBX_MAX_* of engine/execution.h): 4 MiB is far beyond any valid one. */
+#define AGENT_HEADER_MAX (4u * 1024u * 1024u)
+
+static int put_field(struct sbx_buffer *header, const char *field)
 {
-        json_t *argv = json_array();
-        json_t *env = json_object();
-        json_t *files = json_array();
-        json_t *header = json_pack("{s:o, s:s, s:o, s:o}", "argv", argv, "main", spec->argv[1],
-                                   "env", env, "files", files);
-        if (header == NULL)
-                return NULL;
-        for (size_t i = 1; spec->argv[i] != NULL; i++)
-                json_array_append_new(argv, json_string(spec->argv[i]));
-        for (size_t i = 0; spec->envp[i] != NULL; i++) {
-                const char *equals = strchr(spec->envp[i], '=');
-                if (equals == NULL)
-                        continue;
-                char name[128];
-                size_t length = (size_t)(equals - spec->envp[i]);
-                if (length >= sizeof(name))
-                        continue;
-                memcpy(name, spec->envp[i], length);
-                name[length] = '\0';
-                json_object_set_new(env, name, json_string(equals + 1));
+        return sbx_buffer_append(header, field, strlen(field) + 1); /* with its NUL */
+}
+
+static int put_number(struct sbx_buffer *header, uint64_t value)
+{
+        char text[24];
+        snprintf(text, sizeof(text), "%" PRIu64, value);
+        return put_field(header, text);
+}
+
+static int build_header(const struct sbx_spec *spec, struct sbx_buffer *header)
+{
+        size_t n_argv = 0, n_env = 0;
+        while (spec->argv[1 + n_argv] != NULL)
+                n_argv++;
+        while (spec->envp[n_env] != NULL)
+                n_env++;
+        int rc = put_number(header, n_argv);
+        for (size_t i = 0; i < n_argv && rc == 0; i++)
+                rc = put_field(header, spec->argv[1 + i]);
+        rc = rc < 0 ? rc : put_number(header, n_env);
+        for (size_t i = 0; i < n_env && rc == 0; i++)
+                rc = put_field(header, spec->envp[i]);
+        rc = rc < 0 ? rc : put_number(header, spec->n_files);
+        for (size_t i = 0; i < spec->n_files && rc == 0; i++) {
+                rc = put_field(header, spec->files[i].path);
+                rc = rc < 0 ? rc : put_number(header, spec->files[i].size);
+                rc = rc < 0 ? rc : put_field(header, spec->files[i].executable ? "1" : "0");
         }
-        for (size_t i = 0; i < spec->n_files; i++)
-                json_array_append_new(files,
-                                      json_pack("{s:s, s:I, s:b}", "path", spec->files[i].path,
-                                                "size", (json_int_t)spec->files[i].size,
-                                                "executable", spec->files[i].executable));
-        return header;
+        rc = rc < 0 ? rc : put_field(header, spec->argv[1]);
+        return rc < 0 || header->overflow ? -1 : 0;
 }
 
 int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_error *err)
 {
         if (spec->argv[0] == NULL || spec->argv[1] == NULL)
                 return sbx_error_set(err, EINVAL, "agent: no program file in argv");
-        json_auto_t *header = header_json(spec);
-        _cleanup_free_ char *text = header ? json_dumps(header, JSON_COMPACT) : NULL;
-        if (text == NULL)
-                return sbx_error_set(err, ENOMEM, "agent: encode the execution");
-        size_t length = strlen(text);
+        struct sbx_buffer header;
+        sbx_buffer_init(&header, AGENT_HEADER_MAX);
+        if (build_header(spec, &header) < 0) {
+                sbx_buffer_free(&header);
+                return sbx_error_set(err, E2BIG, "agent: the execution does not fit a header");
+        }
+        /* The last field's NUL is the loader's split point too: it is not sent. */
+        size_t length = header.len - 1;
         uint8_t prefix[4] = {(uint8_t)length, (uint8_t)(length >> 8), (uint8_t)(length >> 16),
                              (uint8_t)(length >> 24)};
-        if (sbx_write_all(fd, prefix, sizeof(prefix)) < 0 || sbx_write_all(fd, text, length) < 0)
-                return sbx_error_set(err, errno, "agent: send the execution");
-        for (size_t i = 0; i < spec->n_files; i++)
+        int rc = 0;
+        if (sbx_write_all(fd, prefix, sizeof(prefix)) < 0 ||
+            sbx_write_all(fd, header.data, length) < 0)
+                rc = sbx_error_set(err, errno, "agent: send the execution");
+        sbx_buffer_free(&header);
+        for (size_t i = 0; rc == 0 && i < spec->n_files; i++)
                 if (sbx_write_all(fd, spec->files[i].data, spec->files[i].size) < 0)
-                        return sbx_error_set(err, errno, "agent: send %s", spec->files[i].path);
-        return 0;
+                        rc = sbx_error_set(err, errno, "agent: send %s", spec->files[i].path);
+        return rc;
 }
