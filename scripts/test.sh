@@ -1,13 +1,14 @@
 #!/bin/sh
 # What `make test` runs after building: the format check, the unit tests and the integration
-# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, then the
-# leak audit. Every
-# stage runs even when an earlier one failed, so that one run shows every failure, and the leak
-# audit always runs last; the exit status is non-zero when any stage failed.
+# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, each
+# libFuzzer harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the
+# leak audit. Every stage runs even when an earlier one failed, so that one run shows every
+# failure, and the leak audit always runs last; the exit status is non-zero when any stage failed.
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
+FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 PYTEST="/usr/bin/python3 -m pytest -q -p no:cacheprovider"
 
 failed=""
@@ -29,6 +30,7 @@ stage integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZ
         $PYTEST tests/integration
 stage hostile /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
         --report "$BUILD/hostile-report.json"
+stage fuzz ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
 stage leak-audit ./scripts/leak-audit.sh
 
 if [ -n "$failed" ]; then

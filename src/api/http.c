@@ -480,6 +480,10 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
         atomic_fetch_sub(&requests_in_flight, 1);
 }
 
+/* libmicrohttpd's printf format: the attribute tells clang's -Wformat-nonliteral so. */
+static void log_mhd_error(void *cls, const char *format, va_list ap)
+        __attribute__((format(printf, 2, 0)));
+
 static void log_mhd_error(void *cls, const char *format, va_list ap)
 {
         char message[512];
