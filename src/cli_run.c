@@ -276,12 +276,12 @@ int cli_run(int argc, char **argv)
                         break;
                 case OPT_MEMORY:
                         rc = sbx_parse_size(optarg, &request.limits.memory_bytes, &err);
-                        if (rc == 0 && request.limits.memory_bytes < 4 * 1024 * 1024)
+                        if (rc == 0 && request.limits.memory_bytes < SBX_MIN_MEMORY_BYTES)
                                 rc = sbx_error_set(&err, EINVAL, "at least 4M");
                         break;
                 case OPT_PIDS:
                         rc = sbx_parse_u64(optarg, 1u << 22, &request.limits.pids, &err);
-                        if (rc == 0 && request.limits.pids < 2)
+                        if (rc == 0 && request.limits.pids < SBX_MIN_PIDS)
                                 rc = sbx_error_set(&err, EINVAL, "at least 2 (init and program)");
                         break;
                 case OPT_CPU_TIME:
@@ -297,17 +297,17 @@ int cli_run(int argc, char **argv)
                         break;
                 case OPT_DISK:
                         rc = sbx_parse_size(optarg, &request.limits.disk_bytes, &err);
-                        if (rc == 0 && request.limits.disk_bytes < 1024 * 1024)
+                        if (rc == 0 && request.limits.disk_bytes < SBX_MIN_DISK_BYTES)
                                 rc = sbx_error_set(&err, EINVAL, "at least 1M");
                         break;
                 case OPT_OUTPUT:
                         rc = sbx_parse_size(optarg, &request.limits.output_bytes, &err);
-                        if (rc == 0 && request.limits.output_bytes > (1ull << 30))
+                        if (rc == 0 && request.limits.output_bytes > SBX_MAX_OUTPUT_BYTES)
                                 rc = sbx_error_set(&err, EINVAL, "at most 1G");
                         break;
                 case OPT_OPEN_FILES:
                         rc = sbx_parse_u64(optarg, 1u << 20, &value, &err);
-                        if (rc == 0 && value < 8)
+                        if (rc == 0 && value < SBX_MIN_OPEN_FILES)
                                 rc = sbx_error_set(&err, EINVAL, "at least 8");
                         request.limits.open_files = value;
                         break;
@@ -383,11 +383,10 @@ int cli_run(int argc, char **argv)
                 request.code = code_arg;
                 request.code_size = strlen(code_arg);
         }
-        struct extra_files extra = {0};
+        _cleanup_(extra_files_free) struct extra_files extra = {0};
         if (n_file_args > 0) {
                 if (load_extra_files(file_args, n_file_args, &extra, &err) < 0) {
                         fprintf(stderr, "sandboxd run: --file %s\n", err.message);
-                        extra_files_free(&extra);
                         return CLI_EXIT_NOINPUT;
                 }
                 /* The program joins them as the last file, and runs as the entrypoint. */
@@ -450,7 +449,6 @@ int cli_run(int argc, char **argv)
                 print_summary(&result);
         }
         sbx_result_free(&result);
-        extra_files_free(&extra);
         fflush(stdout);
         return exit_code;
 }

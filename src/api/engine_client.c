@@ -323,33 +323,6 @@ void sbx_engine_result_free(struct sbx_engine_result *result)
         *result = (struct sbx_engine_result){0};
 }
 
-int sbx_engine_client_cancel(struct sbx_engine_client *client, const char *execution_id,
-                             struct sbx_error *err)
-{
-        uint64_t request_id = 0;
-        pthread_mutex_lock(&client->lock);
-        for (struct call *call = client->calls; call != NULL; call = call->next)
-                if (call->execution_id != NULL && strcmp(call->execution_id, execution_id) == 0)
-                        request_id = call->request_id;
-        pthread_mutex_unlock(&client->lock);
-        if (request_id == 0)
-                return sbx_error_set(err, ENOENT, "engine client: execution %s is not running",
-                                     execution_id);
-        void *buf;
-        size_t len;
-        if (sbx_message_encode_empty(SBX_MESSAGE_CANCEL, request_id, &buf, &len, err) < 0)
-                return -1;
-        return send_message(client, buf, len, err);
-}
-
-bool sbx_engine_client_alive(struct sbx_engine_client *client)
-{
-        pthread_mutex_lock(&client->lock);
-        bool alive = !client->dead;
-        pthread_mutex_unlock(&client->lock);
-        return alive;
-}
-
 /* ---- Life cycle ---------------------------------------------------------------------------- */
 
 int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,

@@ -7,8 +7,7 @@
  *              first loss every call fails at once), or the client was shut down. HTTP 503.
  *   ETIMEDOUT  no reply within the call's bound (the engine may be alive but stuck).
  *   EBADMSG    the engine's reply could not be decoded.
- *   EINVAL     the request cannot be carried by the protocol (see protocol.h).
- *   ENOENT     cancel: no such execution in flight. */
+ *   EINVAL     the request cannot be carried by the protocol (see protocol.h). */
 #pragma once
 
 #include <stdbool.h>
@@ -53,11 +52,6 @@ int sbx_engine_client_run(struct sbx_engine_client *client, const char *executio
 /* Frees a result from sbx_engine_client_run. NULL and a zeroed struct are no-ops. */
 void sbx_engine_result_free(struct sbx_engine_result *result);
 
-/* Asks the engine to cancel the execution in flight under execution_id; its run call then returns
- * a RESULT internal_error "canceled". Does not wait. ENOENT when no such run is waiting. */
-int sbx_engine_client_cancel(struct sbx_engine_client *client, const char *execution_id,
-                             struct sbx_error *err);
-
 /* Sends PING and waits up to timeout_ms for the PONG. 0 when the engine answered. */
 int sbx_engine_client_ping(struct sbx_engine_client *client, unsigned timeout_ms,
                            struct sbx_error *err);
@@ -65,9 +59,6 @@ int sbx_engine_client_ping(struct sbx_engine_client *client, unsigned timeout_ms
 /* Sends STATS and waits up to timeout_ms for the engine's counters. */
 int sbx_engine_client_stats(struct sbx_engine_client *client, unsigned timeout_ms,
                             struct sbx_message_stats *stats, struct sbx_error *err);
-
-/* False once the engine was lost or the client shut down. */
-bool sbx_engine_client_alive(struct sbx_engine_client *client);
 
 /* Stops the client: shuts the socket down in both directions (the engine sees the API hang up
  * and shuts down itself), wakes every waiting call with EPIPE, joins the dispatcher. Calls made

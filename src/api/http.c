@@ -445,6 +445,13 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                 sbx_buffer_init(&request->body, api->config->server.max_body_bytes);
                 *state = request;
                 atomic_fetch_add(&requests_in_flight, 1);
+                /* Only an authenticated POST /v1/executions gets its body read: every other
+                 * request is answered from its headers, so that nobody can make this process
+                 * buffer max_body_bytes per connection without a token. */
+                if (strcmp(url, EXECUTIONS_PATH) != 0 || strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+                        return route(api, connection, url, method, request);
+                if (authenticate(api, connection) == NULL)
+                        return respond_unauthorized(api, connection);
                 const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (length != NULL &&

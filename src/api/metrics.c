@@ -26,7 +26,7 @@ static const char *const phase_names[PHASE_COUNT] = {
         [PHASE_TEARDOWN] = "teardown", [PHASE_TOTAL] = "total",
 };
 
-/* serve.md's buckets: 1 ms to 10 s spans a warm start (a few ms) to the default wall limit.
+/* The buckets: 1 ms to 10 s spans a warm start (a few ms) to the default wall limit.
  * Bounds are kept in microseconds, the unit of struct sbx_timing, so that comparing an
  * observation with a bound is exact; the label is the same bound written in seconds. */
 struct bucket {

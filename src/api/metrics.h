@@ -1,4 +1,4 @@
-/* The Prometheus registry behind GET /metrics: a fixed set of metric families (serve.md
+/* The Prometheus registry behind GET /metrics: a fixed set of metric families (README,
  * "Metrics"), updated by the request handlers and rendered in the text exposition format 0.0.4.
  *
  *   sandboxd_executions_total{tenant,status}          counter

@@ -276,11 +276,11 @@ static const char openapi_document[] = JSON_TEXT(
         "properties": {
           "wall_ms": {"type": "integer", "minimum": 1},
           "cpu_ms": {"type": "integer", "minimum": 1},
-          "memory_mb": {"type": "integer", "minimum": 1},
-          "pids": {"type": "integer", "minimum": 1},
+          "memory_mb": {"type": "integer", "minimum": 4},
+          "pids": {"type": "integer", "minimum": 2},
           "disk_mb": {"type": "integer", "minimum": 1},
           "output_bytes": {"type": "integer", "minimum": 1},
-          "open_files": {"type": "integer", "minimum": 1}
+          "open_files": {"type": "integer", "minimum": 8}
         }
       },
       "LimitName": {

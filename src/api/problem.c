@@ -11,7 +11,7 @@ struct problem_class {
         const char *title;
 };
 
-/* One class per status the API emits (serve.md "Errors"). Titles stay the same for every
+/* One class per status the API emits (README, "sandboxd serve"). Titles stay the same for every
  * occurrence of a class, as RFC 9457 section 3.1.3 asks; what varies goes into "detail". */
 static const struct problem_class problem_classes[] = {
         {400, "invalid-request", "Invalid request"},

@@ -36,7 +36,7 @@ struct sbx_problem_field {
 json_t *sbx_problem_new(unsigned status, const char *slug, const char *title, const char *detail,
                         const struct sbx_problem_field *errors, size_t n_errors);
 
-/* The slug serve.md assigns to a status code ("invalid-request" for 400, "quota-exceeded" for
+/* The slug the API assigns to a status code ("invalid-request" for 400, "quota-exceeded" for
  * 429, ...); "internal" for any status without one of its own. Never NULL. */
 const char *sbx_problem_default_slug(unsigned status);
 

@@ -90,6 +90,32 @@ static const char **build_envp(const struct sbx_request *request)
         return envp;
 }
 
+bool sbx_limits_valid(const struct sbx_limits *limits, const char **field)
+{
+        const struct {
+                const char *name;
+                uint64_t value, min, max;
+        } checks[] = {
+                {"wall_ms", limits->wall_ms, 1, SBX_MAX_LIMIT_MS},
+                {"cpu_ms", limits->cpu_ms, 1, SBX_MAX_LIMIT_MS},
+                {"memory", limits->memory_bytes, SBX_MIN_MEMORY_BYTES, SBX_MAX_MEMORY_BYTES},
+                {"pids", limits->pids, SBX_MIN_PIDS, SBX_MAX_PIDS},
+                {"disk", limits->disk_bytes, SBX_MIN_DISK_BYTES, SBX_MAX_DISK_BYTES},
+                {"output_bytes", limits->output_bytes, 1, SBX_MAX_OUTPUT_BYTES},
+                {"open_files", limits->open_files, SBX_MIN_OPEN_FILES, SBX_MAX_OPEN_FILES},
+                {"cpu_millicores", limits->cpu_millicores, SBX_MIN_CPU_MILLICORES,
+                 SBX_MAX_CPU_MILLICORES},
+        };
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(checks); i++) {
+                if (checks[i].value < checks[i].min || checks[i].value > checks[i].max) {
+                        if (field != NULL)
+                                *field = checks[i].name;
+                        return false;
+                }
+        }
+        return true;
+}
+
 void sbx_limits_default(struct sbx_limits *limits)
 {
         *limits = (struct sbx_limits){
@@ -171,6 +197,9 @@ static int plan_execution(const struct sbx_request *request, struct execution_pl
                 return sbx_error_set(err, EINVAL, "unknown backend '%s'", request->backend);
 
         /* The API checks these too; the engine checks again: it trusts no caller. */
+        const char *bad_limit = NULL;
+        if (!sbx_limits_valid(&request->limits, &bad_limit))
+                return sbx_error_set(err, EINVAL, "limit %s is out of range", bad_limit);
         if (request->code == NULL && (request->n_files == 0 || request->entrypoint == NULL ||
                                       !sbx_request_path_valid(request->entrypoint)))
                 return sbx_error_set(err, EINVAL, "no code, or files without a valid entrypoint");

@@ -20,6 +20,21 @@
 #define SBX_MAX_CODE_BYTES  (4u * 1024u * 1024u) /* all files together */
 #define SBX_MAX_STDIN_BYTES (4u * 1024u * 1024u)
 
+/* The range every limit must be in; the CLI, the settings pipeline and the engine (again, on
+ * every RUN) enforce it. No limit may be "none" (0): a request always runs capped. */
+#define SBX_MIN_MEMORY_BYTES   (4ull << 20) /* an interpreter needs a few MiB to start */
+#define SBX_MIN_PIDS           2            /* the sandbox's init and the program */
+#define SBX_MIN_DISK_BYTES     (1ull << 20)
+#define SBX_MIN_OPEN_FILES     8                     /* stdio and a few more */
+#define SBX_MIN_CPU_MILLICORES 10                    /* the kernel's 1 ms quota per 100 ms period */
+#define SBX_MAX_LIMIT_MS       (24ull * 3600 * 1000) /* wall and CPU: a day */
+#define SBX_MAX_MEMORY_BYTES   (1ull << 40)
+#define SBX_MAX_PIDS           (4ull << 20) /* PID_MAX_LIMIT on 64-bit */
+#define SBX_MAX_DISK_BYTES     (1ull << 40)
+#define SBX_MAX_OUTPUT_BYTES   (1ull << 30)
+#define SBX_MAX_OPEN_FILES     (1ull << 20) /* the default fs.nr_open */
+#define SBX_MAX_CPU_MILLICORES 1024000u
+
 struct sbx_request {
         const char *language; /* sbx_language_find() name */
         /* Either code (one program: /workspace/<language file_name>) ... */
@@ -54,6 +69,10 @@ bool sbx_request_path_valid(const char *path);
  * TMPDIR, LANG), and the whole entry at most SBX_MAX_ENV_BYTES. */
 bool sbx_request_env_valid(const char *entry);
 
+/* Whether every limit is within the SBX_MIN_* / SBX_MAX_* range above; when not, *field names
+ * the first that is not. */
+bool sbx_limits_valid(const struct sbx_limits *limits, const char **field);
+
 /* The built-in default limits (README documents them). */
 void sbx_limits_default(struct sbx_limits *limits);
 
@@ -74,8 +93,9 @@ struct sbx_pool_entry;
 /* Whether language has a loader (python). */
 bool sbx_pool_supports(const char *language);
 
-/* Whether request can run in a pool entry: a pooled language, the pool's disk size, no test
- * hooks, no PYTHON* variables (they act at interpreter start-up). Others run cold. */
+/* Whether request can run in a pool entry: a pooled language, the pool's disk size, a memory cap
+ * of at least 32 MiB (the waiting interpreter's own use must fit under it), no test hooks, no
+ * PYTHON* variables (they act at interpreter start-up). Others run cold. */
 bool sbx_pool_request_eligible(const struct sbx_request *request);
 
 /* Creates and starts a pool entry for language on backend (NULL = native). */

@@ -627,6 +627,10 @@ static int decode_run(struct reader *r, struct sbx_message_run *run)
                 return malformed(r->err, "%s: limits.wall_ms: %llu is outside 1..%llu", r->type,
                                  (unsigned long long)request->limits.wall_ms,
                                  (unsigned long long)SBX_MESSAGE_MAX_WALL_MS);
+        /* No limit may be missing ("none"): the API process is not trusted to have checked. */
+        const char *bad_limit = NULL;
+        if (!sbx_limits_valid(&request->limits, &bad_limit))
+                return malformed(r->err, "%s: limits.%s: out of range", r->type, bad_limit);
         return check_program(r, request);
 }
 

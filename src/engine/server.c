@@ -273,7 +273,10 @@ static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t
         void *buf = NULL;
         size_t len = 0;
         struct sbx_message message;
-        if (fds[1].revents != 0 || sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
+        /* A RUN that arrived is run even when SIGTERM came too (its execution is then canceled
+         * at once and answered): the engine counts on an answer from an assigned worker. */
+        if ((fds[0].revents & POLLIN) == 0 ||
+            sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
             sbx_message_decode(buf, len, &message, &err) < 0 ||
             message.header.type != SBX_MESSAGE_RUN) {
                 /* Retired, or the engine is gone: nothing ran, nothing to answer. */
@@ -753,6 +756,13 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 if (header.magic == SBX_PROTOCOL_MAGIC && header.type == SBX_MESSAGE_RUN)
                         reply_error(e, header.request_id, NULL, NULL,
                                     "engine: invalid RUN message: %s", err.message);
+                return;
+        }
+        /* Request id 0 is how the table marks an idle pool worker: no request may use it. */
+        if (header.request_id == 0 &&
+            (header.type == SBX_MESSAGE_RUN || header.type == SBX_MESSAGE_CANCEL)) {
+                sbx_warn("engine: %s with request id 0 dropped",
+                         sbx_message_type_name(header.type));
                 return;
         }
         switch ((enum sbx_message_type)header.type) {

@@ -1,13 +1,16 @@
 /* The engine process of `sandboxd serve`: the root half of the privilege split (DESIGN.md "Two
  * processes"). It speaks only the binary protocol of engine/protocol.h and owns every sandbox.
  *
- * Theory of operation. One thread, one poll loop over three kinds of fd:
+ * Theory of operation. One thread, one poll loop over four kinds of fd:
  *
  *   api_fd      the SOCK_SEQPACKET socket to the API process: RUN, CANCEL, PING, STATS arrive here
  *   signalfd    SIGTERM and SIGINT (shut down) and SIGCHLD (reap re-parented orphans)
  *   pidfds      one per worker: readable when the worker has exited
+ *   control fds one per starting pool worker: its "R" says its warm sandbox is ready
  *
- * Each RUN is decoded and checked, then handed to a WORKER: a plain fork() of the engine (which is
+ * Each RUN is decoded and checked, then handed to a WORKER: a ready POOL WORKER of its language
+ * when the request can use one (the RUN is forwarded on that worker's control socket; warm pools
+ * are kept at min_idle in the background), else a plain fork() of the engine (which is
  * single-threaded, so the clone3 the sandbox needs is safe inside it). The worker runs the whole
  * execution with sbx_execute(), encodes the RESULT and sends it itself on its inherited copy of
  * api_fd, then exits 0. The loop therefore never blocks on an execution: it only tracks workers
@@ -20,9 +23,11 @@
  * having sent its RESULT (crash, SIGKILL) gets one sent for it by the engine: internal_error, so
  * that no caller waits forever.
  *
- * Shutdown (SIGTERM, SIGINT, or the API socket at end of file): SIGTERM to every worker, wait for
- * them up to the grace period, SIGKILL the rest, remove what killed workers left behind
- * (backend reconcile), return. RUNs arriving meanwhile are answered "engine shutting down". */
+ * Shutdown on SIGTERM or SIGINT: idle pool workers go at once, running executions may finish
+ * within the grace period and are then canceled (SIGTERM), and killed (SIGKILL) if they still do
+ * not end; the API process gets SIGTERM to stop accepting. When the API socket reaches end of
+ * file nobody can read a result: every worker is canceled at once. Then what killed workers left
+ * behind is removed (backend reconcile). RUNs arriving meanwhile: "engine shutting down". */
 #pragma once
 
 #include <stdint.h>

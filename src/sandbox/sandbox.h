@@ -10,8 +10,9 @@
  *   wait    -> stdin fed, stdout/stderr drained under their caps, wall deadline enforced; returns
  *              when the program and everything it started are gone
  *   kill    -> every process of the sandbox killed at once (idempotent)
- *   read_evidence -> the kernel's counters for this sandbox, as deltas since create
- *   destroy -> everything the sandbox owned removed; always safe to call, also after failures
+ *   read_evidence -> the kernel's counters for this sandbox, as deltas since create (for a pool
+ * entry: since acquire) destroy -> everything the sandbox owned removed; always safe to call, also
+ * after failures
  *
  * A sandbox runs one execution and is then destroyed, never reused. */
 #pragma once
@@ -97,7 +98,7 @@ struct sbx_run {
         uint64_t wall_us; /* from exec to the end of the program */
 };
 
-/* The kernel's counters for one sandbox, as deltas since create. */
+/* The kernel's counters for one sandbox, as deltas since create (pooled: since acquire). */
 struct sbx_evidence {
         uint64_t oom_kills;         /* v2 memory.events oom_kill; v1 memory.oom_control oom_kill */
         uint64_t memory_max_events; /* v2 memory.events max; v1 memory.failcnt */
@@ -130,7 +131,7 @@ struct sbx_backend {
         int (*wait)(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err);
         /* Kills every process of the sandbox at once. Idempotent. */
         int (*kill)(struct sbx_sandbox *sandbox, struct sbx_error *err);
-        /* Reads the kernel's counters as deltas since create. */
+        /* Reads the kernel's counters as deltas since create (pooled: since acquire). */
         int (*read_evidence)(struct sbx_sandbox *sandbox, struct sbx_evidence *evidence,
                              struct sbx_error *err);
         /* Kills what is left, removes cgroups and frees the sandbox. NULL is a no-op. */

@@ -74,7 +74,8 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
 
         while (!exited || streams[0].fd >= 0 || streams[1].fd >= 0) {
                 uint64_t now = sbx_now_us();
-                if (!killed && now >= params->deadline_us) {
+                /* Not once the program is gone: pipes still draining are not a timeout. */
+                if (!killed && !exited && now >= params->deadline_us) {
                         run->wall_timeout = true;
                         killed = true;
                         if (params->kill(params->kill_ctx, err) < 0)

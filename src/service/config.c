@@ -30,17 +30,19 @@
 const struct sbx_limit_field sbx_limit_fields[SBX_LIMIT_FIELD_COUNT] = {
         /* An execution is a short job; a day is far past any sane ceiling and keeps every
          * deadline computation far from overflow. */
-        {"wall_ms", offsetof(struct sbx_limits, wall_ms), 1, DAY_MS},
-        {"cpu_ms", offsetof(struct sbx_limits, cpu_ms), 1, DAY_MS},
+        {"wall_ms", offsetof(struct sbx_limits, wall_ms), 1, 1, DAY_MS},
+        {"cpu_ms", offsetof(struct sbx_limits, cpu_ms), 1, 1, DAY_MS},
         /* 1 TiB: above any machine this runs on, so the value is a typo, not a plan. */
-        {"memory_mb", offsetof(struct sbx_limits, memory_bytes), MIB, 1024 * 1024},
+        {"memory_mb", offsetof(struct sbx_limits, memory_bytes), MIB, SBX_MIN_MEMORY_BYTES / MIB,
+         1024 * 1024},
         /* PID_MAX_LIMIT on 64-bit kernels. */
-        {"pids", offsetof(struct sbx_limits, pids), 1, 4 * 1024 * 1024},
-        {"disk_mb", offsetof(struct sbx_limits, disk_bytes), MIB, 1024 * 1024},
+        {"pids", offsetof(struct sbx_limits, pids), 1, SBX_MIN_PIDS, 4 * 1024 * 1024},
+        {"disk_mb", offsetof(struct sbx_limits, disk_bytes), MIB, SBX_MIN_DISK_BYTES / MIB,
+         1024 * 1024},
         /* Both streams travel back in one engine RESULT message of at most 48 MiB. */
-        {"output_bytes", offsetof(struct sbx_limits, output_bytes), 1, 16 * MIB},
+        {"output_bytes", offsetof(struct sbx_limits, output_bytes), 1, 1, 16 * MIB},
         /* The kernel's default fs.nr_open: RLIMIT_NOFILE cannot go higher. */
-        {"open_files", offsetof(struct sbx_limits, open_files), 1, 1024 * 1024},
+        {"open_files", offsetof(struct sbx_limits, open_files), 1, SBX_MIN_OPEN_FILES, 1024 * 1024},
 };
 
 const char sbx_config_default_text[] =
@@ -577,8 +579,10 @@ static int tier_limit_key(struct sbx_tier *tier, const struct sbx_limit_field *f
         uint64_t number;
         size_t name_length = strlen(field->name);
         bool bytes = name_length > 6 && strcmp(field->name + name_length - 6, "_bytes") == 0;
-        int r = bytes ? parse_bytes(value, 1, field->config_max, &number, why, why_size)
-                      : parse_number(value, 1, field->config_max, &number, why, why_size);
+        int r = bytes ? parse_bytes(value, field->minimum, field->config_max, &number, why,
+                                    why_size)
+                      : parse_number(value, field->minimum, field->config_max, &number, why,
+                                     why_size);
         if (r != 0)
                 return -1;
         *sbx_limit_field_value(is_default ? &tier->defaults : &tier->max, field) =

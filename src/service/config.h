@@ -26,6 +26,7 @@ struct sbx_limit_field {
         const char *name; /* "memory_mb", as in requests, responses and the config */
         size_t value_offset;
         uint64_t unit;
+        uint64_t minimum;    /* the smallest value a request or tier may use (SBX_MIN_*) */
         uint64_t config_max; /* the largest ceiling a tier may configure, in the request unit */
 };
 

@@ -408,8 +408,9 @@ static void validate_limits(struct pipeline *p)
                 snprintf(field, sizeof(field), "limits.%s", names[i]);
                 if (!json_is_integer(value))
                         report(p, field, "must be an integer");
-                else if (json_integer_value(value) < 1)
-                        report(p, field, "must be at least 1");
+                else if (json_integer_value(value) < (json_int_t)sbx_limit_fields[i].minimum)
+                        report(p, field, "must be at least %llu",
+                               (unsigned long long)sbx_limit_fields[i].minimum);
                 else
                         p->requested_limits[i] = (uint64_t)json_integer_value(value);
         }

@@ -1,5 +1,5 @@
 /* The settings pipeline: a POST /v1/executions body becomes the effective, immutable settings
- * of one execution, in named steps (serve.md):
+ * of one execution, in named steps (DESIGN.md "The request lifecycle"):
  *
  *   validate -> assign id -> resolve language -> defaults (built-in, then the tier's default_*)
  *   -> clamp to the tier's max_* (each clamped request field recorded) -> cross-field checks

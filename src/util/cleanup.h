@@ -22,12 +22,6 @@ static inline void sbx_closep(int *fd)
         }
 }
 
-static inline void sbx_fclosep(FILE **f)
-{
-        if (*f != NULL)
-                fclose(*f);
-}
-
 static inline void sbx_closedirp(DIR **d)
 {
         if (*d != NULL)
@@ -37,7 +31,6 @@ static inline void sbx_closedirp(DIR **d)
 #define _cleanup_(fn)      __attribute__((cleanup(fn)))
 #define _cleanup_free_     _cleanup_(sbx_freep)
 #define _cleanup_close_    _cleanup_(sbx_closep)
-#define _cleanup_fclose_   _cleanup_(sbx_fclosep)
 #define _cleanup_closedir_ _cleanup_(sbx_closedirp)
 
 /* Returns *pp and sets it to NULL, so the cleanup attribute no longer frees it. */

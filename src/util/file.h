@@ -1,6 +1,6 @@
-/* Small-file helpers for kernel interfaces (cgroup files, /proc maps). Every path is opened
- * relative to a directory fd with O_NOFOLLOW|O_CLOEXEC: the supervisor never follows a link it did
- * not create. */
+/* Small-file helpers for kernel interfaces (cgroup files, /proc maps). Paths are opened relative
+ * to a directory fd (or AT_FDCWD for /proc and /sys paths) with O_NOFOLLOW|O_CLOEXEC: the last
+ * component is never a link the supervisor would follow. */
 #pragma once
 
 #include <stddef.h>

@@ -278,6 +278,35 @@ def test_announced_oversize_body_is_refused_before_it_is_sent(srv):
     assert b"application/problem+json" in reply.lower(), reply[:500]
 
 
+def _status_before_body(srv, request_head):
+    """Sends only the head of a request that announces a 100 MB body; returns the status line
+    the server answers with before any of the body is sent."""
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as conn:
+        conn.sendall(request_head)
+        reply = b""
+        while b"\r\n\r\n" not in reply:
+            chunk = conn.recv(4096)
+            assert chunk, f"connection closed without a response: {reply!r}"
+            reply += chunk
+    return reply.split(b"\r\n", 1)[0]
+
+
+@pytest.mark.parametrize("head", [
+    # No token: 401 before the body, whatever its size (chunked: no size announced at all).
+    b"POST /v1/executions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n",
+    # A route that takes no body: answered from the headers alone.
+    b"POST /health HTTP/1.1\r\nHost: x\r\nContent-Length: 100000000\r\n\r\n",
+    b"PUT /v1/executions/00000000000000000000000000000000 HTTP/1.1\r\nHost: x\r\n"
+    b"Transfer-Encoding: chunked\r\n\r\n",
+])
+def test_no_body_is_buffered_without_a_token_and_a_route_that_takes_one(srv, head):
+    """Only an authenticated POST /v1/executions gets its body read: anyone else could make the
+    API process hold max_body_bytes per connection."""
+    status = _status_before_body(srv, head)
+    assert status.split()[1] in (b"401", b"405"), status
+
+
 def test_small_chunked_body_is_accepted(srv):
     def chunks():
         yield b'{"language": "python",'

@@ -336,7 +336,7 @@ static void test_duplicates(void **state)
         assert_load_error("[server]\n[tier.a]\n[server]\n", "t:3: [server]: section appears twice");
         assert_load_error("[server]\nmax_sandboxes = 1\nmax_sandboxes = 2\n",
                           "t:3: [server] max_sandboxes: set twice");
-        assert_load_error("[tier.a]\nmax_pids = 1\nmax_pids = 2\n",
+        assert_load_error("[tier.a]\nmax_pids = 2\nmax_pids = 3\n",
                           "t:3: [tier.a] max_pids: set twice");
         assert_load_error("[tier.a]\nlanguages = sh\nlanguages = sh\n",
                           "t:3: [tier.a] languages: set twice");
@@ -355,7 +355,7 @@ static void test_syntax(void **state)
         assert_load_error("[server\nlisten = 127.0.0.1:1\n", "t:1: syntax error");
         assert_load_error("[tier.a]\n[server\n", "t:2: syntax error");
         assert_load_error("[server] extra\n", "t:1: text after the section header");
-        assert_load_error("[tier.a]\nmax_pids = 1\n  [tier.b]\n",
+        assert_load_error("[tier.a]\nmax_pids = 2\n  [tier.b]\n",
                           "t:3: a section header must start the line");
         char long_line[400];
         snprintf(long_line, sizeof(long_line), "[server]\ndata_dir = /%0300d\n", 0);

@@ -371,6 +371,31 @@ static void test_run_encoder_refuses(void **state)
         size_t len;
         struct sbx_error err = {0};
         assert_int_equal(sbx_message_encode_run(1, test_id, &zero_wall, &buf, &len, &err), -1);
+        /* No limit may be "none" (0) or past its range: the engine does not trust the API
+         * process to have checked (each field alone, the others valid). */
+        size_t offsets[] = {offsetof(struct sbx_limits, cpu_ms),
+                            offsetof(struct sbx_limits, memory_bytes),
+                            offsetof(struct sbx_limits, pids),
+                            offsetof(struct sbx_limits, disk_bytes),
+                            offsetof(struct sbx_limits, output_bytes),
+                            offsetof(struct sbx_limits, open_files)};
+        for (size_t i = 0; i < sizeof(offsets) / sizeof(offsets[0]); i++) {
+                struct sbx_request uncapped = {.language = "python", .code = "x"};
+                uncapped.limits = test_limits();
+                *(uint64_t *)((char *)&uncapped.limits + offsets[i]) = 0;
+                assert_int_equal(sbx_message_encode_run(1, test_id, &uncapped, &buf, &len, &err),
+                                 -1);
+                *(uint64_t *)((char *)&uncapped.limits + offsets[i]) = UINT64_MAX;
+                assert_int_equal(sbx_message_encode_run(1, test_id, &uncapped, &buf, &len, &err),
+                                 -1);
+        }
+        struct sbx_request one_pid = {.language = "python", .code = "x"};
+        one_pid.limits = test_limits();
+        one_pid.limits.pids = 1;
+        assert_int_equal(sbx_message_encode_run(1, test_id, &one_pid, &buf, &len, &err), -1);
+        one_pid.limits.pids = 2;
+        assert_int_equal(sbx_message_encode_run(1, test_id, &one_pid, &buf, &len, &err), 0);
+        free(buf);
         free(long_arg);
 }
 

@@ -219,19 +219,26 @@ static void test_limits_values(void **state)
         assert_refused("{\"language\":\"sh\",\"code\":\"\",\"limits\":{\"wall_ms\":0}}", 400,
                        "limits.wall_ms", "at least 1");
         assert_refused("{\"language\":\"sh\",\"code\":\"\",\"limits\":{\"pids\":-5}}", 400,
-                       "limits.pids", "at least 1");
+                       "limits.pids", "at least 2");
+        /* The smallest a sandbox can run with: init and the program, a few MiB, stdio. */
+        assert_refused("{\"language\":\"sh\",\"code\":\"\",\"limits\":{\"pids\":1}}", 400,
+                       "limits.pids", "at least 2");
+        assert_refused("{\"language\":\"sh\",\"code\":\"\",\"limits\":{\"memory_mb\":3}}", 400,
+                       "limits.memory_mb", "at least 4");
+        assert_refused("{\"language\":\"sh\",\"code\":\"\",\"limits\":{\"open_files\":7}}", 400,
+                       "limits.open_files", "at least 8");
         /* Every field by name. */
         struct sbx_settings *settings =
                 build_ok("{\"language\":\"sh\",\"code\":\"\",\"limits\":{\"wall_ms\":1,"
-                         "\"cpu_ms\":2,\"memory_mb\":3,\"pids\":4,\"disk_mb\":5,"
-                         "\"output_bytes\":6,\"open_files\":7}}");
+                         "\"cpu_ms\":2,\"memory_mb\":4,\"pids\":4,\"disk_mb\":5,"
+                         "\"output_bytes\":6,\"open_files\":8}}");
         assert_int_equal(settings->limits.wall_ms, 1);
         assert_int_equal(settings->limits.cpu_ms, 2);
-        assert_int_equal(settings->limits.memory_bytes, 3 * MIB);
+        assert_int_equal(settings->limits.memory_bytes, 4 * MIB);
         assert_int_equal(settings->limits.pids, 4);
         assert_int_equal(settings->limits.disk_bytes, 5 * MIB);
         assert_int_equal(settings->limits.output_bytes, 6);
-        assert_int_equal(settings->limits.open_files, 7);
+        assert_int_equal(settings->limits.open_files, 8);
         assert_int_equal(settings->n_clamped, 0);
         sbx_settings_free(settings);
 }
@@ -553,7 +560,7 @@ static void test_tier_permissions(void **state)
                        "language 'bash' is not allowed for tier 't'");
         /* A bad request is a 400 even when it would also be forbidden. */
         assert_refused("{\"language\":\"bash\",\"code\":\"\",\"limits\":{\"pids\":0}}", 400,
-                       "limits.pids", "at least 1");
+                       "limits.pids", "at least 2");
 
         /* No config can offer a tier without native today; build one by hand. */
         struct sbx_tier tier = *config.tenants[0].tier;

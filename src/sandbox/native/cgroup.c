@@ -713,7 +713,15 @@ static int make_v1_directories(struct cgroup *cg, struct sbx_error *err)
                         continue;
                 sbx_warn("cgroup: slot %u has directories left by a crashed process; removing them",
                          cg->slot);
-                if (cgroup_kill_all(cg, err) < 0 || remove_v1_directories(cg, err) < 0)
+                /* Their processes, if any, are only in these v1 directories (not in the new
+                 * primary one): kill them by their lists, which cgroup_kill_all would not read on
+                 * the hybrid layout (and it would mark this cgroup emptied). */
+                for (int k = 0; k < HIERARCHY_COUNT; k++) {
+                        struct sbx_error ignored;
+                        if (k != (int)cg->primary && cg->dirs[k].fd >= 0)
+                                (void)kill_listed(cg->dirs[k].fd, &ignored);
+                }
+                if (remove_v1_directories(cg, err) < 0)
                         return -1;
                 break;
         }

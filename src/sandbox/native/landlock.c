@@ -152,6 +152,12 @@ static int landlock_add_path(int ruleset_fd, const struct landlock_path_rule *ru
         return 0;
 }
 
+int landlock_abi_version(void)
+{
+        int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
+        return abi < 0 ? 0 : abi;
+}
+
 int landlock_apply(struct sbx_error *err)
 {
         int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);

@@ -295,18 +295,13 @@ static int set_no_new_privs(struct sbx_error *err)
         return 0;
 }
 
-static int landlock_step(struct sbx_error *err)
-{
-        return landlock_apply(err) < 0 ? -1 : 0;
-}
-
 /* The program (pid 2): lock down, in the order of DESIGN.md, and exec. */
 static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error_fd, int agent_fd)
 {
         STEP_OR_DIE(spec, error_fd, "exec", new_session);
         STEP_OR_DIE(spec, error_fd, "exec", reset_signals);
         if (layer_on(spec, SBX_LAYER_LANDLOCK))
-                STEP_OR_DIE(spec, error_fd, "landlock", landlock_step);
+                STEP_OR_DIE(spec, error_fd, "landlock", landlock_apply);
         if (layer_on(spec, SBX_LAYER_NO_NEW_PRIVS))
                 STEP_OR_DIE(spec, error_fd, "no_new_privs", set_no_new_privs);
         if (layer_on(spec, SBX_LAYER_RLIMITS))

@@ -372,7 +372,9 @@ static int setup_dev(const struct mount_context *context, struct sbx_error *err)
          * lets any uid open the multiplexer; mode=0620 for the slaves as usual; no gid= (the tty
          * group is not mapped in the user namespace). nosuid, noexec: terminals only. */
         if (mount("devpts", "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
-                  "newinstance,ptmxmode=0666,mode=0620") < 0)
+                  /* max: every devpts instance draws from one host-wide pool of ptys
+                   * (kernel.pty.max); without a bound one sandbox could take them all. */
+                  "newinstance,ptmxmode=0666,mode=0620,max=64") < 0)
                 return sbx_error_set(err, errno, "mount devpts on /dev/pts");
         /* Read-only last: nothing can be added to /dev (a link, a FIFO) once populated. */
         return make_mount_readonly("dev", err);

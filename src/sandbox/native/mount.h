@@ -3,8 +3,9 @@
  *   /             tmpfs, read-only once built
  *   /usr          host /usr, read-only, nosuid, nodev (bin, lib, lib64, sbin: links into it, or
  *                 read-only binds where the host has real directories)
- *   /etc          a few host files an interpreter needs, bound read-only (ld.so.cache,
- *                 alternatives, localtime, ssl/certs, python3*), plus generated passwd, group,
+ *   /etc          a few host entries an interpreter needs (ld.so.cache, alternatives, localtime,
+ *                 nsswitch.conf, mime.types, ssl/certs, python3*): files up to 128 KiB copied,
+ *                 directories bound read-only, links recreated; plus generated passwd, group,
  *                 hosts, hostname
  *   /dev          tmpfs with null, zero, full, random, urandom bound from the host; a private
  *                 devpts; ptmx, fd, stdin, stdout, stderr links; shm from the scratch tmpfs

@@ -16,6 +16,7 @@
 
 #include "sandbox/agent.h"
 #include "sandbox/native/cgroup.h"
+#include "sandbox/native/landlock.h"
 #include "sandbox/native/launch.h"
 #include "sandbox/native/rlimit.h"
 #include "sandbox/native/userns.h"
@@ -31,7 +32,6 @@ struct sbx_sandbox {
         const struct sbx_spec *spec;
         struct cgroup *cgroup;
         struct launch_process proc;
-        bool started;
 };
 
 static int drop_supplementary_groups(struct sbx_error *err)
@@ -48,9 +48,22 @@ static int drop_supplementary_groups(struct sbx_error *err)
         return 0;
 }
 
+/* Landlock is a layer behind the mount layout, so a kernel without it still runs sandboxes, but
+ * the operator must know: said once per process. */
+static void warn_if_no_landlock(void)
+{
+        static bool checked;
+        if (checked)
+                return;
+        checked = true;
+        if (landlock_abi_version() == 0)
+                sbx_warn("landlock: this kernel has no Landlock; sandboxes run without that layer");
+}
+
 static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                          struct sbx_error *err)
 {
+        warn_if_no_landlock();
         if (drop_supplementary_groups(err) < 0)
                 return sbx_error_prefix(err, "setup step 'userns'");
         struct sbx_sandbox *sandbox = calloc(1, sizeof(*sandbox));
@@ -103,7 +116,6 @@ static int wait_for_loader(int agent_fd, struct sbx_error *err)
 static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         unsigned host_id = SBX_HOST_ID_BASE + cgroup_slot(sandbox->cgroup);
-        sandbox->started = true;
         if (launch_start(sandbox->spec, sandbox->cgroup, host_id, &sandbox->proc, err) < 0)
                 return -1;
         return sandbox->spec->agent ? wait_for_loader(sandbox->proc.agent_fd, err) : 0;
