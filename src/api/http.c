@@ -318,9 +318,14 @@ static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection 
         sbx_quota_release(api->quota, tenant, decision.reservation, cpu_ms, monotonic_ms());
         if (rc < 0) {
                 sbx_warn("execution %s: engine: %s", settings->id, err.message);
+                /* ETIMEDOUT: the engine took the request but did not answer in time; the
+                 * execution may have run. EPIPE and the rest: it never reached a sandbox. */
                 return respond_problem(api, connection, 503,
-                                       "the engine is unavailable; nothing was run", NULL, 0, NULL,
-                                       0);
+                                       err.code == ETIMEDOUT
+                                               ? "the engine did not answer in time; the "
+                                                 "execution may have run"
+                                               : "the engine is unavailable; nothing was run",
+                                       NULL, 0, NULL, 0);
         }
 
         struct sbx_result *result = &outcome.result;

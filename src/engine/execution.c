@@ -130,17 +130,19 @@ void sbx_limits_default(struct sbx_limits *limits)
         };
 }
 
-static void new_execution_id(char id[static 33])
+int sbx_execution_id_new(char id[static SBX_EXECUTION_ID_CHARS + 1], struct sbx_error *err)
 {
+        static const char digits[] = "0123456789abcdef";
         unsigned char bytes[16];
-        if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes)) {
-                /* Never expected on Linux >= 3.17; an id only needs to be unique, not secret. */
-                uint64_t now = sbx_now_us();
-                memcpy(bytes, &now, sizeof(now));
-                memset(bytes + sizeof(now), 0, sizeof(bytes) - sizeof(now));
+        /* 16 bytes never come back short from an initialised pool (random(7)). */
+        if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
+                return sbx_error_set(err, errno, "no random bytes for an execution id");
+        for (size_t i = 0; i < sizeof(bytes); i++) {
+                id[2 * i] = digits[bytes[i] >> 4];
+                id[2 * i + 1] = digits[bytes[i] & 0x0f];
         }
-        for (size_t i = 0; i < sizeof(bytes); i++)
-                snprintf(id + 2 * i, 3, "%02x", bytes[i]);
+        id[SBX_EXECUTION_ID_CHARS] = '\0';
+        return 0;
 }
 
 /* Builds argv: the interpreter, its fixed arguments, the program file, the request's args. */
@@ -285,14 +287,13 @@ static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sa
 
 int sbx_execute(const struct sbx_request *request, struct sbx_result *result, struct sbx_error *err)
 {
-        struct execution_plan plan;
-        if (plan_execution(request, &plan, err) < 0) {
-                plan_free(&plan);
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        _cleanup_(plan_free) struct execution_plan plan = {0};
+        if (sbx_execution_id_new(id, err) < 0 || plan_execution(request, &plan, err) < 0)
                 return -1;
-        }
         const struct sbx_backend *backend = plan.backend;
         *result = (struct sbx_result){.limits = request->limits, .backend = backend->name};
-        new_execution_id(result->id);
+        memcpy(result->id, id, sizeof(id));
         struct sbx_error step_err = {0};
         struct sbx_sandbox *sandbox = NULL;
 
@@ -301,7 +302,6 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
                 fail_internal(result, &step_err);
                 result->timing.acquire_us = sbx_now_us() - t0;
                 result->timing.total_us = result->timing.acquire_us;
-                plan_free(&plan);
                 return 0;
         }
         uint64_t t1 = sbx_now_us();
@@ -310,7 +310,6 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
         uint64_t t2 = sbx_now_us();
         result->timing.setup_us = t2 - t1;
         run_to_end(backend, sandbox, started, result, t0, t2, &step_err);
-        plan_free(&plan);
         return 0;
 }
 
@@ -421,13 +420,13 @@ void sbx_pool_entry_destroy(struct sbx_pool_entry *entry)
 int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_request *request,
                            struct sbx_result *result, struct sbx_error *err)
 {
-        struct execution_plan plan;
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        _cleanup_(plan_free) struct execution_plan plan = {0};
         if (!sbx_pool_request_eligible(request)) {
                 sbx_pool_entry_destroy(entry);
                 return sbx_error_set(err, EINVAL, "request cannot use a warm pool entry");
         }
-        if (plan_execution(request, &plan, err) < 0) {
-                plan_free(&plan);
+        if (sbx_execution_id_new(id, err) < 0 || plan_execution(request, &plan, err) < 0) {
                 sbx_pool_entry_destroy(entry);
                 return -1;
         }
@@ -437,13 +436,12 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
 
         *result = (struct sbx_result){
                 .limits = request->limits, .backend = backend->name, .pooled = true};
-        new_execution_id(result->id);
+        memcpy(result->id, id, sizeof(id));
         struct sbx_error step_err = {0};
         uint64_t t0 = sbx_now_us();
         bool acquired = backend->acquire(sandbox, &plan.spec, &step_err) == 0;
         uint64_t t1 = sbx_now_us();
         result->timing.acquire_us = t1 - t0;
         run_to_end(backend, sandbox, acquired, result, t0, t1, &step_err);
-        plan_free(&plan);
         return 0;
 }

@@ -73,6 +73,10 @@ bool sbx_request_env_valid(const char *entry);
  * the first that is not. */
 bool sbx_limits_valid(const struct sbx_limits *limits, const char **field);
 
+/* A new execution id: 128 random bits as 32 lowercase hex characters, NUL-terminated. */
+#define SBX_EXECUTION_ID_CHARS 32
+int sbx_execution_id_new(char id[static SBX_EXECUTION_ID_CHARS + 1], struct sbx_error *err);
+
 /* The built-in default limits (README documents them). */
 void sbx_limits_default(struct sbx_limits *limits);
 

@@ -45,12 +45,12 @@ static bool type_known(uint16_t type)
 
 bool sbx_execution_id_valid(const char *id)
 {
-        for (size_t i = 0; i < SBX_EXECUTION_ID_LENGTH; i++) {
+        for (size_t i = 0; i < SBX_EXECUTION_ID_CHARS; i++) {
                 char c = id[i];
                 if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
                         return false; /* also stops at a NUL before the end */
         }
-        return id[SBX_EXECUTION_ID_LENGTH] == '\0';
+        return id[SBX_EXECUTION_ID_CHARS] == '\0';
 }
 
 /* ---- Encoding ------------------------------------------------------------------------------ */
@@ -223,7 +223,7 @@ int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
 {
         if (execution_id == NULL || !sbx_execution_id_valid(execution_id))
                 return sbx_error_set(err, EINVAL, "encode: execution id is not %d lowercase hex",
-                                     SBX_EXECUTION_ID_LENGTH);
+                                     SBX_EXECUTION_ID_CHARS);
         /* Counts first: the loops below read that many elements of the caller's arrays. */
         if (request->n_files > SBX_MAX_FILES || request->n_args > SBX_MAX_ARGS ||
             request->n_env > SBX_MAX_ENV)
@@ -231,7 +231,7 @@ int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
 
         struct writer w;
         writer_begin(&w, SBX_MESSAGE_RUN, request_id);
-        put(&w, execution_id, SBX_EXECUTION_ID_LENGTH);
+        put(&w, execution_id, SBX_EXECUTION_ID_CHARS);
         put_string(&w, "language", request->language);
         put_opt_string(&w, "backend", request->backend);
         put_flag(&w, request->code != NULL);
@@ -576,13 +576,13 @@ static int decode_run(struct reader *r, struct sbx_message_run *run)
         *request = (struct sbx_request){.cancel_fd = -1};
 
         const uint8_t *id;
-        if (take(r, "execution_id", SBX_EXECUTION_ID_LENGTH, &id) < 0)
+        if (take(r, "execution_id", SBX_EXECUTION_ID_CHARS, &id) < 0)
                 return -1;
-        memcpy(run->execution_id, id, SBX_EXECUTION_ID_LENGTH);
-        run->execution_id[SBX_EXECUTION_ID_LENGTH] = '\0';
+        memcpy(run->execution_id, id, SBX_EXECUTION_ID_CHARS);
+        run->execution_id[SBX_EXECUTION_ID_CHARS] = '\0';
         if (!sbx_execution_id_valid(run->execution_id))
                 return malformed(r->err, "%s: execution_id: not %d lowercase hex digits", r->type,
-                                 SBX_EXECUTION_ID_LENGTH);
+                                 SBX_EXECUTION_ID_CHARS);
 
         if (decode_name(r, "language", &request->language) < 0)
                 return -1;
@@ -680,7 +680,7 @@ static int decode_result(struct reader *r, struct sbx_result *result)
                 return -1;
         if (id[0] != '\0' && !sbx_execution_id_valid(id))
                 return malformed(r->err, "%s: id: neither empty nor %d lowercase hex digits",
-                                 r->type, SBX_EXECUTION_ID_LENGTH);
+                                 r->type, SBX_EXECUTION_ID_CHARS);
         snprintf(result->id, sizeof(result->id), "%s", id);
 
         uint32_t status;

@@ -67,7 +67,6 @@
 #define SBX_MESSAGE_MAX_NAME_BYTES   64                      /* language and backend names */
 #define SBX_MESSAGE_MAX_OUTPUT_BYTES (1024u * 1024u * 1024u) /* per stream: a result's cap */
 #define SBX_MESSAGE_MAX_WALL_MS      (24ull * 3600 * 1000) /* a run that never ends holds a worker */
-#define SBX_EXECUTION_ID_LENGTH      32                    /* lowercase hex, assigned by the API */
 
 enum sbx_message_type {
         SBX_MESSAGE_RUN = 1,         /* API -> engine: run a request */
@@ -93,7 +92,7 @@ struct sbx_message_header {
  * request.test is always zeroed (test hooks are for `sandboxd run` only: no message can turn a
  * layer off) and request.cancel_fd is -1. */
 struct sbx_message_run {
-        char execution_id[SBX_EXECUTION_ID_LENGTH + 1];
+        char execution_id[SBX_EXECUTION_ID_CHARS + 1];
         struct sbx_request request;
         struct sbx_file files[SBX_MAX_FILES];
         const char *args[SBX_MAX_ARGS];
@@ -132,7 +131,7 @@ struct sbx_message {
 /* The name of a message type ("RUN"), or "unknown". */
 const char *sbx_message_type_name(uint16_t type);
 
-/* Whether id is exactly SBX_EXECUTION_ID_LENGTH lowercase hex digits. */
+/* Whether id is exactly SBX_EXECUTION_ID_CHARS lowercase hex digits. */
 bool sbx_execution_id_valid(const char *id);
 
 /* Encoders. Each builds one complete message (header included) in a new malloc'd buffer returned

@@ -45,7 +45,7 @@
 
 struct worker {
         uint64_t request_id; /* 0: a pool worker no request was given to yet */
-        char execution_id[SBX_EXECUTION_ID_LENGTH + 1];
+        char execution_id[SBX_EXECUTION_ID_CHARS + 1];
         pid_t pid;
         int pidfd; /* -1 when pidfd_open failed; the worker is then killed and only reaped */
         /* Pool workers only (pool != NULL): a warm sandbox waiting for its one request. */

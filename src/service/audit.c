@@ -9,10 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <openssl/evp.h>
 #include <sqlite3.h>
 
 #include "engine/result_json.h"
+#include "service/auth.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -133,18 +133,11 @@ static int audit_sqlite_error(struct sbx_error *err, sqlite3 *db, const char *wh
 int sbx_audit_sha256_hex(const void *data, size_t size, char hex[SBX_AUDIT_SHA256_HEX_SIZE],
                          struct sbx_error *err)
 {
-        unsigned char digest[EVP_MAX_MD_SIZE];
-        unsigned int digest_size = 0;
         static const unsigned char empty[1];
-        if (EVP_Digest(data ? data : empty, size, digest, &digest_size, EVP_sha256(), NULL) != 1 ||
-            digest_size * 2 + 1 != SBX_AUDIT_SHA256_HEX_SIZE)
-                return sbx_error_set(err, 0, "audit: SHA-256 failed in libcrypto");
-        static const char digits[] = "0123456789abcdef";
-        for (unsigned int i = 0; i < digest_size; i++) {
-                hex[2 * i] = digits[digest[i] >> 4];
-                hex[2 * i + 1] = digits[digest[i] & 0x0f];
-        }
-        hex[2 * digest_size] = '\0';
+        uint8_t digest[SBX_SHA256_SIZE];
+        if (sbx_auth_sha256(data ? data : empty, size, digest, err) < 0)
+                return sbx_error_prefix(err, "audit");
+        sbx_auth_sha256_hex(digest, hex);
         return 0;
 }
 

@@ -23,13 +23,14 @@
 
 #include <jansson.h>
 
+#include "service/auth.h"
 #include "util/error.h"
 
 /* The database file inside the data directory. */
 #define SBX_AUDIT_FILE_NAME "audit.db"
 
 /* Size of a SHA-256 digest in lowercase hex, with the terminating NUL. */
-#define SBX_AUDIT_SHA256_HEX_SIZE 65
+#define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
 #define SBX_AUDIT_SCHEMA_VERSION 1

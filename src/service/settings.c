@@ -54,7 +54,7 @@ struct pipeline {
         uint64_t requested_limits[SBX_LIMIT_FIELD_COUNT]; /* request units; 0 = not given */
 
         /* assign id, resolve language, defaults, clamp */
-        char id[SBX_EXECUTION_ID_SIZE + 1];
+        char id[SBX_EXECUTION_ID_CHARS + 1];
         const struct sbx_language *language;
         struct sbx_limits limits;
         const char *clamped[SBX_LIMIT_FIELD_COUNT];
@@ -468,16 +468,9 @@ static int step_validate(struct pipeline *p)
 
 static int step_assign_id(struct pipeline *p)
 {
-        static const char digits[] = "0123456789abcdef";
-        unsigned char bytes[SBX_EXECUTION_ID_SIZE / 2];
-        /* 16 bytes never come back short from an initialised pool (random(7)). */
-        if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
+        struct sbx_error err = {0};
+        if (sbx_execution_id_new(p->id, &err) < 0)
                 return fail_internal(p, "no random bytes for the execution id");
-        for (size_t i = 0; i < sizeof(bytes); i++) {
-                p->id[2 * i] = digits[bytes[i] >> 4];
-                p->id[2 * i + 1] = digits[bytes[i] & 0x0f];
-        }
-        p->id[SBX_EXECUTION_ID_SIZE] = '\0';
         return 0;
 }
 

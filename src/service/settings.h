@@ -15,16 +15,16 @@
 #include <stddef.h>
 
 #include "engine/execution.h"
+#include "engine/protocol.h"
 #include "service/config.h"
 
-#define SBX_EXECUTION_ID_SIZE  32 /* hex characters, without the NUL */
 #define SBX_PROBLEM_MAX_ERRORS 16 /* enough to fix a request; bounds the reply to a bad one */
 
 struct sbx_settings {
-        char id[SBX_EXECUTION_ID_SIZE + 1]; /* 128 random bits in hex */
-        char *tenant;                       /* the tenant's name */
-        const char *language;               /* static: the sbx_language_find() name */
-        const char *backend;                /* static: the sbx_backend_find() name */
+        char id[SBX_EXECUTION_ID_CHARS + 1]; /* 128 random bits in hex */
+        char *tenant;                        /* the tenant's name */
+        const char *language;                /* static: the sbx_language_find() name */
+        const char *backend;                 /* static: the sbx_backend_find() name */
         /* Either code (bytes, may contain NUL; NUL-terminated for convenience) ... */
         char *code;
         size_t code_size;

@@ -644,7 +644,7 @@ static void raw_limits(struct raw *raw)
 static void raw_run_start(struct raw *raw)
 {
         raw_header(raw, SBX_MESSAGE_RUN);
-        raw_put(raw, test_id, SBX_EXECUTION_ID_LENGTH);
+        raw_put(raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_string(raw, "python");
         raw_u8(raw, 0); /* no backend */
         raw_u8(raw, 1);
@@ -791,13 +791,13 @@ static void test_bad_run_bodies(void **state)
 
         /* A length far past the end. */
         raw_header(&raw, SBX_MESSAGE_RUN);
-        raw_put(&raw, test_id, SBX_EXECUTION_ID_LENGTH);
+        raw_put(&raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_u32(&raw, 6);
         raw_put(&raw, "python", 6); /* missing terminator, then the end */
         raw_finish(&raw);
         expect_malformed(raw.data, raw.len, "language");
         raw_header(&raw, SBX_MESSAGE_RUN);
-        raw_put(&raw, test_id, SBX_EXECUTION_ID_LENGTH);
+        raw_put(&raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_u32(&raw, 0xfffffff0u);
         raw_put(&raw, "python", 7);
         raw_finish(&raw);
@@ -805,14 +805,14 @@ static void test_bad_run_bodies(void **state)
 
         /* A NUL inside a string. */
         raw_header(&raw, SBX_MESSAGE_RUN);
-        raw_put(&raw, test_id, SBX_EXECUTION_ID_LENGTH);
+        raw_put(&raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_bytes(&raw, "py\0thon", 7);
         raw_finish(&raw);
         expect_malformed(raw.data, raw.len, "NUL");
 
         /* A terminator that is not 0. */
         raw_header(&raw, SBX_MESSAGE_RUN);
-        raw_put(&raw, test_id, SBX_EXECUTION_ID_LENGTH);
+        raw_put(&raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_u32(&raw, 6);
         raw_put(&raw, "pythonX", 7);
         raw_finish(&raw);
@@ -820,13 +820,13 @@ static void test_bad_run_bodies(void **state)
 
         /* Upper-case execution id. */
         raw_header(&raw, SBX_MESSAGE_RUN);
-        raw_put(&raw, "0123456789ABCDEF0123456789abcdef", SBX_EXECUTION_ID_LENGTH);
+        raw_put(&raw, "0123456789ABCDEF0123456789abcdef", SBX_EXECUTION_ID_CHARS);
         raw_finish(&raw);
         expect_malformed(raw.data, raw.len, "execution_id");
 
         /* A flag that is neither 0 nor 1. */
         raw_header(&raw, SBX_MESSAGE_RUN);
-        raw_put(&raw, test_id, SBX_EXECUTION_ID_LENGTH);
+        raw_put(&raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_string(&raw, "python");
         raw_u8(&raw, 2);
         raw_finish(&raw);
@@ -863,7 +863,7 @@ static void test_bad_run_bodies(void **state)
 
         /* A file path escaping the workspace. */
         raw_header(&raw, SBX_MESSAGE_RUN);
-        raw_put(&raw, test_id, SBX_EXECUTION_ID_LENGTH);
+        raw_put(&raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_string(&raw, "python");
         raw_u8(&raw, 0);
         raw_u8(&raw, 0); /* no code */
@@ -915,7 +915,7 @@ static void test_bad_result_bodies(void **state)
         sbx_result_free(&result);
         uint8_t *m = buf;
         /* Layout: header, id (4 + 32 + 1), status. */
-        size_t status_at = SBX_MESSAGE_HEADER_BYTES + 4 + SBX_EXECUTION_ID_LENGTH + 1;
+        size_t status_at = SBX_MESSAGE_HEADER_BYTES + 4 + SBX_EXECUTION_ID_CHARS + 1;
         uint32_t status = SBX_STATUS_INTERNAL_ERROR + 1;
         uint32_t saved;
         memcpy(&saved, m + status_at, 4);

@@ -671,8 +671,8 @@ static void test_freeze_owns_everything(void **state)
         /* build() frees the body before returning; ASan reports any read of it below. */
         struct sbx_settings *first = build_ok(text);
         struct sbx_settings *second = build_ok(text);
-        assert_true(is_hex(first->id, SBX_EXECUTION_ID_SIZE));
-        assert_true(is_hex(second->id, SBX_EXECUTION_ID_SIZE));
+        assert_true(is_hex(first->id, SBX_EXECUTION_ID_CHARS));
+        assert_true(is_hex(second->id, SBX_EXECUTION_ID_CHARS));
         assert_string_not_equal(first->id, second->id);
         assert_memory_equal(first->code, "echo hi", 8);
         assert_string_equal(first->args[0], "1");
