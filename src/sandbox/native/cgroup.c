@@ -39,6 +39,10 @@
 /* Freezing waits for every task to reach the refrigerator; one stuck in uninterruptible sleep
  * can delay it. Past this bound the SIGKILL sweep runs anyway and the wait loop catches up. */
 #define FREEZE_WAIT_US (1000 * 1000)
+/* An unlocked slot directory younger than this may be one another process has just made and is
+ * about to lock (mkdir, then flock): only older ones are reclaimed as orphans. */
+#define ORPHAN_MIN_AGE_S 2
+
 /* rmdir can briefly see EBUSY right after the last task left (v1 memory css offlining). */
 #define RMDIR_WAIT_US (200 * 1000)
 /* Polling starts fine-grained, since an emptied cgroup usually reports it within a few ms, and
@@ -666,6 +670,14 @@ static int lock_slot_directory(int parent_fd, const char *name, bool *failed, st
 /* Takes the first free slot: mkdir makes it unique among live sandboxes, the lock marks it
  * live. A directory that exists but is unlocked is an orphan of a crash: removed, and the slot
  * tried once more. */
+/* Whether an unlocked slot directory was made in the last moments: then it is another process's
+ * slot between its mkdir and its flock, not an orphan, and must be left to it. */
+static bool slot_just_made(int fd)
+{
+        struct stat st;
+        return fstat(fd, &st) == 0 && time(NULL) - st.st_ctime < ORPHAN_MIN_AGE_S;
+}
+
 static int claim_slot(struct cgroup *cg, unsigned max_slots, struct sbx_error *err)
 {
         int parent_fd = cg->dirs[cg->primary].parent_fd;
@@ -686,6 +698,10 @@ static int claim_slot(struct cgroup *cg, unsigned max_slots, struct sbx_error *e
                                 set_slot(cg, slot);
                                 cg->dirs[cg->primary].fd = fd;
                                 return 0;
+                        }
+                        if (slot_just_made(fd)) {
+                                close(fd);
+                                break;
                         }
                         sbx_warn("cgroup: slot %u was left by a crashed process; removing it",
                                  slot);
@@ -1100,6 +1116,10 @@ static int reconcile_primary(const struct cgroup_mounts *mounts, int parent_fd, 
                 if (fd < 0) {
                         if (failed)
                                 note_failure(&result, err, &failure);
+                        continue;
+                }
+                if (slot_just_made(fd)) {
+                        close(fd);
                         continue;
                 }
                 if (remove_orphan(mounts, slot, fd, &failure) < 0)
