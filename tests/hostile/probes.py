@@ -50,6 +50,7 @@ Probe (variables)                    clean when
 import ctypes
 import ctypes.util
 import errno as errno_module
+import fcntl
 import hashlib
 import os
 import re
@@ -173,12 +174,36 @@ def sandboxd_cgroup_children():
     return found
 
 
+def slot_held_by_live_sandboxd(path):
+    """Whether a live sandboxd holds the slot of this cgroup directory: it keeps an flock on the
+    slot's primary directory (cgroup2, else v1 memory) from just after creating it until it has
+    removed it (src/sandbox/native/cgroup.c). A concurrent run's cgroup is briefly empty while it
+    is set up or torn down; it is no leftover."""
+    name = os.path.basename(path)
+    for hierarchy in ("unified", "memory"):
+        primary = os.path.join(CGROUP_ROOT, hierarchy, "sandboxd", name)
+        try:
+            fd = os.open(primary, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:
+            continue
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        finally:
+            os.close(fd)  # closing drops the lock if it was taken
+        return False
+    return False
+
+
 def orphan_cgroups(strict):
     """sandboxd cgroups no live run explains: empty ones (strict: all of them), or ones holding a
-    process that no live supervisor owns."""
+    process that no live supervisor owns. A slot a live sandboxd holds is never one."""
     table = read_process_table()
     found = {}
     for path in sandboxd_cgroup_children():
+        if not strict and slot_held_by_live_sandboxd(path):
+            continue
         procs = cgroup_procs(path)
         if strict:
             found[path] = f"{path} ({len(procs)} processes)"
