@@ -643,7 +643,8 @@ static int prepare_unified_controllers(struct cgroup *cg, struct sbx_error *err)
 /* Opens and locks the slot directory name under parent_fd. Returns the locked fd, -1 when the
  * directory vanished or someone else holds it (errno EWOULDBLOCK), or -1 with err filled on a
  * real failure (*failed set). */
-static int lock_slot_directory(int parent_fd, const char *name, bool *failed, struct sbx_error *err)
+static int lock_slot_directory(int parent_fd, const char *name, bool wait, bool *failed,
+                               struct sbx_error *err)
 {
         *failed = false;
         _cleanup_close_ int fd = open_directory_at(parent_fd, name);
@@ -653,7 +654,10 @@ static int lock_slot_directory(int parent_fd, const char *name, bool *failed, st
                 *failed = true;
                 return sbx_error_set(err, errno, "cgroup: open slot %s", name);
         }
-        if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+        /* wait: the caller made the directory just now. Then another process can hold its lock
+         * only for a moment (to see that it is young, slot_just_made); giving up instead would
+         * leave the directory behind, empty and unlocked. */
+        if (flock(fd, wait ? LOCK_EX : LOCK_EX | LOCK_NB) < 0) {
                 if (errno == EWOULDBLOCK)
                         return -1;
                 *failed = true;
@@ -689,7 +693,7 @@ static int claim_slot(struct cgroup *cg, unsigned max_slots, struct sbx_error *e
                         if (!created && errno != EEXIST)
                                 return sbx_error_set(err, errno, "cgroup: mkdir slot %s", name);
                         bool failed;
-                        int fd = lock_slot_directory(parent_fd, name, &failed, err);
+                        int fd = lock_slot_directory(parent_fd, name, created, &failed, err);
                         if (failed)
                                 return -1;
                         if (fd < 0)
@@ -1112,7 +1116,7 @@ static int reconcile_primary(const struct cgroup_mounts *mounts, int parent_fd, 
                         continue;
                 struct sbx_error failure;
                 bool failed;
-                int fd = lock_slot_directory(parent_fd, entry->d_name, &failed, &failure);
+                int fd = lock_slot_directory(parent_fd, entry->d_name, false, &failed, &failure);
                 if (fd < 0) {
                         if (failed)
                                 note_failure(&result, err, &failure);
