@@ -42,23 +42,32 @@ int sbx_write_file_at(int dirfd, const char *name, const char *text, struct sbx_
         return 0;
 }
 
+/* Reads from fd into buf until end of file or until buf (size bytes, one kept for the NUL) is
+ * full; *length counts what is in buf, also on return from a full buffer. */
+static int read_until_full(int fd, char *buf, size_t size, size_t *length)
+{
+        while (*length + 1 < size) {
+                ssize_t n = read(fd, buf + *length, size - 1 - *length);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -1;
+                }
+                if (n == 0)
+                        return 0;
+                *length += (size_t)n;
+        }
+        return 0;
+}
+
 int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct sbx_error *err)
 {
         _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return sbx_error_set(err, errno, "open %s", name);
         size_t len = 0;
-        while (len + 1 < size) {
-                ssize_t n = read(fd, buf + len, size - 1 - len);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return sbx_error_set(err, errno, "read %s", name);
-                }
-                if (n == 0)
-                        break;
-                len += (size_t)n;
-        }
+        if (read_until_full(fd, buf, size, &len) < 0)
+                return sbx_error_set(err, errno, "read %s", name);
         buf[len] = '\0';
         return (int)len;
 }
@@ -74,22 +83,15 @@ int sbx_read_text_at(int dirfd, const char *name, char **out, struct sbx_error *
         if (text == NULL)
                 return sbx_error_set(err, ENOMEM, "read %s", name);
         for (;;) {
-                if (length + 1 == size) {
-                        char *bigger = realloc(text, size * 2);
-                        if (bigger == NULL)
-                                return sbx_error_set(err, ENOMEM, "read %s", name);
-                        text = bigger;
-                        size *= 2;
-                }
-                ssize_t n = read(fd, text + length, size - 1 - length);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
+                if (read_until_full(fd, text, size, &length) < 0)
                         return sbx_error_set(err, errno, "read %s", name);
-                }
-                if (n == 0)
-                        break;
-                length += (size_t)n;
+                if (length + 1 < size)
+                        break; /* end of file before the buffer filled */
+                char *bigger = realloc(text, size * 2);
+                if (bigger == NULL)
+                        return sbx_error_set(err, ENOMEM, "read %s", name);
+                text = bigger;
+                size *= 2;
         }
         text[length] = '\0';
         *out = steal_pointer(&text);
