@@ -97,15 +97,20 @@ static int pidfd_send_signal(int pidfd, int sig)
 
 /* ---- The worker ---------------------------------------------------------------------------- */
 
-/* Closes every fd but 0-2 and keep: the other workers' pidfds, the engine's signalfd and whatever
- * else the engine holds are none of this execution's business. */
-static int close_fds_except(int keep)
+/* Closes every fd but 0-2, keep_a and keep_b (-1: none): the other workers' pidfds, the engine's
+ * signalfd and whatever else the engine holds are none of this execution's business. */
+static int close_fds_except(int keep_a, int keep_b)
 {
-        if (keep < 3)
-                return close_range(3, ~0U, 0);
-        if (keep > 3 && close_range(3, (unsigned)keep - 1, 0) < 0)
-                return -1;
-        return close_range((unsigned)keep + 1, ~0U, 0);
+        int keeps[2] = {keep_a < keep_b ? keep_a : keep_b, keep_a < keep_b ? keep_b : keep_a};
+        unsigned next = 3; /* the lowest fd not yet decided */
+        for (size_t i = 0; i < 2; i++) {
+                if (keeps[i] < (int)next) /* -1, 0-2 or the same fd twice */
+                        continue;
+                if (keeps[i] > (int)next && close_range(next, (unsigned)keeps[i] - 1, 0) < 0)
+                        return -1;
+                next = (unsigned)keeps[i] + 1;
+        }
+        return close_range(next, ~0U, 0);
 }
 
 /* Default dispositions, except SIGPIPE which stays ignored: a program that closes its stdin must
@@ -197,9 +202,10 @@ static int send_result(int api_fd, uint64_t request_id, struct sbx_result *resul
         return sbx_message_send(api_fd, buf, len, err);
 }
 
-/* The forked worker: one execution, its RESULT sent on api_fd, then _exit. Never returns. */
-static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t request_id,
-                                          const struct sbx_message_run *run)
+/* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
+ * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
+ * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
+static int become_worker_or_die(pid_t engine_pid, int keep_a, int keep_b)
 {
         /* Dies with the engine: SIGTERM, i.e. cancel and clean up. Checked after setting it, in
          * case the engine died in between (we would then belong to someone else already). */
@@ -211,9 +217,16 @@ static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t
         /* Out of the terminal's session: Ctrl-C and hang-ups reach the engine, which cancels us
          * through SIGTERM; a direct SIGINT would kill us without cleaning up. */
         (void)setsid();
-        if (close_fds_except(api_fd) < 0)
+        if (close_fds_except(keep_a, keep_b) < 0)
                 _exit(WORKER_EXIT_NO_RESULT);
-        int cancel_fd = worker_signals();
+        return worker_signals();
+}
+
+/* The forked worker: one execution, its RESULT sent on api_fd, then _exit. Never returns. */
+static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t request_id,
+                                          const struct sbx_message_run *run)
+{
+        int cancel_fd = become_worker_or_die(engine_pid, api_fd, -1);
 
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
@@ -240,19 +253,7 @@ static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t
 static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t engine_pid,
                                                const struct sbx_engine_pool *pool)
 {
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != engine_pid)
-                _exit(WORKER_EXIT_NO_RESULT);
-        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-                sbx_warn("pool worker: PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
-        (void)setsid();
-        /* api_fd and control_fd survive; keep the lower one first. */
-        int low = api_fd < control_fd ? api_fd : control_fd;
-        int high = api_fd < control_fd ? control_fd : api_fd;
-        if ((low > 3 && close_range(3, (unsigned)low - 1, 0) < 0) ||
-            (high > low + 1 && close_range((unsigned)low + 1, (unsigned)high - 1, 0) < 0) ||
-            close_range((unsigned)high + 1, ~0U, 0) < 0)
-                _exit(WORKER_EXIT_NO_RESULT);
-        int cancel_fd = worker_signals();
+        int cancel_fd = become_worker_or_die(engine_pid, api_fd, control_fd);
         if (cancel_fd < 0)
                 _exit(WORKER_EXIT_NO_RESULT);
 
