@@ -36,6 +36,26 @@ SANDBOX_UID_BASE = 2_000_000_000
 CGROUP_ROOT = "/sys/fs/cgroup"
 MIB = 1 << 20
 
+# cli.md: the program's environment, exactly.
+DOCUMENTED_ENV = {
+    "PATH": "/usr/local/bin:/usr/bin:/bin",
+    "HOME": "/workspace",
+    "TMPDIR": "/tmp",
+    "LANG": "C.UTF-8",
+}
+
+# cli.md: the built-in limits (the standard free tier's ceilings are at or above every one).
+BUILTIN_LIMITS = {
+    "wall_ms": 10000,
+    "cpu_ms": 10000,
+    "memory_mb": 256,
+    "pids": 64,
+    "disk_mb": 64,
+    "output_bytes": 1048576,
+    "open_files": 256,
+    "cpus": 1.0,
+}
+
 # What a sanitizer prints when it finds something; sandboxd's own stderr must never contain it.
 SANITIZER_MARKERS = (
     "ERROR: AddressSanitizer",

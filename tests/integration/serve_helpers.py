@@ -656,17 +656,6 @@ PRO_TIER = {
 STANDARD_TIERS = {"free": FREE_TIER, "pro": PRO_TIER}
 STANDARD_TENANTS = {"acme": "free", "globex": "pro"}
 
-# cli.md: the built-in limits (free's ceilings are at or above every one of them).
-BUILTIN_LIMITS = {
-    "wall_ms": 10000,
-    "cpu_ms": 10000,
-    "memory_mb": 256,
-    "pids": 64,
-    "disk_mb": 64,
-    "output_bytes": 1048576,
-    "open_files": 256,
-    "cpus": 1.0,
-}
 
 # [pool.python] that turns the warm pool off: every execution runs cold.
 NO_POOL = {"python": {"min_idle": 0}}

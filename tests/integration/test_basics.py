@@ -8,15 +8,7 @@ import re
 import signal
 import subprocess
 
-MIB = 1 << 20
-
-# cli.md: the program's environment, exactly.
-DOCUMENTED_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/workspace",
-    "TMPDIR": "/tmp",
-    "LANG": "C.UTF-8",
-}
+from conftest import BUILTIN_LIMITS, DOCUMENTED_ENV, MIB
 
 
 # --- output and exit codes ---------------------------------------------------------------------
@@ -341,16 +333,7 @@ def test_result_shape_and_defaults(run):
     assert re.fullmatch(r"[0-9a-f]{32}", r["id"]), r["id"]
     assert r["backend"] == "native"
     assert r["pooled"] is False
-    assert r["limits"] == {
-        "wall_ms": 10000,
-        "cpu_ms": 10000,
-        "memory_mb": 256,
-        "pids": 64,
-        "disk_mb": 64,
-        "output_bytes": 1048576,
-        "open_files": 256,
-        "cpus": 1.0,
-    }
+    assert r["limits"] == BUILTIN_LIMITS
     for key in ("cpu_ms", "wall_ms", "memory_peak_bytes", "pids_peak", "disk_used_bytes"):
         assert isinstance(r["usage"][key], int) and r["usage"][key] >= 0, key
     assert r["usage"]["memory_peak_bytes"] > 0

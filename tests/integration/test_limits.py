@@ -5,7 +5,7 @@ import json
 import signal
 import subprocess
 
-MIB = 1 << 20
+from conftest import MIB
 
 
 def assert_no_sleep_left(host):

@@ -9,18 +9,12 @@ import time
 
 import pytest
 
-from serve_helpers import (BUILTIN_LIMITS, NO_POOL, SLOW, STANDARD_TENANTS, STANDARD_TIERS,
+from conftest import BUILTIN_LIMITS, DOCUMENTED_ENV, MIB
+from serve_helpers import (NO_POOL, SLOW, STANDARD_TENANTS, STANDARD_TIERS,
                            expect_json, expect_problem, no_new_leaks, running_server, sample)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
-MIB = 1 << 20
-DOCUMENTED_ENV = {
-    "PATH": "/usr/local/bin:/usr/bin:/bin",
-    "HOME": "/workspace",
-    "TMPDIR": "/tmp",
-    "LANG": "C.UTF-8",
-}
 RESULT_KEYS = {"id", "status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage",
                "limits", "evidence", "timing", "backend", "pooled", "clamped"}
 
