@@ -25,6 +25,7 @@
 #include "api/engine_client.h"
 #include "api/http.h"
 #include "api/metrics.h"
+#include "sandbox/native/caps.h"
 #include "service/audit.h"
 #include "service/auth.h"
 #include "service/config.h"
@@ -40,15 +41,8 @@
  * rights of an unprivileged user that owns nothing but the data directory. */
 static int drop_privileges(uid_t uid, struct sbx_error *err)
 {
-        for (unsigned long cap = 0;; cap++) {
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
-                        if (errno == EINVAL && cap > 0)
-                                break;
-                        return sbx_error_set(err, errno, "drop bounding cap %lu", cap);
-                }
-        }
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-                return sbx_error_set(err, errno, "clear ambient caps");
+        if (caps_drop_bounding_and_ambient(err) < 0)
+                return -1;
         if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
                 return sbx_error_set(err, errno, "switch to uid %u", (unsigned)uid);
         /* Changing every uid away from 0 cleared the permitted and effective sets; make the

@@ -29,18 +29,13 @@ static void caps_freep(cap_t *caps)
                 cap_free(*caps);
 }
 
-int caps_drop_all(struct sbx_error *err)
+int caps_drop_bounding_and_ambient(struct sbx_error *err)
 {
-        /* First, while CAP_SETPCAP is still held: changing securebits needs it. */
-        if (prctl(PR_SET_SECUREBITS, CAPS_SECUREBITS, 0, 0, 0) < 0)
-                return sbx_error_set(err, errno, "caps: lock securebits");
-
         if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
                 return sbx_error_set(err, errno, "caps: clear ambient set");
 
         /* Up to the kernel's last capability, found by probing: the headers may know fewer,
-         * and /proc/sys/kernel/cap_last_cap is not mounted inside the sandbox. Dropping from
-         * the bounding set needs CAP_SETPCAP too, so this comes before clearing effective. */
+         * and /proc/sys/kernel/cap_last_cap is not mounted inside the sandbox. */
         for (unsigned long cap = 0;; cap++) {
                 /* Dropping an absent cap succeeds; EINVAL means past the last one. */
                 if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0) {
@@ -49,6 +44,19 @@ int caps_drop_all(struct sbx_error *err)
                         return sbx_error_set(err, errno, "caps: drop bounding cap %lu", cap);
                 }
         }
+        return 0;
+}
+
+int caps_drop_all(struct sbx_error *err)
+{
+        /* First, while CAP_SETPCAP is still held: changing securebits needs it. */
+        if (prctl(PR_SET_SECUREBITS, CAPS_SECUREBITS, 0, 0, 0) < 0)
+                return sbx_error_set(err, errno, "caps: lock securebits");
+
+        /* Dropping from the bounding set needs CAP_SETPCAP too, so this comes before clearing
+         * effective. */
+        if (caps_drop_bounding_and_ambient(err) < 0)
+                return -1;
 
         /* cap_init() is the empty set: effective, permitted and inheritable all clear. */
         __attribute__((cleanup(caps_freep))) cap_t empty = cap_init();

@@ -7,3 +7,8 @@
  * raise), then drops every capability from the bounding, ambient, inheritable, permitted and
  * effective sets. */
 int caps_drop_all(struct sbx_error *err);
+
+/* Clears the ambient set and empties the bounding set, so that no later exec can gain a
+ * capability; needs CAP_SETPCAP. Part of caps_drop_all; also the API process's first step in
+ * giving up root. */
+int caps_drop_bounding_and_ambient(struct sbx_error *err);
