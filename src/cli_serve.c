@@ -61,10 +61,7 @@ static int add_local_tenant(struct sbx_config *config, char hex[SBX_SHA256_HEX_S
         if (sbx_auth_token_new(token, err) < 0 ||
             sbx_auth_sha256(token, strlen(token), digest, err) < 0)
                 return -1;
-        if (config->n_tiers == 0)
-                return sbx_error_set(err, EINVAL, "no tier to put the local tenant in");
-        const char *tier = config->tiers[0].name;
-        if (sbx_config_add_tenant(config, "local", tier, digest, err) < 0)
+        if (sbx_config_add_local_tenant(config, digest, err) < 0)
                 return -1;
         sbx_auth_sha256_hex(digest, hex);
         printf("sandboxd: no tenants configured; created tenant \"local\" (tier %s)\n"
@@ -73,7 +70,7 @@ static int add_local_tenant(struct sbx_config *config, char hex[SBX_SHA256_HEX_S
                "\\\n"
                "           -d '{\"language\":\"python\",\"code\":\"print(2+2)\"}' "
                "http://%s/v1/executions\n",
-               tier, token, token, config->server.listen);
+               config->tiers[0].name, token, token, config->server.listen);
         fflush(stdout);
         return 0;
 }

@@ -73,9 +73,7 @@ static int load_config(const char *path, const char *local_tenant_hex, struct sb
         uint8_t digest[SBX_SHA256_SIZE];
         if (!sbx_auth_sha256_from_hex(local_tenant_hex, digest))
                 return sbx_error_set(err, EINVAL, "bad --local-tenant-sha256");
-        if (config->n_tiers == 0)
-                return sbx_error_set(err, EINVAL, "no tier for the local tenant");
-        return sbx_config_add_tenant(config, "local", config->tiers[0].name, digest, err);
+        return sbx_config_add_local_tenant(config, digest, err);
 }
 
 static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigset_t *signals)

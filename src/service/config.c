@@ -915,6 +915,14 @@ int sbx_config_add_tenant(struct sbx_config *config, const char *name, const cha
         return 0;
 }
 
+int sbx_config_add_local_tenant(struct sbx_config *config,
+                                const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err)
+{
+        if (config->n_tiers == 0)
+                return sbx_error_set(err, EINVAL, "no tier to put the local tenant in");
+        return sbx_config_add_tenant(config, "local", config->tiers[0].name, token_sha256, err);
+}
+
 static bool list_contains(const char *const *names, size_t count, const char *name)
 {
         if (name == NULL)

@@ -129,6 +129,11 @@ const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, con
 int sbx_config_add_tenant(struct sbx_config *config, const char *name, const char *tier_name,
                           const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err);
 
+/* Adds the tenant "local" in the first tier: serve without a configured tenant. The engine and
+ * the API process both call it with the same hash, so both see the same tenant. */
+int sbx_config_add_local_tenant(struct sbx_config *config,
+                                const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err);
+
 /* Whether the tier lets requests use the language / backend called name. */
 bool sbx_tier_allows_language(const struct sbx_tier *tier, const char *name);
 bool sbx_tier_allows_backend(const struct sbx_tier *tier, const char *name);

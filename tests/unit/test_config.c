@@ -429,6 +429,22 @@ static void test_add_tenant(void **state)
         sbx_config_free(&config);
 }
 
+static void test_add_local_tenant(void **state)
+{
+        struct sbx_config config;
+        load_ok(issue_example, &config);
+        uint8_t hash[SBX_SHA256_SIZE] = {7};
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_config_add_local_tenant(&config, hash, &err), 0);
+        assert_int_equal(config.n_tenants, 2);
+        assert_string_equal(config.tenants[1].name, "local");
+        assert_ptr_equal(config.tenants[1].tier, &config.tiers[0]);
+        assert_memory_equal(config.tenants[1].token_sha256, hash, sizeof(hash));
+        assert_int_equal(sbx_config_add_local_tenant(&config, hash, &err), -1);
+        assert_int_equal(err.code, EEXIST);
+        sbx_config_free(&config);
+}
+
 static void test_names(void **state)
 {
         assert_true(sbx_config_name_valid("acme"));
@@ -460,6 +476,7 @@ int main(void)
                 cmocka_unit_test(test_syntax),
                 cmocka_unit_test(test_load_file),
                 cmocka_unit_test(test_add_tenant),
+                cmocka_unit_test(test_add_local_tenant),
                 cmocka_unit_test(test_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
