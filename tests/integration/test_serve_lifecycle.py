@@ -4,6 +4,7 @@ within the grace period and leaves nothing behind; killing the engine makes /hea
 leaves no sandbox behind; killing the API stops the engine; the audit log survives a restart."""
 
 import os
+import re
 import shutil
 import signal
 import stat
@@ -290,6 +291,22 @@ def test_audit_records_survive_a_restart():
             assert newer["id"] != result["id"]
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+def test_no_tenant_configured_creates_local_with_a_printed_token():
+    """make run's case: with no tenant configured, serve creates "local" in the first tier and
+    prints its token once; the engine and the API process agree on it (the API accepts it),
+    and no other token gets in."""
+    with running_server(tiers=STANDARD_TIERS, tenants={}) as server:
+        with open(server.stdout_path) as f:
+            out = f.read()
+        printed = re.search(r'created tenant "local" \(tier (\w+)\)\n  token: (\S+)\n', out)
+        assert printed, out
+        assert printed.group(1) == next(iter(STANDARD_TIERS))
+        body = {"language": "python", "code": "print(2+2)"}
+        result = expect_json(server.post_execution(body, token=printed.group(2)), 200)
+        assert result["status"] == "ok" and result["stdout"] == "4\n", result
+        expect_problem(server.post_execution(body, token=printed.group(2) + "x"), 401)
 
 
 def test_bad_config_is_refused_before_anything_starts(tmp_path):
