@@ -29,7 +29,6 @@
 
 #include "cli.h"
 #include "engine/server.h"
-#include "service/auth.h"
 #include "service/config.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -49,30 +48,6 @@ static int load_config(const char *path, struct sbx_config *config, struct sbx_e
         if (path != NULL)
                 return sbx_config_load_file(path, config, err);
         return sbx_config_load_string(sbx_config_default_text, "<embedded>", config, err);
-}
-
-/* With no tenant configured, creates "local" with a fresh token, tells the operator, and
- * returns the token's hash in hex for the API process (which loads the same config). */
-static int add_local_tenant(struct sbx_config *config, char hex[SBX_SHA256_HEX_SIZE + 1],
-                            struct sbx_error *err)
-{
-        char token[SBX_TOKEN_LENGTH + 1];
-        uint8_t digest[SBX_SHA256_SIZE];
-        if (sbx_auth_token_new(token, err) < 0 ||
-            sbx_auth_sha256(token, strlen(token), digest, err) < 0)
-                return -1;
-        if (sbx_config_add_local_tenant(config, digest, err) < 0)
-                return -1;
-        sbx_auth_sha256_hex(digest, hex);
-        printf("sandboxd: no tenants configured; created tenant \"local\" (tier %s)\n"
-               "  token: %s\n"
-               "  try:   curl -s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
-               "\\\n"
-               "           -d '{\"language\":\"python\",\"code\":\"print(2+2)\"}' "
-               "http://%s/v1/executions\n",
-               config->tiers[0].name, token, token, config->server.listen);
-        fflush(stdout);
-        return 0;
 }
 
 static int prepare_data_dir(const struct sbx_server_config *server, struct sbx_error *err)
@@ -127,7 +102,7 @@ static int api_program_path(char *path, size_t size, struct sbx_error *err)
 
 /* The API child: fds 3 and 4 are the listen and engine sockets, everything else closed, then
  * exec. Only returns on failure (the caller _exits). */
-static void exec_api(const char *program, const char *config_path, const char *local_tenant_hex,
+static void exec_api(const char *program, const char *config_path, bool create_local_tenant,
                      int listen_fd, int engine_fd)
 {
         /* Above every fd number in use, so that neither dup2 below clobbers the other source. */
@@ -145,10 +120,8 @@ static void exec_api(const char *program, const char *config_path, const char *l
                 argv[n++] = "--config";
                 argv[n++] = config_path;
         }
-        if (local_tenant_hex != NULL) {
-                argv[n++] = "--local-tenant-sha256";
-                argv[n++] = local_tenant_hex;
-        }
+        if (create_local_tenant)
+                argv[n++] = "--create-local-tenant";
         argv[n] = NULL;
         execv(program, (char *const *)argv);
         fprintf(stderr, "sandboxd serve: exec %s: %s\n", program, strerror(errno));
@@ -212,16 +185,11 @@ int cli_serve(int argc, char **argv)
         int rc = CLI_EXIT_SOFTWARE;
         int listen_fd = -1;
         int engine_fds[2] = {-1, -1};
-        char local_tenant_hex[SBX_SHA256_HEX_SIZE + 1] = "";
         char api_program[PATH_MAX];
         if (api_program_path(api_program, sizeof(api_program), &err) < 0 ||
             access(api_program, X_OK) < 0) {
                 fprintf(stderr, "sandboxd serve: cannot find sandboxd-api next to sandboxd: %s\n",
                         err.message[0] ? err.message : strerror(errno));
-                goto out;
-        }
-        if (config.n_tenants == 0 && add_local_tenant(&config, local_tenant_hex, &err) < 0) {
-                fprintf(stderr, "sandboxd serve: %s\n", err.message);
                 goto out;
         }
         if (prepare_data_dir(&config.server, &err) < 0) {
@@ -247,9 +215,9 @@ int cli_serve(int argc, char **argv)
         if (api_pid == 0) {
                 /* If the engine dies, so does the API (its socket closes too). */
                 prctl(PR_SET_PDEATHSIG, SIGTERM);
-                exec_api(api_program, config_path,
-                         local_tenant_hex[0] != '\0' ? local_tenant_hex : NULL, listen_fd,
-                         engine_fds[1]);
+                /* With no tenant configured, the API process creates "local" and prints its
+                 * token: tokens and their hashes are its business alone. */
+                exec_api(api_program, config_path, config.n_tenants == 0, listen_fd, engine_fds[1]);
                 _exit(CLI_EXIT_SOFTWARE);
         }
         close(engine_fds[1]);
@@ -299,10 +267,17 @@ int cli_token(int argc, char **argv)
                 fprintf(stderr, "usage: sandboxd token [TENANT]\n");
                 return CLI_EXIT_USAGE;
         }
+        /* Tokens are made by sandboxd-api, the one program that links the crypto library:
+         * `sandboxd run` starts faster without it. */
         struct sbx_error err = {0};
-        if (sbx_auth_print_token(stdout, argc == 2 ? argv[1] : NULL, &err) < 0) {
+        char api_program[PATH_MAX];
+        if (api_program_path(api_program, sizeof(api_program), &err) < 0) {
                 fprintf(stderr, "sandboxd token: %s\n", err.message);
-                return CLI_EXIT_USAGE;
+                return CLI_EXIT_SOFTWARE;
         }
-        return 0;
+        const char *api_argv[] = {api_program, "token", argc == 2 ? argv[1] : NULL, NULL};
+        fflush(NULL);
+        execv(api_program, (char *const *)api_argv);
+        fprintf(stderr, "sandboxd token: cannot run %s: %s\n", api_program, strerror(errno));
+        return CLI_EXIT_SOFTWARE;
 }

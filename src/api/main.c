@@ -1,13 +1,17 @@
 /* sandboxd-api: the API process of `sandboxd serve`, exec'd by the engine right after fork.
  * Not meant to be started by hand.
  *
- *   sandboxd-api [--config FILE] [--local-tenant-sha256 HEX]
+ *   sandboxd-api [--config FILE] [--create-local-tenant]
  *     fd 3  the listening HTTP socket (bound by root)
  *     fd 4  the engine's SOCK_SEQPACKET socket
+ *   sandboxd-api token [TENANT]     what `sandboxd token` runs
  *
- * It loads the same configuration as the engine (the embedded one without --config; the engine
- * passes the hash of the "local" tenant's token it generated), opens the audit store while still
- * root, then drops to the API uid with no capabilities for the rest of its life. */
+ * It loads the same configuration as the engine (the embedded one without --config; with
+ * --create-local-tenant, because none is configured, it adds the tenant "local" with a fresh
+ * token and prints that token), opens the audit store while still root, then drops to the API
+ * uid with no capabilities for the rest of its life. Tokens are made here and only here: this is
+ * the one program that links the crypto library, which would cost every `sandboxd run` ~0.3 ms of
+ * start-up (bench/results/exec_latency.md). */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <getopt.h>
@@ -62,18 +66,50 @@ static void engine_lost(void *ctx)
         kill(getpid(), SIGUSR1);
 }
 
-static int load_config(const char *path, const char *local_tenant_hex, struct sbx_config *config,
+/* Creates the tenant "local" with a fresh token, and tells the operator. */
+static int create_local_tenant(struct sbx_config *config, struct sbx_error *err)
+{
+        char token[SBX_TOKEN_LENGTH + 1];
+        uint8_t digest[SBX_SHA256_SIZE];
+        if (sbx_auth_token_new(token, err) < 0 ||
+            sbx_auth_sha256(token, strlen(token), digest, err) < 0 ||
+            sbx_config_add_local_tenant(config, digest, err) < 0)
+                return -1;
+        printf("sandboxd: no tenants configured; created tenant \"local\" (tier %s)\n"
+               "  token: %s\n"
+               "  try:   curl -s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
+               "\\\n"
+               "           -d '{\"language\":\"python\",\"code\":\"print(2+2)\"}' "
+               "http://%s/v1/executions\n",
+               config->tiers[0].name, token, token, config->server.listen);
+        fflush(stdout);
+        return 0;
+}
+
+static int load_config(const char *path, bool create_local, struct sbx_config *config,
                        struct sbx_error *err)
 {
         int rc = path != NULL ? sbx_config_load_file(path, config, err)
                               : sbx_config_load_string(sbx_config_default_text, "<embedded>",
                                                        config, err);
-        if (rc < 0 || local_tenant_hex == NULL)
+        if (rc < 0 || !create_local)
                 return rc;
-        uint8_t digest[SBX_SHA256_SIZE];
-        if (!sbx_auth_sha256_from_hex(local_tenant_hex, digest))
-                return sbx_error_set(err, EINVAL, "bad --local-tenant-sha256");
-        return sbx_config_add_local_tenant(config, digest, err);
+        return create_local_tenant(config, err);
+}
+
+/* `sandboxd token [TENANT]`. */
+static int print_token(int argc, char **argv)
+{
+        if (argc > 2) {
+                fprintf(stderr, "usage: sandboxd token [TENANT]\n");
+                return 64;
+        }
+        struct sbx_error err = {0};
+        if (sbx_auth_print_token(stdout, argc == 2 ? argv[1] : NULL, &err) < 0) {
+                fprintf(stderr, "sandboxd token: %s\n", err.message);
+                return 64;
+        }
+        return 0;
 }
 
 static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigset_t *signals)
@@ -115,17 +151,19 @@ int main(int argc, char **argv)
 {
         static const struct option options[] = {
                 {"config", required_argument, NULL, 'c'},
-                {"local-tenant-sha256", required_argument, NULL, 't'},
+                {"create-local-tenant", no_argument, NULL, 't'},
                 {NULL, 0, NULL, 0},
         };
+        if (argc >= 2 && strcmp(argv[1], "token") == 0)
+                return print_token(argc - 1, argv + 1);
         const char *config_path = NULL;
-        const char *local_tenant_hex = NULL;
+        bool create_local = false;
         int opt;
         while ((opt = getopt_long(argc, argv, "", options, NULL)) != -1) {
                 if (opt == 'c')
                         config_path = optarg;
                 else if (opt == 't')
-                        local_tenant_hex = optarg;
+                        create_local = true;
                 else
                         return 64;
         }
@@ -143,7 +181,7 @@ int main(int argc, char **argv)
 
         struct sbx_error err = {0};
         struct sbx_config config = {0};
-        if (load_config(config_path, local_tenant_hex, &config, &err) < 0) {
+        if (load_config(config_path, create_local, &config, &err) < 0) {
                 fprintf(stderr, "sandboxd-api: config: %s\n", err.message);
                 return 78;
         }

@@ -29,33 +29,6 @@ void sbx_auth_sha256_hex(const uint8_t digest[SBX_SHA256_SIZE], char hex[SBX_SHA
         hex[SBX_SHA256_HEX_SIZE] = '\0';
 }
 
-static int hex_digit_value(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-bool sbx_auth_sha256_from_hex(const char *hex, uint8_t digest[SBX_SHA256_SIZE])
-{
-        if (hex == NULL || strnlen(hex, SBX_SHA256_HEX_SIZE + 1) != SBX_SHA256_HEX_SIZE)
-                return false;
-        uint8_t parsed[SBX_SHA256_SIZE];
-        for (size_t i = 0; i < SBX_SHA256_SIZE; i++) {
-                int high = hex_digit_value(hex[2 * i]);
-                int low = hex_digit_value(hex[2 * i + 1]);
-                if (high < 0 || low < 0)
-                        return false;
-                parsed[i] = (uint8_t)(high << 4 | low);
-        }
-        memcpy(digest, parsed, sizeof(parsed));
-        return true;
-}
-
 bool sbx_auth_digest_equal(const uint8_t a[SBX_SHA256_SIZE], const uint8_t b[SBX_SHA256_SIZE])
 {
         return CRYPTO_memcmp(a, b, SBX_SHA256_SIZE) == 0;

@@ -13,9 +13,8 @@
 #include "service/config.h"
 #include "util/error.h"
 
-#define SBX_SHA256_HEX_SIZE 64 /* without the terminating NUL */
-#define SBX_TOKEN_PREFIX    "sbx_"
-#define SBX_TOKEN_LENGTH    47 /* "sbx_" + base64url(32 bytes) unpadded; without the NUL */
+#define SBX_TOKEN_PREFIX "sbx_"
+#define SBX_TOKEN_LENGTH 47 /* "sbx_" + base64url(32 bytes) unpadded; without the NUL */
 
 /* Computes the SHA-256 of size bytes at data. Fails only if OpenSSL cannot (no memory). */
 int sbx_auth_sha256(const void *data, size_t size, uint8_t digest[SBX_SHA256_SIZE],
@@ -23,10 +22,6 @@ int sbx_auth_sha256(const void *data, size_t size, uint8_t digest[SBX_SHA256_SIZ
 
 /* Writes digest as 64 lowercase hex characters and a NUL. */
 void sbx_auth_sha256_hex(const uint8_t digest[SBX_SHA256_SIZE], char hex[SBX_SHA256_HEX_SIZE + 1]);
-
-/* Parses exactly 64 hex characters (either case) into digest. Returns false, digest untouched,
- * for any other input. */
-bool sbx_auth_sha256_from_hex(const char *hex, uint8_t digest[SBX_SHA256_SIZE]);
 
 /* Whether two digests are equal, in time independent of their contents (CRYPTO_memcmp). */
 bool sbx_auth_digest_equal(const uint8_t a[SBX_SHA256_SIZE], const uint8_t b[SBX_SHA256_SIZE]);

@@ -15,7 +15,6 @@
 #include "engine/execution.h"
 #include "engine/language.h"
 #include "engine/server.h"
-#include "service/auth.h"
 #include "util/cleanup.h"
 #include "util/parse.h"
 
@@ -672,7 +671,7 @@ static int tenant_key(struct loader *loader, const char *key, const char *value)
         if (strcmp(key, "token_sha256") == 0) {
                 if (!mark_key_seen(loader, 1))
                         goto twice;
-                if (!sbx_auth_sha256_from_hex(value, tenant->token_sha256))
+                if (!sbx_config_sha256_from_hex(value, tenant->token_sha256))
                         return loader_fail(loader, loader->line, key,
                                            "not 64 hex digits (the SHA-256 `sandboxd token` "
                                            "prints)");
@@ -785,9 +784,11 @@ static int finish_tenants(struct loader *loader)
                 if (tenant->tier == NULL)
                         return loader_fail(loader, source->tier_line, "tier", "unknown tier '%s'",
                                            source->tier_name);
+                /* memcmp: the hashes compared are the ones in the file being read, so the time
+                 * taken reveals nothing to anybody who could not read them. */
                 for (size_t j = 0; j < i; j++)
-                        if (sbx_auth_digest_equal(config->tenants[j].token_sha256,
-                                                  tenant->token_sha256))
+                        if (memcmp(config->tenants[j].token_sha256, tenant->token_sha256,
+                                   SBX_SHA256_SIZE) == 0)
                                 return loader_fail(loader, source->token_line, "token_sha256",
                                                    "same token as tenant '%s'",
                                                    config->tenants[j].name);
@@ -887,6 +888,33 @@ const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, con
         return NULL;
 }
 
+static int hex_digit_value(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+bool sbx_config_sha256_from_hex(const char *hex, uint8_t digest[SBX_SHA256_SIZE])
+{
+        if (hex == NULL || strnlen(hex, SBX_SHA256_HEX_SIZE + 1) != SBX_SHA256_HEX_SIZE)
+                return false;
+        uint8_t parsed[SBX_SHA256_SIZE];
+        for (size_t i = 0; i < SBX_SHA256_SIZE; i++) {
+                int high = hex_digit_value(hex[2 * i]);
+                int low = hex_digit_value(hex[2 * i + 1]);
+                if (high < 0 || low < 0)
+                        return false;
+                parsed[i] = (uint8_t)(high << 4 | low);
+        }
+        memcpy(digest, parsed, sizeof(parsed));
+        return true;
+}
+
 int sbx_config_add_tenant(struct sbx_config *config, const char *name, const char *tier_name,
                           const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err)
 {
@@ -899,7 +927,7 @@ int sbx_config_add_tenant(struct sbx_config *config, const char *name, const cha
                 return sbx_error_set(err, EINVAL, "tenant '%s': unknown tier '%s'", name,
                                      tier_name);
         for (size_t i = 0; i < config->n_tenants; i++)
-                if (sbx_auth_digest_equal(config->tenants[i].token_sha256, token_sha256))
+                if (memcmp(config->tenants[i].token_sha256, token_sha256, SBX_SHA256_SIZE) == 0)
                         return sbx_error_set(err, EEXIST, "tenant '%s': same token as '%s'", name,
                                              config->tenants[i].name);
         _cleanup_free_ char *copy = strdup(name);

@@ -15,6 +15,7 @@
 #include "util/error.h"
 
 #define SBX_SHA256_SIZE        32
+#define SBX_SHA256_HEX_SIZE    64 /* without the terminating NUL */
 #define SBX_CONFIG_NAME_MAX    64 /* tier and tenant names; they become metric labels */
 #define SBX_TIER_MAX_LANGUAGES 16
 #define SBX_TIER_MAX_BACKENDS  4
@@ -126,11 +127,15 @@ const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, con
 /* Adds a tenant after loading (serve without --config creates "local"). Fails when the name is
  * invalid or taken, the tier unknown, or the token hash already used. Moves config->tenants:
  * call it before anything holds a tenant pointer. */
+/* Parses exactly 64 hex characters (either case), a token_sha256 value, into digest. Returns
+ * false, digest untouched, for any other input. */
+bool sbx_config_sha256_from_hex(const char *hex, uint8_t digest[SBX_SHA256_SIZE]);
+
 int sbx_config_add_tenant(struct sbx_config *config, const char *name, const char *tier_name,
                           const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err);
 
-/* Adds the tenant "local" in the first tier: serve without a configured tenant. The engine and
- * the API process both call it with the same hash, so both see the same tenant. */
+/* Adds the tenant "local" in the first tier: serve without a configured tenant (the API process
+ * generates its token; the engine never sees tenants). */
 int sbx_config_add_local_tenant(struct sbx_config *config,
                                 const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err);
 

@@ -295,8 +295,7 @@ def test_audit_records_survive_a_restart():
 
 def test_no_tenant_configured_creates_local_with_a_printed_token():
     """make run's case: with no tenant configured, serve creates "local" in the first tier and
-    prints its token once; the engine and the API process agree on it (the API accepts it),
-    and no other token gets in."""
+    prints its token once (the API process makes it); that token gets in, and no other."""
     with running_server(tiers=STANDARD_TIERS, tenants={}) as server:
         with open(server.stdout_path) as f:
             out = f.read()

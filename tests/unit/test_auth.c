@@ -41,14 +41,14 @@ static void test_hex(void **state)
 {
         uint8_t digest[SBX_SHA256_SIZE];
         char hex[SBX_SHA256_HEX_SIZE + 1];
-        assert_true(sbx_auth_sha256_from_hex(SHA256_ABC, digest));
+        assert_true(sbx_config_sha256_from_hex(SHA256_ABC, digest));
         assert_int_equal(digest[0], 0xba);
         assert_int_equal(digest[31], 0xad);
         sbx_auth_sha256_hex(digest, hex);
         assert_string_equal(hex, SHA256_ABC);
 
         uint8_t upper[SBX_SHA256_SIZE];
-        assert_true(sbx_auth_sha256_from_hex(
+        assert_true(sbx_config_sha256_from_hex(
                 "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD", upper));
         assert_memory_equal(upper, digest, sizeof(digest));
 
@@ -66,7 +66,7 @@ static void test_hex(void **state)
                 NULL,
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                assert_false(sbx_auth_sha256_from_hex(bad[i], untouched));
+                assert_false(sbx_config_sha256_from_hex(bad[i], untouched));
                 for (size_t j = 0; j < sizeof(untouched); j++)
                         assert_int_equal(untouched[j], 0x5a);
         }
@@ -75,7 +75,7 @@ static void test_hex(void **state)
 static void test_digest_equal(void **state)
 {
         uint8_t a[SBX_SHA256_SIZE], b[SBX_SHA256_SIZE];
-        assert_true(sbx_auth_sha256_from_hex(SHA256_ABC, a));
+        assert_true(sbx_config_sha256_from_hex(SHA256_ABC, a));
         memcpy(b, a, sizeof(a));
         assert_true(sbx_auth_digest_equal(a, b));
         b[0] ^= 1;
