@@ -781,20 +781,31 @@ static int read_value(int dirfd, const char *name, bool optional, uint64_t *valu
         return 0;
 }
 
-/* Reads "key value" from a flat-keyed file; an optional key (or file) that is missing reads
- * as 0. */
-static int read_keyed(int dirfd, const char *name, const char *key, bool optional, uint64_t *value,
+/* One "key value" line of a flat-keyed file; an optional one that is missing reads as 0. */
+struct keyed_field {
+        const char *key;
+        uint64_t *value;
+        bool optional;
+};
+
+/* Reads a flat-keyed file once and takes every field from it; a missing file reads as 0 for
+ * optional fields. */
+static int read_keyed(int dirfd, const char *name, const struct keyed_field *fields, size_t n,
                       struct sbx_error *err)
 {
-        *value = 0;
+        for (size_t i = 0; i < n; i++)
+                *fields[i].value = 0;
         if (dirfd < 0)
                 return 0;
         char text[1024];
         struct sbx_error failure;
-        if (sbx_read_file_at(dirfd, name, text, sizeof(text), &failure) < 0 ||
-            cgroup_parse_keyed(text, key, value, &failure) < 0) {
-                if (optional && failure.code == ENOENT)
-                        return 0;
+        bool read_ok = sbx_read_file_at(dirfd, name, text, sizeof(text), &failure) >= 0;
+        for (size_t i = 0; i < n; i++) {
+                if (read_ok &&
+                    cgroup_parse_keyed(text, fields[i].key, fields[i].value, &failure) == 0)
+                        continue;
+                if (fields[i].optional && failure.code == ENOENT)
+                        continue;
                 sbx_error_prefix(&failure, "%s", name);
                 if (err != NULL)
                         *err = failure;
@@ -810,40 +821,46 @@ static int read_counters(const struct cgroup *cg, struct sbx_evidence *raw, stru
         int memory_fd = controller_fd(cg, HIERARCHY_MEMORY);
         int pids_fd = controller_fd(cg, HIERARCHY_PIDS);
         int cpu_fd = controller_fd(cg, HIERARCHY_CPU);
-        if (read_keyed(pids_fd, "pids.events", "max", false, &raw->pids_max_events, err) < 0 ||
+        const struct keyed_field pids_events[] = {{"max", &raw->pids_max_events, false}};
+        if (read_keyed(pids_fd, "pids.events", pids_events, 1, err) < 0 ||
             read_value(pids_fd, "pids.peak", true, &raw->pids_peak, err) < 0)
                 return -1;
         if (cg->mounts->layout == CGROUP_LAYOUT_UNIFIED) {
-                if (read_keyed(memory_fd, "memory.events", "oom_kill", false, &raw->oom_kills,
-                               err) < 0 ||
-                    read_keyed(memory_fd, "memory.events", "max", false, &raw->memory_max_events,
-                               err) < 0 ||
+                const struct keyed_field memory_events[] = {
+                        {"oom_kill", &raw->oom_kills, false},
+                        {"max", &raw->memory_max_events, false},
+                };
+                /* The throttling keys are present only while the cpu controller is enabled for
+                 * the cgroup. */
+                const struct keyed_field cpu_stat[] = {
+                        {"usage_usec", &raw->cpu_usage_us, false},
+                        {"throttled_usec", &raw->cpu_throttled_us, true},
+                        {"nr_throttled", &raw->cpu_nr_throttled, true},
+                };
+                if (read_keyed(memory_fd, "memory.events", memory_events, 2, err) < 0 ||
                     read_value(memory_fd, "memory.peak", true, &raw->memory_peak_bytes, err) < 0 ||
-                    read_keyed(cpu_fd, "cpu.stat", "usage_usec", false, &raw->cpu_usage_us, err) <
-                            0)
-                        return -1;
-                /* Present only while the cpu controller is enabled for the cgroup. */
-                if (read_keyed(cpu_fd, "cpu.stat", "throttled_usec", true, &raw->cpu_throttled_us,
-                               err) < 0 ||
-                    read_keyed(cpu_fd, "cpu.stat", "nr_throttled", true, &raw->cpu_nr_throttled,
-                               err) < 0)
+                    read_keyed(cpu_fd, "cpu.stat", cpu_stat, 3, err) < 0)
                         return -1;
                 return 0;
         }
         uint64_t usage_ns = 0;
         uint64_t throttled_ns = 0;
-        if (read_keyed(memory_fd, "memory.oom_control", "oom_kill", false, &raw->oom_kills, err) <
-                    0 ||
+        const struct keyed_field oom_control[] = {{"oom_kill", &raw->oom_kills, false}};
+        const struct keyed_field cpu_stat[] = {
+                {"throttled_time", &throttled_ns, false},
+                {"nr_throttled", &raw->cpu_nr_throttled, false},
+        };
+        if (read_keyed(memory_fd, "memory.oom_control", oom_control, 1, err) < 0 ||
             read_value(memory_fd, "memory.failcnt", false, &raw->memory_max_events, err) < 0 ||
             read_value(memory_fd, "memory.max_usage_in_bytes", false, &raw->memory_peak_bytes,
                        err) < 0 ||
-            read_keyed(cpu_fd, "cpu.stat", "throttled_time", false, &throttled_ns, err) < 0 ||
-            read_keyed(cpu_fd, "cpu.stat", "nr_throttled", false, &raw->cpu_nr_throttled, err) < 0)
+            read_keyed(cpu_fd, "cpu.stat", cpu_stat, 2, err) < 0)
                 return -1;
         if (cg->mounts->layout == CGROUP_LAYOUT_HYBRID) {
                 uint64_t usage_us = 0;
-                if (read_keyed(dir_fd(cg, HIERARCHY_UNIFIED), "cpu.stat", "usage_usec", false,
-                               &usage_us, err) < 0)
+                const struct keyed_field unified_cpu_stat[] = {{"usage_usec", &usage_us, false}};
+                if (read_keyed(dir_fd(cg, HIERARCHY_UNIFIED), "cpu.stat", unified_cpu_stat, 1,
+                               err) < 0)
                         return -1;
                 usage_ns = usage_us * 1000;
         } else if (read_value(controller_fd(cg, HIERARCHY_CPUACCT), "cpuacct.usage", false,
@@ -876,8 +893,10 @@ int cgroup_create(unsigned max_slots, struct cgroup **out, struct sbx_error *err
                 return -1;
         if (make_v1_directories(cg, err) < 0)
                 return -1;
-        if (read_counters(cg, &cg->baseline, err) < 0)
-                return sbx_error_prefix(err, "cgroup: %s: baseline", cg->name);
+        /* Every directory was just made (claim_slot only returns a slot it created, and
+         * make_v1_directories recreates any it finds), so every counter starts at zero: the
+         * baseline is the zeroed one cgroup_new left. A warm-pool entry moves it with
+         * cgroup_reset_baseline once its loader is up. */
         *out = steal_pointer(&cg);
         return 0;
 }
