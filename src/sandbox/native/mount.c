@@ -2,7 +2,8 @@
  * mount and pid namespaces, before anything of the program exists.
  *
  * The tree is built in a fresh tmpfs mounted on /tmp of the child's private mount namespace (the
- * host's /tmp is untouched: the mount exists only in this namespace). The child chdir()s into it
+ * host's /tmp is untouched: the mount exists only in this namespace), on top of the scratch tmpfs
+ * mounted there first (see setup_scratch_tmpfs). The child chdir()s into it
  * so that every target below is a path relative to the new root, while every host source is an
  * absolute path still resolved through the old root. pivot_root then swaps the two and the old
  * root is detached, taking every host mount with it except the binds made on purpose.
@@ -38,10 +39,6 @@
  * the mount over it is private to the child's namespace. */
 #define MOUNT_NEW_ROOT "/tmp"
 
-/* Temporary home of the scratch tmpfs inside the new root, before its three directories are bound
- * to their places; removed again before the root becomes read-only. */
-#define MOUNT_SCRATCH_DIR ".scratch"
-
 /* Host regular files up to this size are copied into the root tmpfs (size=1m) instead of bound. */
 #define MOUNT_COPY_MAX_BYTES (128 * 1024)
 
@@ -58,6 +55,7 @@
 
 struct mount_context {
         uint64_t disk_bytes;
+        int scratch_fd; /* the scratch tmpfs's root, under the new root; -1 until mounted */
 };
 
 static int make_directory(const char *path, mode_t mode, struct sbx_error *err)
@@ -206,7 +204,7 @@ static int mirror_host_entry(const char *source, const char *path, struct sbx_er
 /* Step: mount propagation. First, because until the whole namespace is private every mount below
  * could propagate to a shared peer (a host with systemd mounts / shared), and host mounts made
  * later under /usr would propagate into the sandbox. pivot_root also refuses a shared parent. */
-static int setup_private_propagation(const struct mount_context *context, struct sbx_error *err)
+static int setup_private_propagation(struct mount_context *context, struct sbx_error *err)
 {
         if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
                 return sbx_error_set(err, errno, "make / private");
@@ -217,7 +215,7 @@ static int setup_private_propagation(const struct mount_context *context, struct
  * files; 1 MiB and 4096 inodes are far more than that and bound what a bug could pin in kernel
  * memory. nosuid, nodev, noexec: nothing in it is a program or a device (programs run from the
  * /usr bind and /workspace, which are mounts of their own with their own flags). */
-static int setup_root_tmpfs(const struct mount_context *context, struct sbx_error *err)
+static int setup_root_tmpfs(struct mount_context *context, struct sbx_error *err)
 {
         if (mount("tmpfs", MOUNT_NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
                   "size=1m,nr_inodes=4096,mode=0755") < 0)
@@ -230,7 +228,7 @@ static int setup_root_tmpfs(const struct mount_context *context, struct sbx_erro
 
 /* Step: the runtime. /usr is required; the top-level aliases are whatever the host has: merged-/usr
  * hosts have links (bin -> usr/bin), older ones real directories. */
-static int setup_runtime(const struct mount_context *context, struct sbx_error *err)
+static int setup_runtime(struct mount_context *context, struct sbx_error *err)
 {
         static const char *const aliases[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 
@@ -278,7 +276,7 @@ static int mirror_python_config(struct sbx_error *err)
 /* Step: /etc. Only what the dynamic loader, libc and the interpreters read, never the host's
  * accounts, secrets (shadow, ssl/private) or daemon configuration. The generated files describe
  * the sandbox itself. */
-static int setup_etc(const struct mount_context *context, struct sbx_error *err)
+static int setup_etc(struct mount_context *context, struct sbx_error *err)
 {
         /* Each entry is a bind mount, and each costs setup time: ld.so.conf{,.d} are left out,
          * since only ldconfig reads them and the loader uses ld.so.cache. */
@@ -324,7 +322,7 @@ static int setup_etc(const struct mount_context *context, struct sbx_error *err)
 
 /* Step: /dev. Device nodes cannot be created in a user namespace (mknod is EPERM), so the five
  * harmless ones are bound from the host onto empty files. */
-static int setup_dev(const struct mount_context *context, struct sbx_error *err)
+static int setup_dev(struct mount_context *context, struct sbx_error *err)
 {
         static const char *const devices[] = {"null", "zero", "full", "random", "urandom"};
         static const struct {
@@ -385,7 +383,7 @@ static int setup_dev(const struct mount_context *context, struct sbx_error *err)
  * hidepid=invisible hides processes the program may not ptrace (the sandbox's pid 1 after it
  * dropped to non-dumpable); subset=pid removes everything that is not a process (kallsyms,
  * sysrq-trigger, sys/, ...). nosuid, nodev, noexec: proc holds none of those. */
-static int setup_proc(const struct mount_context *context, struct sbx_error *err)
+static int setup_proc(struct mount_context *context, struct sbx_error *err)
 {
         const unsigned long flags = MS_NOSUID | MS_NODEV | MS_NOEXEC;
 
@@ -403,47 +401,61 @@ static int setup_proc(const struct mount_context *context, struct sbx_error *err
         return 0;
 }
 
-/* Step: the scratch space. One tmpfs of disk_bytes behind /workspace, /tmp and /dev/shm, so the
- * three share one budget: the program sees ENOSPC at the bound whichever it fills. nr_inodes is
- * bounded because size= only counts data pages: without it, empty files would each pin an inode
- * and a dentry (about 1 KiB of kernel memory) up to the default of half the RAM's pages; 16384
- * is plenty for a program's files and caps that at ~16 MiB. nosuid, nodev: files the program
- * writes must never be setuid or devices; exec stays allowed (the program itself lives in
- * /workspace). */
-static int setup_scratch(const struct mount_context *context, struct sbx_error *err)
+/* Step: the scratch space, part one. One tmpfs of disk_bytes behind /workspace, /tmp and /dev/shm,
+ * so the three share one budget: the program sees ENOSPC at the bound whichever it fills.
+ * nr_inodes is bounded because size= only counts data pages: without it, empty files would each
+ * pin an inode and a dentry (about 1 KiB of kernel memory) up to the default of half the RAM's
+ * pages; 16384 is plenty for a program's files and caps that at ~16 MiB. nosuid, nodev: files the
+ * program writes must never be setuid or devices; exec stays allowed (the program itself lives in
+ * /workspace).
+ *
+ * Mounted first, on the old root's MOUNT_NEW_ROOT, so that the new root covers it: only the three
+ * binds (setup_scratch_binds) reach it from the sandbox, and the mount itself leaves with the old
+ * root when that is detached. Unmounting it on its own would cost an RCU grace period (~0.1 ms
+ * here) of its own: every umount waits for one. */
+static int setup_scratch_tmpfs(struct mount_context *context, struct sbx_error *err)
+{
+        char options[96];
+        snprintf(options, sizeof(options), "size=%" PRIu64 ",nr_inodes=16384,mode=0755",
+                 context->disk_bytes);
+        if (mount("tmpfs", MOUNT_NEW_ROOT, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
+                return sbx_error_set(err, errno, "mount tmpfs (%s)", options);
+        context->scratch_fd = open(MOUNT_NEW_ROOT, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (context->scratch_fd < 0)
+                return sbx_error_set(err, errno, "open the scratch tmpfs");
+        if (mkdirat(context->scratch_fd, "workspace", 0755) < 0 ||
+            mkdirat(context->scratch_fd, "tmp", 01777) < 0 ||
+            mkdirat(context->scratch_fd, "shm", 01777) < 0)
+                return sbx_error_set(err, errno, "mkdir in the scratch tmpfs");
+        return 0;
+}
+
+/* Step: the scratch space, part two: its three directories bound to their places. */
+static int setup_scratch_binds(struct mount_context *context, struct sbx_error *err)
 {
         static const struct {
                 const char *source;
                 const char *target;
         } binds[] = {
-                {MOUNT_SCRATCH_DIR "/workspace", "workspace"},
-                {MOUNT_SCRATCH_DIR "/tmp", "tmp"},
-                {MOUNT_SCRATCH_DIR "/shm", "dev/shm"},
+                {"workspace", "workspace"},
+                {"tmp", "tmp"},
+                {"shm", "dev/shm"},
         };
 
-        char options[96];
-        snprintf(options, sizeof(options), "size=%" PRIu64 ",nr_inodes=16384,mode=0755",
-                 context->disk_bytes);
-
-        if (make_directory(MOUNT_SCRATCH_DIR, 0700, err) < 0)
-                return -1;
-        if (mount("tmpfs", MOUNT_SCRATCH_DIR, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
-                return sbx_error_set(err, errno, "mount tmpfs (%s)", options);
-        if (make_directory(MOUNT_SCRATCH_DIR "/workspace", 0755, err) < 0 ||
-            make_directory(MOUNT_SCRATCH_DIR "/tmp", 01777, err) < 0 ||
-            make_directory(MOUNT_SCRATCH_DIR "/shm", 01777, err) < 0)
-                return -1;
         if (make_directory("workspace", 0755, err) < 0 || make_directory("tmp", 0755, err) < 0)
                 return -1;
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(binds); i++)
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(binds); i++) {
                 /* No extra flags: the binds keep the tmpfs's nosuid and nodev. */
-                if (bind_tree(binds[i].source, binds[i].target, 0, err) < 0)
-                        return -1;
-        /* Only the three binds keep the tmpfs alive; its temporary mount point goes. */
-        if (umount2(MOUNT_SCRATCH_DIR, MNT_DETACH) < 0)
-                return sbx_error_set(err, errno, "umount %s", MOUNT_SCRATCH_DIR);
-        if (rmdir(MOUNT_SCRATCH_DIR) < 0)
-                return sbx_error_set(err, errno, "rmdir %s", MOUNT_SCRATCH_DIR);
+                _cleanup_close_ int tree = open_tree(context->scratch_fd, binds[i].source,
+                                                     OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+                if (tree < 0)
+                        return sbx_error_set(err, errno, "open_tree scratch/%s", binds[i].source);
+                if (move_mount(tree, "", AT_FDCWD, binds[i].target, MOVE_MOUNT_F_EMPTY_PATH) < 0)
+                        return sbx_error_set(err, errno, "move_mount scratch/%s onto %s",
+                                             binds[i].source, binds[i].target);
+        }
+        close(context->scratch_fd);
+        context->scratch_fd = -1;
         return 0;
 }
 
@@ -451,7 +463,7 @@ static int setup_scratch(const struct mount_context *context, struct sbx_error *
  * /proc (see setup_proc). pivot_root(".", ".") stacks the old root on top of the new one at "/";
  * detaching it removes every host mount from the namespace in one go. No directory for the old
  * root is needed, so none is left behind. */
-static int setup_pivot_root(const struct mount_context *context, struct sbx_error *err)
+static int setup_pivot_root(struct mount_context *context, struct sbx_error *err)
 {
         if (syscall(SYS_pivot_root, ".", ".") < 0)
                 return sbx_error_set(err, errno, "pivot_root");
@@ -466,25 +478,26 @@ static int setup_pivot_root(const struct mount_context *context, struct sbx_erro
 /* Step: the root read-only. Last, because the steps before write into it (mount points, /etc
  * files, the scratch dir's removal). Non-recursive: /workspace, /tmp, /dev/pts ... keep their
  * own flags. */
-static int setup_root_readonly(const struct mount_context *context, struct sbx_error *err)
+static int setup_root_readonly(struct mount_context *context, struct sbx_error *err)
 {
         return make_mount_readonly("/", err);
 }
 
 struct mount_step {
         const char *name; /* what fail_step matches, and the prefix of an error */
-        int (*run)(const struct mount_context *context, struct sbx_error *err);
+        int (*run)(struct mount_context *context, struct sbx_error *err);
 };
 
 /* In this order; each step's comment says why it sits where it does. */
 static const struct mount_step mount_steps[] = {
         {"mount_propagation", setup_private_propagation},
+        {"mount_scratch_tmpfs", setup_scratch_tmpfs},
         {"mount_root", setup_root_tmpfs},
         {"mount_runtime", setup_runtime},
         {"mount_etc", setup_etc},
         {"mount_dev", setup_dev},
         {"mount_proc", setup_proc},
-        {"mount_scratch", setup_scratch},
+        {"mount_scratch", setup_scratch_binds},
         {"pivot_root", setup_pivot_root},
         {"mount_root_readonly", setup_root_readonly},
 };
@@ -502,7 +515,7 @@ static bool step_forced(size_t index, const char *fail_step)
 
 int mount_setup_root(uint64_t disk_bytes, const char *fail_step, struct sbx_error *err)
 {
-        const struct mount_context context = {.disk_bytes = disk_bytes};
+        struct mount_context context = {.disk_bytes = disk_bytes, .scratch_fd = -1};
 
         /* Checked before anything is mounted: tmpfs reads size=0 as "no limit". */
         if (disk_bytes == 0)
@@ -522,6 +535,8 @@ int mount_setup_root(uint64_t disk_bytes, const char *fail_step, struct sbx_erro
                 else if (mount_steps[i].run(&context, err) < 0)
                         rc = sbx_error_prefix(err, "%s", mount_steps[i].name);
         }
+        if (context.scratch_fd >= 0)
+                close(context.scratch_fd);
         umask(saved_umask);
         return rc;
 }

@@ -28,9 +28,10 @@
  * disk_bytes must not be 0 (tmpfs would read it as "unbounded"). Each step is named, and an error
  * starts with the name of the step that failed ("pivot_root: ..."). fail_step names a step to fail
  * on purpose with EPERM (test hook; NULL normally): "mount" (the first step, before anything is
- * mounted), "pivot_root", or one of mount_propagation, mount_root, mount_runtime, mount_etc,
- * mount_dev, mount_proc, mount_scratch, mount_root_readonly. On failure the tree is half built:
- * the caller must not run the program (the mount namespace goes away with the child). */
+ * mounted), "pivot_root", or one of mount_propagation, mount_scratch_tmpfs, mount_root,
+ * mount_runtime, mount_etc, mount_dev, mount_proc, mount_scratch, mount_root_readonly. On failure
+ * the tree is half built: the caller must not run the program (the mount namespace goes away with
+ * the child). */
 int mount_setup_root(uint64_t disk_bytes, const char *fail_step, struct sbx_error *err);
 
 /* The setup step a failure of mount_setup_root() belongs to: "pivot_root" when err came from
