@@ -321,7 +321,9 @@ static int setup_etc(struct mount_context *context, struct sbx_error *err)
 }
 
 /* Step: /dev. Device nodes cannot be created in a user namespace (mknod is EPERM), so the five
- * harmless ones are bound from the host onto empty files. */
+ * harmless ones are bound from the host onto empty files. /dev itself is a directory of the root
+ * tmpfs, read-only with it at the end (nothing can be added to it: a link, a FIFO); /dev/pts and
+ * /dev/shm are mounts of their own and keep their own flags. */
 static int setup_dev(struct mount_context *context, struct sbx_error *err)
 {
         static const char *const devices[] = {"null", "zero", "full", "random", "urandom"};
@@ -336,12 +338,6 @@ static int setup_dev(struct mount_context *context, struct sbx_error *err)
 
         if (make_directory("dev", 0755, err) < 0)
                 return -1;
-        /* A tmpfs of its own so that it can be read-only while /dev/pts and /dev/shm are not.
-         * 64 KiB and 64 inodes hold a dozen links and mount points. nosuid, noexec: nothing here
-         * runs; nodev: the tmpfs itself holds no device (the binds are mounts of their own). */
-        if (mount("tmpfs", "dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                  "size=64k,nr_inodes=64,mode=0755") < 0)
-                return sbx_error_set(err, errno, "mount tmpfs on /dev");
         for (size_t i = 0; i < SBX_ARRAY_SIZE(devices); i++) {
                 char source[32];
                 char path[32];
@@ -356,6 +352,7 @@ static int setup_dev(struct mount_context *context, struct sbx_error *err)
                         return sbx_error_set(err, ENODEV, "%s is not a character device", source);
                 if (make_mount_point_file(path, err) < 0)
                         return -1;
+                /* A mount of its own, so the root tmpfs's nodev does not apply to it. */
                 if (bind_tree(source, path, MOUNT_DEVICE_ATTR, err) < 0)
                         return -1;
         }
@@ -374,8 +371,7 @@ static int setup_dev(struct mount_context *context, struct sbx_error *err)
                    * (kernel.pty.max); without a bound one sandbox could take them all. */
                   "newinstance,ptmxmode=0666,mode=0620,max=64") < 0)
                 return sbx_error_set(err, errno, "mount devpts on /dev/pts");
-        /* Read-only last: nothing can be added to /dev (a link, a FIFO) once populated. */
-        return make_mount_readonly("dev", err);
+        return 0;
 }
 
 /* Step: /proc. Mounted before pivot_root: in a user namespace the kernel only allows a new proc

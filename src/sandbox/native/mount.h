@@ -7,8 +7,9 @@
  *                 nsswitch.conf, mime.types, ssl/certs, python3*): files up to 128 KiB copied,
  *                 directories bound read-only, links recreated; plus generated passwd, group,
  *                 hosts, hostname
- *   /dev          tmpfs with null, zero, full, random, urandom bound from the host; a private
- *                 devpts; ptmx, fd, stdin, stdout, stderr links; shm from the scratch tmpfs
+ *   /dev          a directory of the root tmpfs with null, zero, full, random, urandom bound
+ *                 from the host; a private devpts; ptmx, fd, stdin, stdout, stderr links; shm
+ *                 from the scratch tmpfs
  *   /proc         a fresh proc for the new pid namespace, hidepid=invisible, subset=pid
  *   /workspace    } one tmpfs of size disk_bytes shared by the three (the disk cap: the program
  *   /tmp          } sees ENOSPC at the bound), nosuid, nodev
