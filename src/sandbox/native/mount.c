@@ -39,8 +39,11 @@
  * the mount over it is private to the child's namespace. */
 #define MOUNT_NEW_ROOT "/tmp"
 
-/* Host regular files up to this size are copied into the root tmpfs (size=1m) instead of bound. */
-#define MOUNT_COPY_MAX_BYTES (128 * 1024)
+/* Host regular files up to this size are copied into the root tmpfs (size=1m) instead of bound.
+ * A copy costs its pages twice (filled at setup, freed when the sandbox's tmpfs goes): binding
+ * ld.so.cache (42 KB) and mime.types (74 KB) instead of copying them measured 0.13 ms less per
+ * sandbox; a file of a page or two (nsswitch.conf) is cheaper copied than bound. */
+#define MOUNT_COPY_MAX_BYTES (16 * 1024)
 
 /* Host runtime trees: read-only (the program must not change what other sandboxes run), nosuid (a
  * setuid binary must not gain anything, on top of no_new_privs) and nodev (no host device node in
@@ -141,8 +144,7 @@ static int make_mount_readonly(const char *path, struct sbx_error *err)
         return 0;
 }
 
-/* Copies a small host file into the root tmpfs (read-only once built): for a file this size a
- * copy costs a few microseconds, a bind mount several times that. */
+/* Copies a small host file into the root tmpfs (read-only once built). */
 static int copy_small_file(const char *source, const char *path, struct sbx_error *err)
 {
         _cleanup_close_ int in = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
