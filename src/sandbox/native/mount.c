@@ -154,7 +154,9 @@ static int copy_small_file(const char *source, const char *path, struct sbx_erro
                 open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
         if (out < 0)
                 return sbx_error_set(err, errno, "create %s", path);
-        char buffer[16384];
+        /* One page: the files copied are small, and every page of a larger frame would be
+         * touched on entry (stack-clash probing), a page fault each in a fresh init. */
+        char buffer[4096];
         size_t total = 0;
         for (;;) {
                 ssize_t n = read(in, buffer, sizeof(buffer));
