@@ -593,6 +593,16 @@ int launch_reap(struct launch_process *proc, int *status, struct sbx_error *err)
         return 0;
 }
 
+int launch_kill(struct launch_process *proc, struct sbx_error *err)
+{
+        if (proc->pid <= 0 || proc->pidfd < 0)
+                return 0;
+        /* ESRCH: init has exited already (a zombie until reaped). */
+        if (syscall(SYS_pidfd_send_signal, proc->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH)
+                return sbx_error_set(err, errno, "kill init through its pidfd");
+        return 0;
+}
+
 void launch_release(struct launch_process *proc)
 {
         if (proc->pid > 0 && proc->pidfd >= 0) {

@@ -43,6 +43,10 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
  * wait status through *status. */
 int launch_reap(struct launch_process *proc, int *status, struct sbx_error *err);
 
+/* Sends SIGKILL to init (and with it its whole pid namespace) without waiting; an init that is
+ * already dead is not an error. */
+int launch_kill(struct launch_process *proc, struct sbx_error *err);
+
 /* Closes every fd of proc; kills and reaps init if it is still there. Safe on a zeroed or
  * half-filled proc (fds -1, pid 0). */
 void launch_release(struct launch_process *proc);

@@ -32,6 +32,8 @@ struct sbx_sandbox {
         const struct sbx_spec *spec;
         struct cgroup *cgroup;
         struct launch_process proc;
+        /* native_wait saw init's report (or its end): the program is gone, init is exiting. */
+        bool run_over;
 };
 
 static int drop_supplementary_groups(struct sbx_error *err)
@@ -163,15 +165,23 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
 
 static int native_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
+        /* After the run, init is on its way out, taking its whole pid namespace with it (every
+         * process of the sandbox is in it). Make sure of that without waiting: the evidence is
+         * read meanwhile, and native_destroy reaps init and checks that the cgroup is empty. */
+        if (sandbox->run_over && sandbox->proc.pid > 0)
+                return launch_kill(&sandbox->proc, err);
         return cgroup_kill_all(sandbox->cgroup, err);
 }
 
 static int kill_callback(void *ctx, struct sbx_error *err)
 {
-        return native_kill(ctx, err);
+        struct sbx_sandbox *sandbox = ctx;
+        return cgroup_kill_all(sandbox->cgroup, err);
 }
 
-static void read_report(struct sbx_sandbox *sandbox, int init_status, struct sbx_run *run)
+/* Fills run's exit status from init's report; without one, reaps init for its own status. */
+static void read_report(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err,
+                        int *rc)
 {
         struct launch_report report;
         ssize_t n = read(sandbox->proc.report_fd, &report, sizeof(report));
@@ -190,6 +200,9 @@ static void read_report(struct sbx_sandbox *sandbox, int init_status, struct sbx
         }
         /* No report: init itself was killed (deadline, output cap, OOM) before the program
          * ended, so the program died with it. */
+        int init_status = 0;
+        if (launch_reap(&sandbox->proc, &init_status, err) < 0)
+                *rc = -1;
         run->exited = false;
         run->exit_code = -1;
         run->signal = WIFSIGNALED(init_status) ? WTERMSIG(init_status) : SIGKILL;
@@ -204,7 +217,10 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 .stdin_size = sandbox->spec->stdin_size,
                 .stdout_fd = sandbox->proc.stdout_fd,
                 .stderr_fd = sandbox->proc.stderr_fd,
-                .pidfd = sandbox->proc.pidfd,
+                /* The run ends with init's report (written once the program has exited) or, if
+                 * init died first, the report pipe's end of file; not with init's own exit, which
+                 * tears down the namespaces (~0.25 ms) while the evidence is read. */
+                .pidfd = sandbox->proc.report_fd,
                 .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
                 .output_cap = sandbox->spec->limits.output_bytes,
                 .kill = kill_callback,
@@ -216,11 +232,9 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         sandbox->proc.stdout_fd = -1;
         sandbox->proc.stderr_fd = -1;
         int rc = sbx_supervise(&params, run, err);
-        int init_status = 0;
-        if (launch_reap(&sandbox->proc, &init_status, rc == 0 ? err : &(struct sbx_error){0}) < 0)
-                rc = -1;
         run->wall_us = sbx_now_us() - started;
-        read_report(sandbox, init_status, run);
+        sandbox->run_over = true;
+        read_report(sandbox, run, rc == 0 ? err : &(struct sbx_error){0}, &rc);
         return rc;
 }
 
@@ -235,9 +249,12 @@ static void native_destroy(struct sbx_sandbox *sandbox)
         if (sandbox == NULL)
                 return;
         struct sbx_error err = {0};
-        if (sandbox->proc.pid > 0 && cgroup_kill_all(sandbox->cgroup, &err) < 0)
-                sbx_warn("destroy: %s", err.message);
+        bool running = sandbox->proc.pid > 0;
+        /* Init first (killing it ends its pid namespace, and reaping it waits for that), then
+         * anything the cgroup still holds, which by construction is nothing. */
         launch_release(&sandbox->proc);
+        if (running && cgroup_kill_all(sandbox->cgroup, &err) < 0)
+                sbx_warn("destroy: %s", err.message);
         cgroup_destroy(sandbox->cgroup);
         free(sandbox);
 }
