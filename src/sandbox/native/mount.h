@@ -4,7 +4,7 @@
  *   /usr          host /usr, read-only, nosuid, nodev (bin, lib, lib64, sbin: links into it, or
  *                 read-only binds where the host has real directories)
  *   /etc          a few host entries an interpreter needs (ld.so.cache, alternatives, localtime,
- *                 nsswitch.conf, mime.types, ssl/certs, python3*): files up to 128 KiB copied,
+ *                 nsswitch.conf, mime.types, ssl/certs, python3*): files up to 16 KiB copied,
  *                 directories bound read-only, links recreated; plus generated passwd, group,
  *                 hosts, hostname
  *   /dev          a directory of the root tmpfs with null, zero, full, random, urandom bound
