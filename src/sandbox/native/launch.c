@@ -14,9 +14,11 @@
  *
  * Pipes (all O_CLOEXEC):
  *   stdin, stdout, stderr  supervisor <-> program
- *   sync                   supervisor -> init: one byte once the uid/gid maps are written; end
- *                          of file before it means "give up". The supervisor then keeps its end
- *                          open for the sandbox's life: a hang-up afterwards means it died
+ *   sync                   supervisor -> init: "g" once the uid/gid maps are written, then "l"
+ *                          once the cgroup limits are set and the supervisor has left the
+ *                          sandbox's v1 cgroups; end of file before either means "give up". The
+ *                          supervisor then keeps its end open for the sandbox's life: a hang-up
+ *                          afterwards means it died
  *   error                  init and program -> supervisor: "step\terrno\tmessage" when a setup
  *                          step fails. The program's copy closes on a successful execve, init's
  *                          right after the fork, so end of file with no data means "exec'd"
@@ -25,8 +27,10 @@
  *                          guest/python_loader.py) says "R" when ready, then reads its execution
  *
  * Sync points: (1) init blocks on sync until the supervisor has mapped its ids (init is born in
- * its cgroups: see launch_start); (2) the supervisor blocks on error until the program exec'd or
- * setup failed. Any setup failure ends init and the program before user code runs: fail closed. */
+ * its cgroups: see launch_start); (2) init blocks on sync again before it starts the program,
+ * until the limits are in place (set while init builds the filesystem, off the critical path);
+ * (3) the supervisor blocks on error until the program exec'd or setup failed. Any setup failure
+ * ends init and the program before user code runs: fail closed. */
 #define _GNU_SOURCE
 #include "sandbox/native/launch.h"
 
@@ -361,9 +365,9 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
          * the supervisor did not die in between (its end of the sync pipe stays open for the
          * sandbox's life, so a hang-up means it is gone). */
         struct pollfd lifeline = {.fd = p->sync_r, .events = POLLIN};
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || poll(&lifeline, 1, 0) != 0)
-                _exit(1);
-        close_if_open(&p->sync_r);
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || poll(&lifeline, 1, 0) < 0 ||
+            (lifeline.revents & (POLLHUP | POLLERR)) != 0)
+                _exit(1); /* POLLIN alone is the second byte, already sent */
         STEP_OR_DIE(spec, error_fd, "cgroup", enter_cgroup_namespace);
         STEP_OR_DIE(spec, error_fd, "hostname", set_hostname);
         if (layer_on(spec, SBX_LAYER_NETNS))
@@ -383,6 +387,11 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
          * is copied on write (fork() cost ~0.2 ms more per sandbox here). Every step the program
          * takes before execve acts on its own task (credentials, seccomp, Landlock, session,
          * rlimits, its fd table), none on init; it never returns from this frame. */
+        /* Not before the limits are set: the program is the first process here that is not
+         * sandboxd's own code. */
+        if (read(p->sync_r, &go, 1) != 1 || go != 'l')
+                _exit(1); /* the supervisor gave up: it reports why */
+        close_if_open(&p->sync_r);
         pid_t program = vfork();
         if (program == 0)
                 program_exec_or_die(spec, error_fd, p->agent_r);
@@ -491,6 +500,19 @@ static int wait_for_exec(int error_fd, struct sbx_error *err)
         }
 }
 
+/* The cgroup limits of spec (test hook: step "cgroup"). */
+static int set_limits(const struct sbx_spec *spec, struct cgroup *cgroup, struct sbx_error *err)
+{
+        if (hook_forces(spec, "cgroup"))
+                return sbx_error_set(err, EPERM, "forced to fail by the test hook");
+        struct cgroup_limits limits = {
+                .memory_bytes = spec->limits.memory_bytes,
+                .pids = spec->limits.pids,
+                .cpu_millicores = spec->limits.cpu_millicores,
+        };
+        return cgroup_set_limits(cgroup, &limits, err);
+}
+
 int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned host_id,
                  struct launch_process *proc, struct sbx_error *err)
 {
@@ -528,9 +550,9 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
         int clone_errno = errno;
         if (pid == 0)
                 init_main(spec, &p);
-        struct sbx_error leave_err = {0};
-        int left = cgroup_leave_self(cgroup, &leave_err);
         if (pid < 0) {
+                struct sbx_error ignored = {0};
+                (void)cgroup_leave_self(cgroup, &ignored);
                 pipes_close_all(&p);
                 return sbx_error_set(err, clone_errno, "setup step 'userns': clone3");
         }
@@ -550,17 +572,27 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
         close_if_open(&p.report_w);
         close_if_open(&p.agent_r);
 
+        /* Init is released as soon as its ids are mapped; leaving the v1 cgroups and setting the
+         * limits happen while it builds the sandbox, and it waits for them before it starts the
+         * program (so the supervisor never counts in the sandbox's pids meanwhile). */
         int rc = 0;
-        if (left < 0)
-                rc = sbx_error_set(err, leave_err.code, "setup step 'cgroup': %s",
-                                   leave_err.message);
-        else if (hook_forces(spec, "userns"))
+        if (hook_forces(spec, "userns"))
                 rc = sbx_error_set(err, EPERM,
                                    "setup step 'userns': forced to fail by the test hook");
         else if (userns_prepare(pid, host_id, err) < 0)
                 rc = sbx_error_prefix(err, "setup step 'userns'");
         else if (sbx_write_all(p.sync_w, "g", 1) < 0)
                 rc = sbx_error_set(err, errno, "setup step 'userns': release init");
+        struct sbx_error leave_err = {0};
+        if (cgroup_leave_self(cgroup, &leave_err) < 0 && rc == 0)
+                rc = sbx_error_set(err, leave_err.code, "setup step 'cgroup': %s",
+                                   leave_err.message);
+        if (rc == 0 && set_limits(spec, cgroup, err) < 0)
+                rc = sbx_error_prefix(err, "setup step 'cgroup'");
+        /* EPIPE: init is gone already, a setup step of its own failed; the error pipe says
+         * which. */
+        if (rc == 0 && sbx_write_all(p.sync_w, "l", 1) < 0 && errno != EPIPE)
+                rc = sbx_error_set(err, errno, "setup step 'cgroup': release init");
         if (rc == 0)
                 proc->lifeline_fd = take_fd(&p.sync_w);
         close_if_open(&p.sync_w); /* on failure, end of file tells init to give up */

@@ -74,22 +74,8 @@ static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
         sandbox->spec = spec;
         launch_process_init(&sandbox->proc);
 
+        /* The limits are set by launch_start, while init builds the sandbox. */
         if (cgroup_create(NATIVE_MAX_SLOTS, &sandbox->cgroup, err) < 0) {
-                free(sandbox);
-                return sbx_error_prefix(err, "setup step 'cgroup'");
-        }
-        struct cgroup_limits limits = {
-                .memory_bytes = spec->limits.memory_bytes,
-                .pids = spec->limits.pids,
-                .cpu_millicores = spec->limits.cpu_millicores,
-        };
-        int rc;
-        if (spec->test.fail_step != NULL && strcmp(spec->test.fail_step, "cgroup") == 0)
-                rc = sbx_error_set(err, EPERM, "forced to fail by the test hook");
-        else
-                rc = cgroup_set_limits(sandbox->cgroup, &limits, err);
-        if (rc < 0) {
-                cgroup_destroy(sandbox->cgroup);
                 free(sandbox);
                 return sbx_error_prefix(err, "setup step 'cgroup'");
         }
