@@ -382,16 +382,17 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
         STEP_OR_DIE(spec, error_fd, "files", write_files, spec);
         STEP_OR_DIE(spec, error_fd, "exec", connect_stdio, p);
 
-        /* vfork, as posix_spawn does: the program shares init's memory until it execs or fails
-         * and exits, and init sleeps until then, so no page table is copied and nothing of init
-         * is copied on write (fork() cost ~0.2 ms more per sandbox here). Every step the program
-         * takes before execve acts on its own task (credentials, seccomp, Landlock, session,
-         * rlimits, its fd table), none on init; it never returns from this frame. */
         /* Not before the limits are set: the program is the first process here that is not
          * sandboxd's own code. */
         if (read(p->sync_r, &go, 1) != 1 || go != 'l')
                 _exit(1); /* the supervisor gave up: it reports why */
         close_if_open(&p->sync_r);
+
+        /* vfork, as posix_spawn does: the program shares init's memory until it execs or fails
+         * and exits, and init sleeps until then, so no page table is copied and nothing of init
+         * is copied on write (fork() cost ~0.2 ms more per sandbox here). Every step the program
+         * takes before execve acts on its own task (credentials, seccomp, Landlock, session,
+         * rlimits, its fd table), none on init; it never returns from this frame. */
         pid_t program = vfork();
         if (program == 0)
                 program_exec_or_die(spec, error_fd, p->agent_r);

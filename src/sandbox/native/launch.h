@@ -31,9 +31,10 @@ struct launch_process {
                           * sees POLLHUP on its end when the supervisor is gone */
 };
 
-/* Clones the sandbox's init into new user, pid, mount, network, IPC and UTS namespaces (and into
- * the cgroup, with CLONE_INTO_CGROUP where there is a unified hierarchy), maps its root to
- * host_id, moves it into the v1 cgroups, then lets it run the setup list and exec the program.
+/* Clones the sandbox's init into new user, pid, mount, network, IPC and UTS namespaces and into
+ * the cgroup (CLONE_INTO_CGROUP where there is a unified hierarchy, born in the v1 ones), maps its
+ * root to host_id and lets it run the setup list; sets the cgroup's limits from spec meanwhile,
+ * before init may start the program.
  * Returns 0 once the program has exec'd. On failure the program never ran: err names the setup
  * step, and *proc holds whatever must still be killed, reaped and closed (see launch_release). */
 int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned host_id,

@@ -3,10 +3,11 @@
  *
  * The tree is built in a fresh tmpfs mounted on /tmp of the child's private mount namespace (the
  * host's /tmp is untouched: the mount exists only in this namespace), on top of the scratch tmpfs
- * mounted there first (see setup_scratch_tmpfs). The child chdir()s into it
- * so that every target below is a path relative to the new root, while every host source is an
- * absolute path still resolved through the old root. pivot_root then swaps the two and the old
- * root is detached, taking every host mount with it except the binds made on purpose.
+ * mounted there first (see setup_scratch_tmpfs). The child chdir()s into it so that every target
+ * below is a path relative to the new root, while every host source is an absolute path still
+ * resolved through the old root. pivot_root then swaps the two and the old root is detached,
+ * taking every host mount with it (the scratch tmpfs's own mount too) except the binds made on
+ * purpose.
  *
  * Binds of host trees use the new mount API (open_tree + mount_setattr + move_mount): a classic
  * MS_REMOUNT|MS_BIND in a user namespace must restate every flag the host mount has locked (atime,

@@ -159,6 +159,8 @@ static int native_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
         return cgroup_kill_all(sandbox->cgroup, err);
 }
 
+/* The supervisor's kill (deadline, output cap, cancel): everything in the cgroup, now, and wait
+ * until it is empty. */
 static int kill_callback(void *ctx, struct sbx_error *err)
 {
         struct sbx_sandbox *sandbox = ctx;
