@@ -114,10 +114,10 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                         cancel_slot = (int)n;
                         fds[n++] = (struct pollfd){.fd = params->cancel_fd, .events = POLLIN};
                 }
-                int pid_slot = -1;
+                int end_slot = -1;
                 if (!exited) {
-                        pid_slot = (int)n;
-                        fds[n++] = (struct pollfd){.fd = params->pidfd, .events = POLLIN};
+                        end_slot = (int)n;
+                        fds[n++] = (struct pollfd){.fd = params->end_fd, .events = POLLIN};
                 }
 
                 uint64_t wake = drain_deadline_us != 0
@@ -161,7 +161,7 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                                 }
                         }
                 }
-                if (pid_slot >= 0 && fds[pid_slot].revents != 0)
+                if (end_slot >= 0 && fds[end_slot].revents != 0)
                         exited = true;
                 if (cancel_slot >= 0 && fds[cancel_slot].revents != 0 && !killed && !exited) {
                         /* Not read here: the fd stays readable, and it is not polled again. */

@@ -15,7 +15,7 @@ struct sbx_supervise {
         size_t stdin_size;
         int stdout_fd; /* read ends of the program's stdout and stderr; closed here */
         int stderr_fd;
-        int pidfd;            /* readable when the process whose exit ends the run has exited */
+        int end_fd;           /* readable (data or end of file) once the run is over */
         uint64_t deadline_us; /* CLOCK_MONOTONIC (sbx_now_us) at which the sandbox is killed */
         size_t output_cap;    /* bytes kept per stream; one more ends the run */
         /* Kills every process of the sandbox; called at the deadline and at the output cap. */
@@ -25,7 +25,7 @@ struct sbx_supervise {
         int cancel_fd;
 };
 
-/* Runs the loop until the process behind pidfd has exited and both output pipes are at end of
- * file. Fills run->out, run->err (initialised here), run->wall_timeout, run->output_limit and
- * run->canceled; the caller reaps the process and fills the exit status. */
+/* Runs the loop until end_fd is readable and both output pipes are at end of file. Fills
+ * run->out, run->err (initialised here), run->wall_timeout, run->output_limit and
+ * run->canceled; the caller fills the exit status. */
 int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err);

@@ -947,7 +947,7 @@ static int set_v1_memory(int memory_fd, const char *value, struct sbx_error *err
         return write_limit(memory_fd, "memory.limit_in_bytes", value, err);
 }
 
-int cgroup_set_limits(struct cgroup *cg, const struct cgroup_limits *limits, struct sbx_error *err)
+int cgroup_set_limits(struct cgroup *cg, const struct sbx_limits *limits, struct sbx_error *err)
 {
         bool unified = cg->mounts->layout == CGROUP_LAYOUT_UNIFIED;
         int memory_fd = controller_fd(cg, HIERARCHY_MEMORY);

@@ -47,13 +47,6 @@ struct cgroup_mounts {
         char freezer[256];
 };
 
-/* Limits a cgroup enforces. */
-struct cgroup_limits {
-        uint64_t memory_bytes; /* also the memory+swap cap, so a hog is OOM-killed, not swapped */
-        uint64_t pids;
-        uint32_t cpu_millicores; /* 0 = no quota */
-};
-
 struct cgroup; /* one sandbox's cgroups in every hierarchy */
 
 /* Pure: finds the cgroup mounts in the text of /proc/self/mountinfo and decides the layout:
@@ -87,8 +80,9 @@ unsigned cgroup_slot(const struct cgroup *cg);
  * the pure v1 layout. Owned by the cgroup. */
 int cgroup_unified_fd(const struct cgroup *cg);
 
-/* Applies limits (memory + swap, pids, CPU quota) to the cgroup. */
-int cgroup_set_limits(struct cgroup *cg, const struct cgroup_limits *limits, struct sbx_error *err);
+/* Applies the cgroup's share of limits: memory_bytes (also the memory+swap cap, so a hog is
+ * OOM-killed, not swapped), pids and cpu_millicores (0 = no quota); 0 memory or pids = none. */
+int cgroup_set_limits(struct cgroup *cg, const struct sbx_limits *limits, struct sbx_error *err);
 
 /* Moves the calling thread into the cgroup's v1 directories (every hierarchy but cgroup2, which
  * clone3(CLONE_INTO_CGROUP) handles) by writing "0" to each `tasks` file, so that a child it

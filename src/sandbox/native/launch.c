@@ -506,12 +506,7 @@ static int set_limits(const struct sbx_spec *spec, struct cgroup *cgroup, struct
 {
         if (hook_forces(spec, "cgroup"))
                 return sbx_error_set(err, EPERM, "forced to fail by the test hook");
-        struct cgroup_limits limits = {
-                .memory_bytes = spec->limits.memory_bytes,
-                .pids = spec->limits.pids,
-                .cpu_millicores = spec->limits.cpu_millicores,
-        };
-        return cgroup_set_limits(cgroup, &limits, err);
+        return cgroup_set_limits(cgroup, &spec->limits, err);
 }
 
 int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned host_id,
@@ -640,9 +635,9 @@ void launch_release(struct launch_process *proc)
 {
         if (proc->pid > 0 && proc->pidfd >= 0) {
                 /* Killing init kills its whole pid namespace. */
-                syscall(SYS_pidfd_send_signal, proc->pidfd, SIGKILL, NULL, 0);
-                int status;
                 struct sbx_error ignored = {0};
+                int status;
+                (void)launch_kill(proc, &ignored);
                 (void)launch_reap(proc, &status, &ignored);
         }
         close_if_open(&proc->pidfd);

@@ -131,13 +131,8 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
         if (sandbox->proc.agent_fd < 0 || sandbox->proc.pid <= 0)
                 return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
         sandbox->spec = request;
-        struct cgroup_limits limits = {
-                .memory_bytes = request->limits.memory_bytes,
-                .pids = request->limits.pids,
-                .cpu_millicores = request->limits.cpu_millicores,
-        };
         pid_t program = 0;
-        if (cgroup_set_limits(sandbox->cgroup, &limits, err) < 0 ||
+        if (cgroup_set_limits(sandbox->cgroup, &request->limits, err) < 0 ||
             program_pid(sandbox->proc.pid, &program, err) < 0 ||
             rlimit_apply_to(program, &request->limits, err) < 0 ||
             cgroup_reset_baseline(sandbox->cgroup, err) < 0)
@@ -167,9 +162,9 @@ static int kill_callback(void *ctx, struct sbx_error *err)
         return cgroup_kill_all(sandbox->cgroup, err);
 }
 
-/* Fills run's exit status from init's report; without one, reaps init for its own status. */
-static void read_report(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err,
-                        int *rc)
+/* Fills run's exit status from init's report; without one, reaps init for its own status (the
+ * only failure). */
+static int read_report(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
 {
         struct launch_report report;
         ssize_t n = read(sandbox->proc.report_fd, &report, sizeof(report));
@@ -184,16 +179,16 @@ static void read_report(struct sbx_sandbox *sandbox, struct sbx_run *run, struct
                         run->disk_used_bytes = report.disk_total_bytes - report.disk_free_bytes;
                         run->inodes_free = report.inodes_free;
                 }
-                return;
+                return 0;
         }
         /* No report: init itself was killed (deadline, output cap, OOM) before the program
          * ended, so the program died with it. */
         int init_status = 0;
-        if (launch_reap(&sandbox->proc, &init_status, err) < 0)
-                *rc = -1;
+        int rc = launch_reap(&sandbox->proc, &init_status, err);
         run->exited = false;
         run->exit_code = -1;
         run->signal = WIFSIGNALED(init_status) ? WTERMSIG(init_status) : SIGKILL;
+        return rc;
 }
 
 static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
@@ -208,7 +203,7 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 /* The run ends with init's report (written once the program has exited) or, if
                  * init died first, the report pipe's end of file; not with init's own exit, which
                  * tears down the namespaces (~0.25 ms) while the evidence is read. */
-                .pidfd = sandbox->proc.report_fd,
+                .end_fd = sandbox->proc.report_fd,
                 .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
                 .output_cap = sandbox->spec->limits.output_bytes,
                 .kill = kill_callback,
@@ -222,7 +217,8 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         int rc = sbx_supervise(&params, run, err);
         run->wall_us = sbx_now_us() - started;
         sandbox->run_over = true;
-        read_report(sandbox, run, rc == 0 ? err : &(struct sbx_error){0}, &rc);
+        if (read_report(sandbox, run, rc == 0 ? err : &(struct sbx_error){0}) < 0)
+                rc = -1;
         return rc;
 }
 
