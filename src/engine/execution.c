@@ -9,6 +9,7 @@
 
 #include "engine/language.h"
 #include "util/cleanup.h"
+#include "util/hex.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -132,16 +133,11 @@ void sbx_limits_default(struct sbx_limits *limits)
 
 int sbx_execution_id_new(char id[static SBX_EXECUTION_ID_CHARS + 1], struct sbx_error *err)
 {
-        static const char digits[] = "0123456789abcdef";
-        unsigned char bytes[16];
+        uint8_t bytes[SBX_EXECUTION_ID_CHARS / 2];
         /* 16 bytes never come back short from an initialised pool (random(7)). */
         if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
                 return sbx_error_set(err, errno, "no random bytes for an execution id");
-        for (size_t i = 0; i < sizeof(bytes); i++) {
-                id[2 * i] = digits[bytes[i] >> 4];
-                id[2 * i + 1] = digits[bytes[i] & 0x0f];
-        }
-        id[SBX_EXECUTION_ID_CHARS] = '\0';
+        sbx_hex_encode(bytes, sizeof(bytes), id);
         return 0;
 }
 

@@ -14,6 +14,7 @@
 #include "engine/result_json.h"
 #include "service/auth.h"
 #include "util/cleanup.h"
+#include "util/hex.h"
 #include "util/log.h"
 
 /* How long a write waits for a lock someone else holds (an operator's shell, a backup) before it
@@ -137,7 +138,7 @@ int sbx_audit_sha256_hex(const void *data, size_t size, char hex[SBX_AUDIT_SHA25
         uint8_t digest[SBX_SHA256_SIZE];
         if (sbx_auth_sha256(data ? data : empty, size, digest, err) < 0)
                 return sbx_error_prefix(err, "audit");
-        sbx_auth_sha256_hex(digest, hex);
+        sbx_hex_encode(digest, SBX_SHA256_SIZE, hex);
         return 0;
 }
 

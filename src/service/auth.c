@@ -7,6 +7,8 @@
 #include <strings.h>
 #include <sys/random.h>
 
+#include "util/hex.h"
+
 #define TOKEN_RANDOM_BYTES 32 /* 256 bits: guessing is hopeless, and 43 base64url characters */
 
 int sbx_auth_sha256(const void *data, size_t size, uint8_t digest[SBX_SHA256_SIZE],
@@ -17,16 +19,6 @@ int sbx_auth_sha256(const void *data, size_t size, uint8_t digest[SBX_SHA256_SIZ
             digest_size != SBX_SHA256_SIZE)
                 return sbx_error_set(err, ENOMEM, "SHA-256 failed");
         return 0;
-}
-
-void sbx_auth_sha256_hex(const uint8_t digest[SBX_SHA256_SIZE], char hex[SBX_SHA256_HEX_SIZE + 1])
-{
-        static const char digits[] = "0123456789abcdef";
-        for (size_t i = 0; i < SBX_SHA256_SIZE; i++) {
-                hex[2 * i] = digits[digest[i] >> 4];
-                hex[2 * i + 1] = digits[digest[i] & 0x0f];
-        }
-        hex[SBX_SHA256_HEX_SIZE] = '\0';
 }
 
 bool sbx_auth_digest_equal(const uint8_t a[SBX_SHA256_SIZE], const uint8_t b[SBX_SHA256_SIZE])
@@ -123,7 +115,7 @@ int sbx_auth_print_token(FILE *out, const char *tenant_name, struct sbx_error *e
         if (sbx_auth_token_new(token, err) != 0 ||
             sbx_auth_sha256(token, strlen(token), digest, err) != 0)
                 return -1;
-        sbx_auth_sha256_hex(digest, hex);
+        sbx_hex_encode(digest, SBX_SHA256_SIZE, hex);
         int written = fprintf(out, "token: %s\n[tenant.%s]\ntier = default\ntoken_sha256 = %s\n",
                               token, tenant_name, hex);
         OPENSSL_cleanse(token, sizeof(token));

@@ -20,9 +20,6 @@
 int sbx_auth_sha256(const void *data, size_t size, uint8_t digest[SBX_SHA256_SIZE],
                     struct sbx_error *err);
 
-/* Writes digest as 64 lowercase hex characters and a NUL. */
-void sbx_auth_sha256_hex(const uint8_t digest[SBX_SHA256_SIZE], char hex[SBX_SHA256_HEX_SIZE + 1]);
-
 /* Whether two digests are equal, in time independent of their contents (CRYPTO_memcmp). */
 bool sbx_auth_digest_equal(const uint8_t a[SBX_SHA256_SIZE], const uint8_t b[SBX_SHA256_SIZE]);
 

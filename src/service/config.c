@@ -16,6 +16,7 @@
 #include "engine/language.h"
 #include "engine/server.h"
 #include "util/cleanup.h"
+#include "util/hex.h"
 #include "util/parse.h"
 
 #define MIB (1024ull * 1024ull)
@@ -671,7 +672,7 @@ static int tenant_key(struct loader *loader, const char *key, const char *value)
         if (strcmp(key, "token_sha256") == 0) {
                 if (!mark_key_seen(loader, 1))
                         goto twice;
-                if (!sbx_config_sha256_from_hex(value, tenant->token_sha256))
+                if (!sbx_hex_decode(value, tenant->token_sha256, SBX_SHA256_SIZE))
                         return loader_fail(loader, loader->line, key,
                                            "not 64 hex digits (the SHA-256 `sandboxd token` "
                                            "prints)");
@@ -886,33 +887,6 @@ const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, con
                 if (strcmp(config->tiers[i].name, name) == 0)
                         return &config->tiers[i];
         return NULL;
-}
-
-static int hex_digit_value(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
-bool sbx_config_sha256_from_hex(const char *hex, uint8_t digest[SBX_SHA256_SIZE])
-{
-        if (hex == NULL || strnlen(hex, SBX_SHA256_HEX_SIZE + 1) != SBX_SHA256_HEX_SIZE)
-                return false;
-        uint8_t parsed[SBX_SHA256_SIZE];
-        for (size_t i = 0; i < SBX_SHA256_SIZE; i++) {
-                int high = hex_digit_value(hex[2 * i]);
-                int low = hex_digit_value(hex[2 * i + 1]);
-                if (high < 0 || low < 0)
-                        return false;
-                parsed[i] = (uint8_t)(high << 4 | low);
-        }
-        memcpy(digest, parsed, sizeof(parsed));
-        return true;
 }
 
 int sbx_config_add_tenant(struct sbx_config *config, const char *name, const char *tier_name,

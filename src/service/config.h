@@ -127,10 +127,6 @@ const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, con
 /* Adds a tenant after loading (serve without --config creates "local"). Fails when the name is
  * invalid or taken, the tier unknown, or the token hash already used. Moves config->tenants:
  * call it before anything holds a tenant pointer. */
-/* Parses exactly 64 hex characters (either case), a token_sha256 value, into digest. Returns
- * false, digest untouched, for any other input. */
-bool sbx_config_sha256_from_hex(const char *hex, uint8_t digest[SBX_SHA256_SIZE]);
-
 int sbx_config_add_tenant(struct sbx_config *config, const char *name, const char *tier_name,
                           const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err);
 

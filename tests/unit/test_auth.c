@@ -14,6 +14,7 @@
 
 #include "service/auth.h"
 #include "service/config.h"
+#include "util/hex.h"
 
 /* FIPS 180-2 appendix B.1 and the empty message. */
 #define SHA256_ABC   "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
@@ -25,7 +26,7 @@ static void assert_sha256_hex(const char *data, size_t size, const char *expecte
         char hex[SBX_SHA256_HEX_SIZE + 1];
         struct sbx_error err = {0};
         assert_int_equal(sbx_auth_sha256(data, size, digest, &err), 0);
-        sbx_auth_sha256_hex(digest, hex);
+        sbx_hex_encode(digest, SBX_SHA256_SIZE, hex);
         assert_string_equal(hex, expected);
 }
 
@@ -41,15 +42,16 @@ static void test_hex(void **state)
 {
         uint8_t digest[SBX_SHA256_SIZE];
         char hex[SBX_SHA256_HEX_SIZE + 1];
-        assert_true(sbx_config_sha256_from_hex(SHA256_ABC, digest));
+        assert_true(sbx_hex_decode(SHA256_ABC, digest, SBX_SHA256_SIZE));
         assert_int_equal(digest[0], 0xba);
         assert_int_equal(digest[31], 0xad);
-        sbx_auth_sha256_hex(digest, hex);
+        sbx_hex_encode(digest, SBX_SHA256_SIZE, hex);
         assert_string_equal(hex, SHA256_ABC);
 
         uint8_t upper[SBX_SHA256_SIZE];
-        assert_true(sbx_config_sha256_from_hex(
-                "BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD", upper));
+        assert_true(
+                sbx_hex_decode("BA7816BF8F01CFEA414140DE5DAE2223B00361A396177A9CB410FF61F20015AD",
+                               upper, SBX_SHA256_SIZE));
         assert_memory_equal(upper, digest, sizeof(digest));
 
         /* Refused input leaves the output alone. */
@@ -66,7 +68,7 @@ static void test_hex(void **state)
                 NULL,
         };
         for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-                assert_false(sbx_config_sha256_from_hex(bad[i], untouched));
+                assert_false(sbx_hex_decode(bad[i], untouched, SBX_SHA256_SIZE));
                 for (size_t j = 0; j < sizeof(untouched); j++)
                         assert_int_equal(untouched[j], 0x5a);
         }
@@ -75,7 +77,7 @@ static void test_hex(void **state)
 static void test_digest_equal(void **state)
 {
         uint8_t a[SBX_SHA256_SIZE], b[SBX_SHA256_SIZE];
-        assert_true(sbx_config_sha256_from_hex(SHA256_ABC, a));
+        assert_true(sbx_hex_decode(SHA256_ABC, a, SBX_SHA256_SIZE));
         memcpy(b, a, sizeof(a));
         assert_true(sbx_auth_digest_equal(a, b));
         b[0] ^= 1;
@@ -193,7 +195,7 @@ static void test_print_token(void **state)
         char expected[SBX_SHA256_HEX_SIZE + 1];
         struct sbx_error err = {0};
         assert_int_equal(sbx_auth_sha256(token, strlen(token), digest, &err), 0);
-        sbx_auth_sha256_hex(digest, expected);
+        sbx_hex_encode(digest, SBX_SHA256_SIZE, expected);
         assert_string_equal(hex, expected);
 
         /* The lines after "token:" paste into a config, and the token then authenticates. */
