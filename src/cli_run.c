@@ -47,48 +47,15 @@ static void run_usage(FILE *out)
                 "                          no_new_privs, rlimits or netns\n");
 }
 
-/* Reads all of fd (at most max bytes) into a new buffer. */
-static int read_all_fd(int fd, size_t max, char **data, size_t *len, struct sbx_error *err)
-{
-        size_t alloc = 4096, used = 0;
-        _cleanup_free_ char *buf = malloc(alloc + 1);
-        if (buf == NULL)
-                return sbx_error_set(err, ENOMEM, "allocate");
-        for (;;) {
-                if (used == alloc) {
-                        if (alloc >= max)
-                                return sbx_error_set(err, EFBIG, "larger than %zu bytes", max);
-                        alloc = alloc * 2 > max ? max : alloc * 2;
-                        char *grown = realloc(buf, alloc + 1);
-                        if (grown == NULL)
-                                return sbx_error_set(err, ENOMEM, "allocate");
-                        buf = grown;
-                }
-                ssize_t n = read(fd, buf + used, alloc - used);
-                if (n < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return sbx_error_set(err, errno, "read");
-                }
-                if (n == 0)
-                        break;
-                used += (size_t)n;
-        }
-        buf[used] = '\0';
-        *data = steal_pointer(&buf);
-        *len = used;
-        return 0;
-}
-
 static int read_named_file(const char *path, size_t max, char **data, size_t *len,
                            struct sbx_error *err)
 {
         if (strcmp(path, "-") == 0)
-                return read_all_fd(STDIN_FILENO, max, data, len, err);
+                return sbx_read_all_fd(STDIN_FILENO, max, data, len, err);
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return sbx_error_set(err, errno, "%s", path);
-        if (read_all_fd(fd, max, data, len, err) < 0)
+        if (sbx_read_all_fd(fd, max, data, len, err) < 0)
                 return sbx_error_prefix(err, "%s", path);
         return 0;
 }

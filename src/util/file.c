@@ -72,28 +72,60 @@ int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct
         return (int)len;
 }
 
+int sbx_read_all_fd(int fd, size_t max, char **data, size_t *length, struct sbx_error *err)
+{
+        size_t alloc = max < 4096 ? max : 4096, used = 0;
+        _cleanup_free_ char *buf = malloc(alloc + 1);
+        if (buf == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate");
+        for (;;) {
+                if (used == alloc && alloc >= max) {
+                        /* Full at the bound: exactly max bytes is fine if nothing follows. The
+                         * probe byte lands where the NUL goes. */
+                        ssize_t more;
+                        do
+                                more = read(fd, buf + used, 1);
+                        while (more < 0 && errno == EINTR);
+                        if (more < 0)
+                                return sbx_error_set(err, errno, "read");
+                        if (more > 0)
+                                return sbx_error_set(err, EFBIG, "larger than %zu bytes", max);
+                        break;
+                }
+                if (used == alloc) {
+                        alloc = alloc * 2 > max ? max : alloc * 2;
+                        char *grown = realloc(buf, alloc + 1);
+                        if (grown == NULL)
+                                return sbx_error_set(err, ENOMEM, "allocate");
+                        buf = grown;
+                }
+                ssize_t n = read(fd, buf + used, alloc - used);
+                if (n < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return sbx_error_set(err, errno, "read");
+                }
+                if (n == 0)
+                        break;
+                used += (size_t)n;
+        }
+        buf[used] = '\0';
+        *data = steal_pointer(&buf);
+        if (length != NULL)
+                *length = used;
+        return 0;
+}
+
+/* Far above any kernel text file sandboxd reads (a mountinfo of thousands of mounts is a few
+ * hundred KiB), and a bound all the same. */
+#define TEXT_FILE_MAX (64u * 1024u * 1024u)
+
 int sbx_read_text_at(int dirfd, const char *name, char **out, struct sbx_error *err)
 {
         _cleanup_close_ int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0)
                 return sbx_error_set(err, errno, "open %s", name);
-        size_t size = 4096;
-        size_t length = 0;
-        _cleanup_free_ char *text = malloc(size);
-        if (text == NULL)
-                return sbx_error_set(err, ENOMEM, "read %s", name);
-        for (;;) {
-                if (read_until_full(fd, text, size, &length) < 0)
-                        return sbx_error_set(err, errno, "read %s", name);
-                if (length + 1 < size)
-                        break; /* end of file before the buffer filled */
-                char *bigger = realloc(text, size * 2);
-                if (bigger == NULL)
-                        return sbx_error_set(err, ENOMEM, "read %s", name);
-                text = bigger;
-                size *= 2;
-        }
-        text[length] = '\0';
-        *out = steal_pointer(&text);
+        if (sbx_read_all_fd(fd, TEXT_FILE_MAX, out, NULL, err) < 0)
+                return sbx_error_prefix(err, "%s", name);
         return 0;
 }

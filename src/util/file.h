@@ -17,6 +17,10 @@ int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct
 /* Writes all of len bytes to fd, retrying on EINTR and short writes. Returns 0 or -1 (errno). */
 int sbx_write_all(int fd, const void *data, size_t len);
 
+/* Reads fd to its end (at most max bytes, else EFBIG) into a new malloc'd buffer *data, NUL-
+ * terminated after its *length bytes (length may be NULL). */
+int sbx_read_all_fd(int fd, size_t max, char **data, size_t *length, struct sbx_error *err);
+
 /* Reads the whole of dirfd/name, a kernel text file of unknown size (mountinfo, cgroup.procs),
  * into a new malloc'd NUL-terminated buffer *out. */
 int sbx_read_text_at(int dirfd, const char *name, char **out, struct sbx_error *err);
