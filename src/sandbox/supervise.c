@@ -26,14 +26,6 @@ struct stream {
         struct sbx_buffer *buffer;
 };
 
-static void close_fd(int *fd)
-{
-        if (*fd >= 0) {
-                close(*fd);
-                *fd = -1;
-        }
-}
-
 /* Reads what is available on one stream. Returns true when the cap was passed by this read. */
 static bool drain_stream(struct stream *stream, char *chunk)
 {
@@ -41,11 +33,11 @@ static bool drain_stream(struct stream *stream, char *chunk)
         if (n < 0) {
                 if (errno == EINTR || errno == EAGAIN)
                         return false;
-                close_fd(&stream->fd); /* EIO and friends: treat as end of stream */
+                sbx_closep(&stream->fd); /* EIO and friends: treat as end of stream */
                 return false;
         }
         if (n == 0) {
-                close_fd(&stream->fd);
+                sbx_closep(&stream->fd);
                 return false;
         }
         bool was_over = stream->buffer->overflow;
@@ -71,7 +63,7 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
         const char *stdin_next = params->stdin_data;
         size_t stdin_left = params->stdin_size;
         if (stdin_left == 0)
-                close_fd(&stdin_fd); /* the program sees end of file at once */
+                sbx_closep(&stdin_fd); /* the program sees end of file at once */
 
         bool exited = false;
         bool killed = false;
@@ -148,16 +140,16 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                 }
                 if (stdin_slot >= 0 && fds[stdin_slot].revents != 0) {
                         if (fds[stdin_slot].revents & (POLLERR | POLLHUP)) {
-                                close_fd(&stdin_fd); /* the program closed its stdin */
+                                sbx_closep(&stdin_fd); /* the program closed its stdin */
                         } else {
                                 ssize_t w = write(stdin_fd, stdin_next, stdin_left);
                                 if (w > 0) {
                                         stdin_next += w;
                                         stdin_left -= (size_t)w;
                                         if (stdin_left == 0)
-                                                close_fd(&stdin_fd);
+                                                sbx_closep(&stdin_fd);
                                 } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
-                                        close_fd(&stdin_fd); /* EPIPE: nobody reads any more */
+                                        sbx_closep(&stdin_fd); /* EPIPE: nobody reads any more */
                                 }
                         }
                 }
@@ -172,8 +164,8 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                 }
         }
 
-        close_fd(&stdin_fd);
-        close_fd(&streams[0].fd);
-        close_fd(&streams[1].fd);
+        sbx_closep(&stdin_fd);
+        sbx_closep(&streams[0].fd);
+        sbx_closep(&streams[1].fd);
         return rc;
 }

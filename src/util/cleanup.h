@@ -13,12 +13,15 @@ static inline void sbx_freep(void *p)
         free(*(void **)p);
 }
 
+/* Closes *fd if open and marks it closed (-1); the cleanup of _cleanup_close_, and for fds that
+ * are closed before their scope ends. */
 static inline void sbx_closep(int *fd)
 {
         if (*fd >= 0) {
                 int saved = errno; /* close() must not clobber the errno being reported */
                 close(*fd);
                 errno = saved;
+                *fd = -1;
         }
 }
 

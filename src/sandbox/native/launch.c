@@ -107,21 +107,13 @@ struct launch_pipes {
         int agent_r, agent_w; /* pool mode only, else -1 */
 };
 
-static void close_if_open(int *fd)
-{
-        if (*fd >= 0) {
-                close(*fd);
-                *fd = -1;
-        }
-}
-
 static void pipes_close_all(struct launch_pipes *p)
 {
         int *all[] = {&p->stdin_r,  &p->stdin_w,  &p->stdout_r, &p->stdout_w, &p->stderr_r,
                       &p->stderr_w, &p->sync_r,   &p->sync_w,   &p->error_r,  &p->error_w,
                       &p->report_r, &p->report_w, &p->agent_r,  &p->agent_w};
         for (size_t i = 0; i < SBX_ARRAY_SIZE(all); i++)
-                close_if_open(all[i]);
+                sbx_closep(all[i]);
 }
 
 static int pipes_open(struct launch_pipes *p, bool agent, struct sbx_error *err)
@@ -241,9 +233,9 @@ static int connect_stdio(struct launch_pipes *p, struct sbx_error *err)
         if (dup2(p->stdin_r, STDIN_FILENO) < 0 || dup2(p->stdout_w, STDOUT_FILENO) < 0 ||
             dup2(p->stderr_w, STDERR_FILENO) < 0)
                 return sbx_error_set(err, errno, "dup2 stdio");
-        close_if_open(&p->stdin_r);
-        close_if_open(&p->stdout_w);
-        close_if_open(&p->stderr_w);
+        sbx_closep(&p->stdin_r);
+        sbx_closep(&p->stdout_w);
+        sbx_closep(&p->stderr_w);
         return 0;
 }
 
@@ -345,13 +337,13 @@ static void init_report_and_exit(int report_fd, int wait_status)
 /* Init (pid 1): build the sandbox, start the program, reap until it exits, report. */
 static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes *p)
 {
-        close_if_open(&p->stdin_w);
-        close_if_open(&p->stdout_r);
-        close_if_open(&p->stderr_r);
-        close_if_open(&p->sync_w);
-        close_if_open(&p->error_r);
-        close_if_open(&p->report_r);
-        close_if_open(&p->agent_w);
+        sbx_closep(&p->stdin_w);
+        sbx_closep(&p->stdout_r);
+        sbx_closep(&p->stderr_r);
+        sbx_closep(&p->sync_w);
+        sbx_closep(&p->error_r);
+        sbx_closep(&p->report_r);
+        sbx_closep(&p->agent_w);
         int error_fd = p->error_w;
 
         /* If the supervisor dies, so does the sandbox (and with init, its whole pid namespace). */
@@ -386,7 +378,7 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
          * sandboxd's own code. */
         if (read(p->sync_r, &go, 1) != 1 || go != 'l')
                 _exit(1); /* the supervisor gave up: it reports why */
-        close_if_open(&p->sync_r);
+        sbx_closep(&p->sync_r);
 
         /* vfork, as posix_spawn does: the program shares init's memory until it execs or fails
          * and exits, and init sleeps until then, so no page table is copied and nothing of init
@@ -405,8 +397,8 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
         /* From here init only reaps. It keeps nothing the program could use: no stdio, no
          * error pipe, no capabilities, and it is not dumpable, so the program (same uid) cannot
          * open /proc/1/mem or ptrace it to forge the report. */
-        close_if_open(&p->error_w);
-        close_if_open(&p->agent_r);
+        sbx_closep(&p->error_w);
+        sbx_closep(&p->agent_r);
         int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
         if (devnull >= 0) {
                 dup2(devnull, STDIN_FILENO);
@@ -560,13 +552,13 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
         proc->stderr_fd = take_fd(&p.stderr_r);
         proc->report_fd = take_fd(&p.report_r);
         proc->agent_fd = take_fd(&p.agent_w);
-        close_if_open(&p.stdin_r);
-        close_if_open(&p.stdout_w);
-        close_if_open(&p.stderr_w);
-        close_if_open(&p.sync_r);
-        close_if_open(&p.error_w);
-        close_if_open(&p.report_w);
-        close_if_open(&p.agent_r);
+        sbx_closep(&p.stdin_r);
+        sbx_closep(&p.stdout_w);
+        sbx_closep(&p.stderr_w);
+        sbx_closep(&p.sync_r);
+        sbx_closep(&p.error_w);
+        sbx_closep(&p.report_w);
+        sbx_closep(&p.agent_r);
 
         /* Init is released as soon as its ids are mapped; leaving the v1 cgroups and setting the
          * limits happen while it builds the sandbox, and it waits for them before it starts the
@@ -591,11 +583,11 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
                 rc = sbx_error_set(err, errno, "setup step 'cgroup': release init");
         if (rc == 0)
                 proc->lifeline_fd = take_fd(&p.sync_w);
-        close_if_open(&p.sync_w); /* on failure, end of file tells init to give up */
+        sbx_closep(&p.sync_w); /* on failure, end of file tells init to give up */
 
         if (rc == 0)
                 rc = wait_for_exec(p.error_r, err);
-        close_if_open(&p.error_r);
+        sbx_closep(&p.error_r);
         if (rc == 0 && fcntl(proc->stdin_fd, F_SETFL, O_NONBLOCK) < 0)
                 rc = sbx_error_set(err, errno, "setup step 'exec': stdin non-blocking");
         return rc;
@@ -640,12 +632,12 @@ void launch_release(struct launch_process *proc)
                 (void)launch_kill(proc, &ignored);
                 (void)launch_reap(proc, &status, &ignored);
         }
-        close_if_open(&proc->pidfd);
-        close_if_open(&proc->stdin_fd);
-        close_if_open(&proc->stdout_fd);
-        close_if_open(&proc->stderr_fd);
-        close_if_open(&proc->report_fd);
-        close_if_open(&proc->lifeline_fd);
-        close_if_open(&proc->agent_fd);
+        sbx_closep(&proc->pidfd);
+        sbx_closep(&proc->stdin_fd);
+        sbx_closep(&proc->stdout_fd);
+        sbx_closep(&proc->stderr_fd);
+        sbx_closep(&proc->report_fd);
+        sbx_closep(&proc->lifeline_fd);
+        sbx_closep(&proc->agent_fd);
         proc->pid = 0;
 }
