@@ -228,24 +228,30 @@ for target in sys.argv[1:]:
 """
 
 
+def _open_host_listeners():
+    listeners = []
+    for address in _host_addresses():
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((address, 0))
+        sock.listen(16)
+        sock.setblocking(False)
+        listeners.append(sock)
+    return listeners
+
+
 def test_host_listeners_are_unreachable(run):
     listeners = []
     try:
-        for address in _host_addresses():
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            sock.bind((address, 0))
-            sock.listen(16)
-            sock.setblocking(False)
-            listeners.append(sock)
+        listeners = _open_host_listeners()
         targets = [f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in listeners]
         r = run(CONNECT_PROBE, "python", "--timeout", "30s", args=targets)
         r.expect("ok", rc=0)
         results = dict(line.split() for line in r["stdout"].splitlines())
         assert set(results) == set(targets), r["stdout"]
         for target, outcome in results.items():
-            assert outcome in ("ENETUNREACH", "ECONNREFUSED", "EACCES", "EPERM",
-                               "EHOSTUNREACH", "TIMEOUT"), (target, outcome)
+            # ECONNREFUSED: 127.0.0.1 is the sandbox's own loopback, where nothing listens.
+            assert outcome in ("ENETUNREACH", "ECONNREFUSED"), (target, outcome)
         # The evidence on the host side: not one connection reached any listener.
         for sock in listeners:
             readable, _, _ = select.select([sock], [], [], 0)
@@ -265,52 +271,23 @@ def test_host_listeners_are_unreachable(run):
             sock.close()
 
 
-def _landlock_abi():
-    """The host kernel's Landlock ABI version, 0 when it has none."""
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.syscall.restype = ctypes.c_long
-    SYS_landlock_create_ruleset = 444  # x86_64 (and every architecture with the generic table)
-    LANDLOCK_CREATE_RULESET_VERSION = 1
-    abi = libc.syscall(SYS_landlock_create_ruleset, None, ctypes.c_size_t(0),
-                       ctypes.c_uint32(LANDLOCK_CREATE_RULESET_VERSION))
-    return max(int(abi), 0)
-
-
-TCP_PROBE = """
-import errno, socket
-def attempt(what, call):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(2)
+def test_control_host_listeners_reachable_without_netns(run):
+    # Control: TCP on loopback is allowed inside (issue 11), so the network namespace is the one
+    # layer between the program and the host's listeners. With only that layer off, the same
+    # probe reaches them, and the listeners see it.
+    listeners = []
     try:
-        call(s)
-        print(what, "OK")
-    except OSError as e:
-        print(what, errno.errorcode.get(e.errno, e.errno))
+        listeners = _open_host_listeners()
+        targets = [f"{s.getsockname()[0]}:{s.getsockname()[1]}" for s in listeners]
+        r = run(CONNECT_PROBE, "python", "--timeout", "30s", "--test-without", "netns",
+                args=targets)
+        r.expect("ok", rc=0)
+        results = dict(line.split() for line in r["stdout"].splitlines())
+        assert results == {t: "CONNECTED" for t in targets}, r["stdout"]
+        for sock in listeners:
+            readable, _, _ = select.select([sock], [], [], 3)
+            assert readable, f"listener {sock.getsockname()} saw nothing"
+            sock.accept()[0].close()
     finally:
-        s.close()
-attempt("bind", lambda s: s.bind(("127.0.0.1", 0)))
-attempt("connect", lambda s: s.connect(("127.0.0.1", 9)))
-"""
-
-
-def test_landlock_refuses_tcp_inside(run):
-    # Landlock's own evidence, separate from the network namespace's: even the sandbox's private
-    # loopback is off limits for TCP. Without Landlock, bind would succeed on lo.
-    if _landlock_abi() < 4:
-        pytest.skip("this kernel's Landlock has no TCP rules (needs ABI 4, Linux 6.7)")
-    r = run(TCP_PROBE)
-    r.expect("ok", rc=0)
-    assert r["stdout"] == "bind EACCES\nconnect EACCES\n", r["stdout"]
-
-
-def test_control_tcp_without_landlock(run):
-    # Control: with only Landlock off, the same bind succeeds, so the test above can fail.
-    if _landlock_abi() < 4:
-        pytest.skip("this kernel's Landlock has no TCP rules (needs ABI 4, Linux 6.7)")
-    r = run(TCP_PROBE, "python", "--test-without", "landlock")
-    r.expect("ok", rc=0)
-    lines = r["stdout"].splitlines()
-    assert lines[0] == "bind OK", r["stdout"]
-    assert lines[1] != "connect EACCES", r["stdout"]
+        for sock in listeners:
+            sock.close()

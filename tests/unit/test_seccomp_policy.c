@@ -258,27 +258,6 @@ static int check_policy_errnos(void)
         if (!expect_errno(socket(AF_INET, SOCK_RAW | SOCK_CLOEXEC, IPPROTO_ICMP), EAFNOSUPPORT))
                 return step;
         step++;
-        int fd = socket(AF_INET, SOCK_STREAM, 0);
-        if (fd < 0)
-                return step;
-        /* TCP Fast Open: a connect inside sendto/sendmsg that Landlock's hook never sees. */
-        struct sockaddr_in loopback = {.sin_family = AF_INET,
-                                       .sin_port = htons(9),
-                                       .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        step++;
-        if (!expect_errno(sendto(fd, "x", 1, MSG_FASTOPEN, (struct sockaddr *)&loopback,
-                                 sizeof(loopback)),
-                          EACCES))
-                return step;
-        step++;
-        struct iovec byte = {.iov_base = "x", .iov_len = 1};
-        struct msghdr message = {.msg_name = &loopback,
-                                 .msg_namelen = sizeof(loopback),
-                                 .msg_iov = &byte,
-                                 .msg_iovlen = 1};
-        if (!expect_errno(sendmsg(fd, &message, MSG_FASTOPEN), EACCES))
-                return step;
-        close(fd);
         step++;
         if (!expect_errno(ioctl(0, TIOCSTI, "x"), EPERM))
                 return step;

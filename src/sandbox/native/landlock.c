@@ -7,7 +7,7 @@
  *   1 (5.13) filesystem rights EXECUTE .. MAKE_SYM
  *   2 (5.19) REFER: link/rename into another directory (refused outright below ABI 2)
  *   3 (6.2)  TRUNCATE
- *   4 (6.7)  TCP bind/connect
+ *   4 (6.7)  TCP bind/connect (not used: see landlock_apply)
  *   5 (6.10) IOCTL_DEV: ioctl on device files
  *   6 (6.12) scoped abstract UNIX sockets and signals
  *   7 (6.15) audit logging flags (nothing to handle)
@@ -34,12 +34,6 @@
 #ifndef LANDLOCK_ACCESS_FS_IOCTL_DEV
 #define LANDLOCK_ACCESS_FS_IOCTL_DEV (1ULL << 15) /* ABI 5 */
 #endif
-#ifndef LANDLOCK_ACCESS_NET_BIND_TCP
-#define LANDLOCK_ACCESS_NET_BIND_TCP (1ULL << 0) /* ABI 4 */
-#endif
-#ifndef LANDLOCK_ACCESS_NET_CONNECT_TCP
-#define LANDLOCK_ACCESS_NET_CONNECT_TCP (1ULL << 1) /* ABI 4 */
-#endif
 #ifndef LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET
 #define LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1ULL << 0) /* ABI 6 */
 #endif
@@ -54,7 +48,7 @@
  * (copy_struct_from_user), so an older kernel is passed only the fields it knows. */
 struct landlock_ruleset_attr_v6 {
         uint64_t handled_access_fs;
-        uint64_t handled_access_net; /* ABI 4 */
+        uint64_t handled_access_net; /* ABI 4: left 0, TCP is not handled */
         uint64_t scoped;             /* ABI 6 */
 };
 
@@ -172,16 +166,11 @@ int landlock_apply(struct sbx_error *err)
 
         struct landlock_ruleset_attr_v6 attr = {.handled_access_fs = landlock_handled_fs(abi)};
         size_t attr_size = offsetof(struct landlock_ruleset_attr_v6, handled_access_net);
-        if (abi >= 4) {
-                /* Handled with no rule: every TCP bind and connect is refused. The sandbox's
-                 * network namespace has only loopback; this also closes loopback TCP between
-                 * processes that should not talk, and holds with the netns layer off. TCP Fast
-                 * Open connects without the hook this relies on: seccomp refuses MSG_FASTOPEN
-                 * (seccomp_policy.c). */
-                attr.handled_access_net =
-                        LANDLOCK_ACCESS_NET_BIND_TCP | LANDLOCK_ACCESS_NET_CONNECT_TCP;
-                attr_size = offsetof(struct landlock_ruleset_attr_v6, scoped);
-        }
+        /* TCP (ABI 4) is not handled: the program may bind and connect on its own loopback, as
+         * local servers, asyncio, multiprocessing managers and test suites need. The boundary for
+         * every IP packet is the network namespace (netns.c: only lo, no route out), the same
+         * one that already confined UDP; Landlock's TCP rules could not tell the sandbox's
+         * loopback from the host's anyway (they see ports, not namespaces). */
         if (abi >= 6) {
                 /* No connecting to abstract UNIX sockets, no signals, to anything outside this
                  * Landlock domain, i.e. outside the program and its descendants. */

@@ -40,13 +40,6 @@
 /* socket(2)/socketpair(2) take `int family`. Families 0..AF_INET6 are listed one by one; every
  * value above AF_INET6 is refused by one "greater than" row, and any value with high bits set is
  * above AF_INET6 as a 64-bit number, so the only values that pass are exactly 1, 2 and 10. */
-#define REFUSE_SEND_FLAG(call, flags_arg, flag)                                                    \
-        {                                                                                          \
-                .syscall = (call), .errnum = EACCES, .match = SECCOMP_MATCH_ARG_MASKED_EQ,         \
-                .arg = (flags_arg), .mask = (flag), .value = (flag),                               \
-                .reason = "a TCP connect made by the send call itself (" #flag ")",                \
-        }
-
 #define REFUSE_FAMILY(call, family, why)                                                           \
         {                                                                                          \
                 .syscall = (call), .errnum = EAFNOSUPPORT, .match = SECCOMP_MATCH_ARG_EQ,          \
@@ -244,13 +237,6 @@ const struct seccomp_rule seccomp_policy[] = {
          .value = SOCK_RAW,
          .reason = "raw sockets forge packets; without capabilities the kernel refuses them too, "
                    "this keeps them refused when that layer is off"},
-
-        /* TCP Fast Open connects inside the send call, where no LSM connect hook runs, so
-         * Landlock's TCP-connect refusal does not see it (landlock-lsm/linux#41; found by the
-         * hostile payload network/tcp_fastopen). Refused here like Landlock refuses a connect. */
-        REFUSE_SEND_FLAG("sendto", 3, MSG_FASTOPEN),
-        REFUSE_SEND_FLAG("sendmsg", 2, MSG_FASTOPEN),
-        REFUSE_SEND_FLAG("sendmmsg", 3, MSG_FASTOPEN),
 };
 
 const size_t seccomp_policy_len = SBX_ARRAY_SIZE(seccomp_policy);

@@ -1,14 +1,15 @@
 /* Hostile payload (network): TCP connections to listeners the harness opened on the host, one
  * argument per target ("ADDRESS:PORT", IPv4 or [IPv6]:PORT): the host's loopback and the host's
  * own non-loopback address. Inside the sandbox the loopback is the sandbox's own (its network
- * namespace has nothing else) and Landlock refuses every TCP connect; either way no connection
- * may reach the host: the harness's listeners count what they accept.
+ * namespace has nothing else, so ECONNREFUSED) and there is no route to the host's address
+ * (ENETUNREACH); no connection may reach the host: the harness's listeners count what they
+ * accept.
  *
  * Each target is tried with a blocking connect, a non-blocking one (the refusal may only show in
  * SO_ERROR) and TCP_FASTOPEN_CONNECT (connect defers the SYN to the first write; sendto with
  * MSG_FASTOPEN is tcp_fastopen.py). One JSON line per attempt: {"op": "tcp_connect", "target": T,
- * "ret": R, "errno": "EACCES"} ("OK" when connected; "SKIPPED" for a target without an address:
- * the harness found no non-loopback host address). */
+ * "ret": R, "errno": "ECONNREFUSED"} ("OK" when connected; "SKIPPED" for a target without an
+ * address: the harness found no non-loopback host address). */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>

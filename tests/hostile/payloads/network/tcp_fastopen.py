@@ -4,9 +4,9 @@ sendmsg() with MSG_FASTOPEN on an unconnected TCP socket open the connection ins
 runs (landlock-lsm/linux#41). Targets are "ADDRESS:PORT" arguments: the harness's TCP listener on
 the host's loopback and on the host's non-loopback address.
 
-The sandbox claims every TCP connect is refused (Landlock handles CONNECT_TCP with no rule allowing
-any port, and "this stays true if the netns layer is off"): a fast-open connect must be refused
-too (EACCES / EPERM), or find no route (ENETUNREACH), and the listeners must accept nothing.
+The sandbox claims no TCP connection leaves its network namespace: a fast-open connect must find
+only the sandbox's own loopback (ECONNREFUSED: nothing listens there) or no route
+(ENETUNREACH), and the listeners must accept nothing.
 One JSON line per attempt: {"op": "tcp_fastopen", "call": "sendto"|"sendmsg", "target": T,
 "ret": R, "errno": NAME} ("OK" when the data was queued on a connection; "SKIPPED" when the
 harness found no non-loopback host address)."""
