@@ -14,8 +14,12 @@ PACKAGES="
   python3 python3-pytest python3-requests python3-jsonschema
   bash coreutils procps iproute2 util-linux
   bubblewrap
+  python3-matplotlib
 "
 
+# python3-matplotlib: a runtime of the sandbox (DESIGN.md: sessions plot with it), and what
+# tests/integration/test_programs.py draws a PNG with inside one.
+#
 # Only the benchmark needs these: the sandboxes it compares sandboxd against (firejail, crun,
 # gVisor's runsc, bubblewrap above) and the load/timing tools. Kept out of the default list so
 # that building and testing do not pull in container runtimes.

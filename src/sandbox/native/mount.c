@@ -231,21 +231,37 @@ static int setup_root_tmpfs(struct mount_context *context, struct sbx_error *err
         return 0;
 }
 
-/* Step: the runtime. /usr is required; the top-level aliases are whatever the host has: merged-/usr
- * hosts have links (bin -> usr/bin), older ones real directories. */
+/* Step: the runtime. /usr is a directory of the root tmpfs holding a read-only bind of each part
+ * of the host's /usr a program runs from (FHS 4.1-4.8, games aside); left out are /usr/local, the
+ * host's own installs (cloud SDKs, docker, admin tools, their credentials' helpers), /usr/src (the
+ * host's kernel headers and build trees) and anything a host added beside the standard parts. bin
+ * and lib are required; the top-level aliases are whatever the host has: merged-/usr hosts have
+ * links (bin -> usr/bin), older ones real directories. */
 static int setup_runtime(struct mount_context *context, struct sbx_error *err)
 {
+        static const char *const usr_parts[] = {
+                "bin", "include", "lib", "lib32", "lib64", "libexec", "libx32", "sbin", "share",
+        };
+        static const char *const required[] = {"/usr/bin", "/usr/lib"};
         static const char *const aliases[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
 
-        struct stat st;
-        if (lstat("/usr", &st) < 0)
-                return sbx_error_set(err, errno, "lstat /usr");
-        if (!S_ISDIR(st.st_mode))
-                return sbx_error_set(err, ENOTDIR, "/usr is not a directory");
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(required); i++) {
+                struct stat st;
+                if (lstat(required[i], &st) < 0)
+                        return sbx_error_set(err, errno, "lstat %s", required[i]);
+                if (!S_ISDIR(st.st_mode))
+                        return sbx_error_set(err, ENOTDIR, "%s is not a directory", required[i]);
+        }
         if (make_directory("usr", 0755, err) < 0)
                 return -1;
-        if (bind_tree("/usr", "usr", MOUNT_RUNTIME_ATTR, err) < 0)
-                return -1;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(usr_parts); i++) {
+                char source[32];
+                char path[32];
+                snprintf(source, sizeof(source), "/usr/%s", usr_parts[i]);
+                snprintf(path, sizeof(path), "usr/%s", usr_parts[i]);
+                if (mirror_host_entry(source, path, err) < 0)
+                        return -1;
+        }
         for (size_t i = 0; i < SBX_ARRAY_SIZE(aliases); i++) {
                 char source[32];
                 snprintf(source, sizeof(source), "/%s", aliases[i]);
@@ -278,20 +294,57 @@ static int mirror_python_config(struct sbx_error *err)
         return 0;
 }
 
-/* Step: /etc. Only what the dynamic loader, libc and the interpreters read, never the host's
- * accounts, secrets (shadow, ssl/private) or daemon configuration. The generated files describe
- * the sandbox itself. */
+/* Step: /etc, curated: what the dynamic loader, libc and the interpreters and libraries programs
+ * use read from it, taken from the distribution's files; never the host's accounts, secrets
+ * (shadow, ssl/private), machine identity (machine-id, hostname, resolv.conf) or daemon
+ * configuration. What would describe the host (the clock's zone, the name service switch, the
+ * accounts) is generated to describe the sandbox instead. */
 static int setup_etc(struct mount_context *context, struct sbx_error *err)
 {
-        /* Each entry is a bind mount, and each costs setup time: ld.so.conf{,.d} are left out,
-         * since only ldconfig reads them and the loader uses ld.so.cache. */
+        /* Distribution files, identical on every host of one release. Small files are copied,
+         * larger ones and directories bound (each bind costs setup time): ld.so.conf{,.d} are
+         * left out, since only ldconfig reads them and the loader uses ld.so.cache. */
         static const char *const host_entries[] = {
-                "ld.so.cache",   /* the loader's library index: without it every lookup walks */
-                "alternatives",  /* Debian's links (python, java, editors...) point through it */
-                "localtime",     /* a link into /usr/share/zoneinfo: copied as a link */
-                "nsswitch.conf", /* libc consults it for getpwnam and getaddrinfo */
-                "mime.types",    /* Python's mimetypes and others read it */
-                "ssl/certs",     /* public CA certificates only; ssl/private is never bound */
+                "ld.so.cache",    /* the loader's library index: without it every lookup walks */
+                "alternatives",   /* Debian's links (python, java, editors...) point through it */
+                "os-release",     /* platform, distro tools; on Debian a link into /usr/lib */
+                "debian_version", /* what Debian's own tools read besides os-release */
+                "services",   /* getservbyname, getaddrinfo(..., "http"), socket.getservbyname */
+                "protocols",  /* getprotobyname, Python's socket module */
+                "mime.types", /* Python's mimetypes and others read it */
+                "ssl/certs",  /* public CA certificates only; ssl/private is never bound */
+                "ssl/openssl.cnf", /* OpenSSL reads it at start-up (Python's ssl, curl) */
+                "fonts",           /* Fontconfig's configuration (links into /usr/share) */
+                "matplotlibrc",    /* Debian's matplotlib looks for its defaults here */
+        };
+        /* Generated: the sandbox's own accounts (see userns.h for the ids: root is the sandbox's
+         * root, `sandbox` and nobody are unprivileged ids of its range, for chown and for
+         * subprocess(user=...)); name service from files only; the clock in UTC, as a server's;
+         * the names of its own loopback. Home is the workspace, where tools look for $HOME files.
+         */
+        static const struct {
+                const char *path;
+                const char *text;
+        } generated[] = {
+                {"etc/passwd", "root:x:0:0:root:/workspace:/bin/sh\n"
+                               "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
+                               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
+                {"etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
+                {"etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
+                                      "hosts: files dns\nnetworks: files\nprotocols: files\n"
+                                      "services: files\nethers: files\nrpc: files\n"},
+                {"etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost "
+                              "ip6-loopback\n"},
+                {"etc/hostname", "sandbox\n"},
+                {"etc/timezone", "Etc/UTC\n"},
+        };
+        static const struct {
+                const char *path;
+                const char *target;
+        } links[] = {
+                /* Dangling (glibc then uses UTC as well) where tzdata is not installed. */
+                {"etc/localtime", "/usr/share/zoneinfo/Etc/UTC"},
+                {"etc/mtab", "../proc/self/mounts"}, /* df and mount read it */
         };
 
         if (make_directory("etc", 0755, err) < 0)
@@ -308,20 +361,12 @@ static int setup_etc(struct mount_context *context, struct sbx_error *err)
         }
         if (mirror_python_config(err) < 0)
                 return -1;
-
-        /* uid/gid 0 is the only mapped id; nobody/nogroup are what unmapped ids show as. The home
-         * is the workspace so that tools that look for $HOME files find a writable place. */
-        if (write_new_file("etc/passwd",
-                           "root:x:0:0:sandbox:/workspace:/bin/sh\n"
-                           "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n",
-                           err) < 0)
-                return -1;
-        if (write_new_file("etc/group", "root:x:0:\nnogroup:x:65534:\n", err) < 0)
-                return -1;
-        if (write_new_file("etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost\n", err) < 0)
-                return -1;
-        if (write_new_file("etc/hostname", "sandbox\n", err) < 0)
-                return -1;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(generated); i++)
+                if (write_new_file(generated[i].path, generated[i].text, err) < 0)
+                        return -1;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(links); i++)
+                if (make_symlink(links[i].target, links[i].path, err) < 0)
+                        return -1;
         return 0;
 }
 

@@ -1,12 +1,15 @@
 /* The sandbox's filesystem, built in the child inside its new user + mount namespaces:
  *
  *   /             tmpfs, read-only once built
- *   /usr          host /usr, read-only, nosuid, nodev (bin, lib, lib64, sbin: links into it, or
- *                 read-only binds where the host has real directories)
- *   /etc          a few host entries an interpreter needs (ld.so.cache, alternatives, localtime,
- *                 nsswitch.conf, mime.types, ssl/certs, python3*): files up to 16 KiB copied,
- *                 directories bound read-only, links recreated; plus generated passwd, group,
- *                 hosts, hostname
+ *   /usr          a directory holding read-only, nosuid, nodev binds of the host's /usr/bin,
+ *                 include, lib*, libexec, sbin and share; not /usr/local or /usr/src (the host's
+ *                 own additions); bin, lib, lib64, sbin: links into it, or read-only binds where
+ *                 the host has real directories
+ *   /etc          curated: the distribution's files programs read (ld.so.cache, alternatives,
+ *                 os-release, debian_version, services, protocols, mime.types, ssl/certs,
+ *                 ssl/openssl.cnf, fonts, matplotlibrc, python3*): files up to 16 KiB copied,
+ *                 the rest bound read-only, links recreated; plus generated passwd, group,
+ *                 nsswitch.conf, hosts, hostname, timezone and localtime (UTC), mtab
  *   /dev          a directory of the root tmpfs with null, zero, full, random, urandom bound
  *                 from the host; a private devpts; ptmx, fd, stdin, stdout, stderr links; shm
  *                 from the scratch tmpfs

@@ -33,13 +33,15 @@ for path in /etc/machine-id /var/lib/dbus/machine-id /proc/sys/kernel/random/boo
         /proc/device-tree/serial-number /etc/ssh/ssh_host_ed25519_key.pub; do
     read_file machine_id "$path"
 done
-for path in /etc/resolv.conf /etc/os-release /proc/net/route \
+# (/etc/os-release is present on purpose since issue 11: it names the distribution the runtime
+# comes from, the same on every host of one release, not this host.)
+for path in /etc/resolv.conf /proc/net/route \
         /proc/net/arp /proc/net/dev /sys/class/net/eth0/address /sys/class/net/lo/address \
         /proc/partitions /proc/swaps /proc/cpuinfo /proc/meminfo /proc/loadavg /proc/uptime; do
     read_file host_file "$path"
 done
-# The sandbox writes its own /etc/passwd, /etc/group and /etc/hosts (root, nobody, localhost,
-# sandbox): any other name in them is the host's file showing through.
+# The sandbox writes its own /etc/passwd, /etc/group and /etc/hosts (root, sandbox, nobody,
+# localhost): any other name in them is the host's file showing through.
 own_names() { # path allowed-names...
     path=$1
     shift
@@ -59,8 +61,8 @@ own_names() { # path allowed-names...
     printf '{"op": "sandbox_file", "target": "%s", "ret": 0, "errno": %s, "detail": "foreign:%s"}\n' \
         "$path" "$verdict" "$(printf '%s' "$foreign" | head -c 200)"
 }
-own_names /etc/passwd root nobody
-own_names /etc/group root nogroup
+own_names /etc/passwd root sandbox nobody
+own_names /etc/group root sandbox nogroup
 own_names /etc/hosts localhost sandbox ip6-localhost ip6-loopback
 
 # /proc/self/net/dev exists in every process's view: it must show the sandbox's own network
