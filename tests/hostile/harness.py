@@ -62,8 +62,8 @@ Optional fields ADDED by the harness (all optional, nothing above renamed):
                                      sandbox_processes  processes of a sandbox uid no live
                                                         supervisor owns (outside: what A left
                                                         running in its safety cgroup)
-                                     uids               A's host uid(s), seen while it ran (they
-                                                        name its cgroup slot; without them every
+                                     uids               A's host uid(s), seen while it ran (their
+                                                        range names its cgroup slot; without them every
                                                         sandbox's leftovers count)
                                      details            what they were
                                    In the outside control, what A left running is kept alive (in
@@ -512,15 +512,21 @@ def remove_safety_parents():
 # running
 
 
+def slot_of(uid):
+    """The slot whose id range (userns.h) holds host uid `uid`, as the cgroup's name."""
+    return str((uid - probes.SANDBOX_UID_BASE) // probes.SANDBOX_IDS_PER_SLOT)
+
+
 def tenant_leftovers(uids):
     """({cgroup path: text}, {pid: text}) of a finished run with host uids `uids` (any sandbox
-    when empty): its slot's cgroups and its processes that no live supervisor owns."""
-    slots = {str(uid - probes.SANDBOX_UID_BASE) for uid in uids}
+    when empty): its slot's cgroups and its processes (any id of its range) that no live
+    supervisor owns."""
+    slots = {slot_of(uid) for uid in uids}
     cgroups = {path: text for path, text in probes.orphan_cgroups(strict=False).items()
                if not slots or os.path.basename(path) in slots}
     processes = {pid: text for pid, text in probes.sandbox_orphans().items()
                  if not uids or re.search(r" uid (\d+) ", text)
-                 and int(re.search(r" uid (\d+) ", text).group(1)) in uids}
+                 and slot_of(int(re.search(r" uid (\d+) ", text).group(1))) in slots}
     return cgroups, processes
 
 

@@ -62,7 +62,10 @@ import subprocess
 import threading
 import time
 
+# userns.h: slot N maps the sandbox's ids 0..65535 to host uids from
+# SANDBOX_UID_BASE + N * SANDBOX_IDS_PER_SLOT on.
 SANDBOX_UID_BASE = 2000000000
+SANDBOX_IDS_PER_SLOT = 65536
 OUTSIDE_UID = 65534
 CGROUP_ROOT = "/sys/fs/cgroup"
 # Every hierarchy sandboxd may create a per-sandbox child in (v1 controllers and the unified one).

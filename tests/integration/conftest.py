@@ -31,8 +31,10 @@ REPO = pathlib.Path(__file__).resolve().parents[2]
 SANDBOXD = os.environ.get("SANDBOXD") or str(REPO / "build" / "sandboxd")
 SANITIZED = os.environ.get("SANDBOXD_SANITIZED") == "1"
 
-# userns.h: sandbox slot N runs as host uid SBX_HOST_ID_BASE + N.
+# userns.h: sandbox slot N maps its ids 0..65535 to host uids from
+# SBX_HOST_ID_BASE + N * SBX_HOST_IDS_PER_SLOT on.
 SANDBOX_UID_BASE = 2_000_000_000
+IDS_PER_SLOT = 65536
 CGROUP_ROOT = "/sys/fs/cgroup"
 MIB = 1 << 20
 

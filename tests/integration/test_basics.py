@@ -8,7 +8,7 @@ import re
 import signal
 import subprocess
 
-from conftest import BUILTIN_LIMITS, DOCUMENTED_ENV, MIB
+from conftest import BUILTIN_LIMITS, DOCUMENTED_ENV, IDS_PER_SLOT, MIB, SANDBOX_UID_BASE
 
 
 # --- output and exit codes ---------------------------------------------------------------------
@@ -253,18 +253,19 @@ def test_cwd_hostname_and_uid(run):
     assert got["cwd"] == "/workspace"
     assert got["host"] == "sandbox"
     assert got["uid"] == 0 and got["euid"] == 0
-    # One line "0 <host uid> 1": root inside is one unprivileged uid outside.
+    # One line "0 <first host uid> 65536": ids 0..65535 inside are a range of unprivileged uids
+    # outside, the slot's own (userns.h), starting at a multiple of the range's size.
     inside, outside, count = (int(x) for x in got["uid_map"])
-    assert (inside, count) == (0, 1)
-    assert outside >= 2_000_000_000, got["uid_map"]
+    assert (inside, count) == (0, IDS_PER_SLOT)
+    assert outside >= SANDBOX_UID_BASE and (outside - SANDBOX_UID_BASE) % IDS_PER_SLOT == 0
     g_inside, g_outside, g_count = (int(x) for x in got["gid_map"])
-    assert (g_inside, g_count) == (0, 1)
-    assert g_outside >= 2_000_000_000 and g_outside != 0
+    assert (g_inside, g_count) == (0, IDS_PER_SLOT)
+    assert g_outside == outside
     assert got["setgroups"] == "deny"
 
 
 def test_concurrent_sandboxes_get_distinct_host_uids(sandboxd_binary):
-    # Three live sandboxes at once: their host uids must differ (one per slot).
+    # Three live sandboxes at once: their host uid ranges must not overlap (one per slot).
     code = "import time\nprint(open('/proc/self/uid_map').read().split()[1], flush=True)\n" \
            "time.sleep(1)"
     procs = [
@@ -278,8 +279,10 @@ def test_concurrent_sandboxes_get_distinct_host_uids(sandboxd_binary):
         assert p.returncode == 0, err
         results.append(json.loads(out))
     uids = [int(r["stdout"]) for r in results]
-    assert all(u >= 2_000_000_000 for u in uids), uids
-    assert len(set(uids)) == 3, f"live sandboxes shared a host uid: {uids}"
+    assert all(u >= SANDBOX_UID_BASE for u in uids), uids
+    ranges = sorted(uids)
+    assert all(b - a >= IDS_PER_SLOT for a, b in zip(ranges, ranges[1:])), \
+        f"live sandboxes' uid ranges overlap: {uids}"
 
 
 def test_workspace_is_writable_and_holds_the_program(run):

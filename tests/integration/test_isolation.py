@@ -63,11 +63,20 @@ STATUS_PROBE = (
 )
 
 
-def test_privileges_are_gone(run):
+# caps.h CAPS_ROOT_SET_MASK: CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID, over the
+# sandbox's own user namespace.
+ROOT_SET = (1 << 0) | (1 << 1) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 7)
+
+
+def test_privileges_are_reduced(run):
     r = run(STATUS_PROBE)
     r.expect("ok", rc=0)
     got = json.loads(r["stdout"])
-    for cap in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+    # The sandbox's root holds exactly the documented set, and no way to more: nothing
+    # inheritable or ambient, and the bounding set (what any exec could grant) is the same set.
+    for cap in ("CapPrm", "CapEff", "CapBnd"):
+        assert int(got[cap], 16) == ROOT_SET, (cap, got[cap])
+    for cap in ("CapInh", "CapAmb"):
         assert int(got[cap], 16) == 0, (cap, got[cap])
     assert got["NoNewPrivs"] == "1"
     assert got["Seccomp"] == "2", "2 = SECCOMP_MODE_FILTER"
@@ -75,13 +84,13 @@ def test_privileges_are_gone(run):
 
 
 def test_control_privileges_without_the_layers(run):
-    # Control: with those layers off the same probe reads capabilities, no no_new_privs and no
+    # Control: with those layers off the same probe reads more capabilities, no no_new_privs and no
     # filter. (seccomp must be off too for no_new_privs: loading a filter sets it.)
     r = run(STATUS_PROBE, "python", "--test-without", "caps", "--test-without", "no_new_privs",
             "--test-without", "seccomp")
     r.expect("ok", rc=0)
     got = json.loads(r["stdout"])
-    assert int(got["CapEff"], 16) != 0 and int(got["CapBnd"], 16) != 0, got
+    assert int(got["CapEff"], 16) & ~ROOT_SET and int(got["CapBnd"], 16) & ~ROOT_SET, got
     assert got["NoNewPrivs"] == "0", got
     assert got["Seccomp"] == "0", got
 
@@ -99,6 +108,44 @@ probe("unshare_user", libc.unshare(CLONE_NEWUSER))
 probe("unshare_mount", libc.unshare(CLONE_NEWNS))
 print(json.dumps(res))
 """
+
+
+def test_other_ids_hold_no_capability(run):
+    # A process that became another id of the sandbox's range holds nothing, and cannot get back.
+    code = (
+        "import json, os, re\n"
+        "os.setresgid(1000, 1000, 1000)\n"
+        "os.setresuid(1000, 1000, 1000)\n"
+        "caps = dict(re.findall(r'^(Cap\\w+):\\s*(\\w+)$', open('/proc/self/status').read(), re.M))\n"
+        "try:\n"
+        "    os.setresuid(0, 0, 0)\n"
+        "    back = 'ROOT AGAIN'\n"
+        "except PermissionError:\n"
+        "    back = 'EPERM'\n"
+        "print(json.dumps({'caps': caps, 'back': back, 'uid': os.getuid()}))\n"
+    )
+    r = run(code)
+    r.expect("ok", rc=0)
+    got = json.loads(r["stdout"])
+    assert got["back"] == "EPERM" and got["uid"] == 1000, got
+    for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+        assert int(got["caps"][cap], 16) == 0, got
+
+
+def test_ids_outside_the_range_do_not_exist(run):
+    code = (
+        "import errno, os\n"
+        "for uid in (65536, 2000000000, 4294967294):\n"
+        "    try:\n"
+        "        os.setresuid(uid, uid, uid)\n"
+        "        print(uid, 'OK')\n"
+        "    except OSError as e:\n"
+        "        print(uid, errno.errorcode[e.errno])\n"
+    )
+    r = run(code)
+    r.expect("ok", rc=0)
+    assert r["stdout"].split() == ["65536", "EINVAL", "2000000000", "EINVAL", "4294967294",
+                                   "EINVAL"], r["stdout"]
 
 
 def test_mount_and_unshare_are_refused(run):

@@ -205,3 +205,27 @@ def test_usr_local_and_src_are_absent(run, path):
                                        "/usr/bin/python3": True, "/usr/lib": True,
                                        "/usr/share/zoneinfo": os.path.isdir("/usr/share/zoneinfo")}
 
+
+CHOWN = """
+import json, os, subprocess, shutil
+open("owned", "w").write("x")
+os.chown("owned", 1000, 1000)
+st = os.stat("owned")
+shutil.chown("owned", user="nobody", group="nogroup")
+st2 = os.stat("owned")
+as_sandbox = subprocess.run(["id", "-u", "-n"], user="sandbox", group="sandbox",
+                            capture_output=True, text=True, check=True).stdout.strip()
+as_nobody = subprocess.run(["sh", "-c", "id -u; touch /tmp/nobody-was-here"], user=65534,
+                           capture_output=True, text=True, check=True).stdout.strip()
+print(json.dumps({"chown": [st.st_uid, st.st_gid], "shutil": [st2.st_uid, st2.st_gid],
+                  "as_sandbox": as_sandbox, "as_nobody": as_nobody,
+                  "nobody_file": os.stat("/tmp/nobody-was-here").st_uid}))
+"""
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_chown_and_subprocess_user(run, path):
+    r = run_program(run, path, CHOWN)
+    assert json.loads(r["stdout"]) == {"chown": [1000, 1000], "shutil": [65534, 65534],
+                                       "as_sandbox": "sandbox", "as_nobody": "65534",
+                                       "nobody_file": 65534}

@@ -303,7 +303,7 @@ static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error
         if (layer_on(spec, SBX_LAYER_RLIMITS))
                 STEP_OR_DIE(spec, error_fd, "rlimits", rlimit_apply, &spec->limits);
         if (layer_on(spec, SBX_LAYER_CAPS))
-                STEP_OR_DIE(spec, error_fd, "caps", caps_drop_all);
+                STEP_OR_DIE(spec, error_fd, "caps", caps_limit_to_root_set);
         STEP_OR_DIE(spec, error_fd, "exec", close_other_fds, error_fd, agent_fd);
         error_fd = PROGRAM_ERROR_FD;
         /* seccomp last: it refuses calls the steps above make. */

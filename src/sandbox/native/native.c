@@ -25,8 +25,13 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* Live sandboxes per machine; each slot is one host uid and one cgroup name. */
+/* Live sandboxes per machine; each slot is one range of host uids and one cgroup name. */
 #define NATIVE_MAX_SLOTS 1024
+
+_Static_assert((unsigned long long)SBX_HOST_ID_BASE +
+                               (unsigned long long)NATIVE_MAX_SLOTS * SBX_HOST_IDS_PER_SLOT <
+                       0xffffffffULL,
+               "every slot's id range must stay below the kernel's invalid id");
 
 struct sbx_sandbox {
         const struct sbx_spec *spec;
@@ -103,7 +108,7 @@ static int wait_for_loader(int agent_fd, struct sbx_error *err)
 
 static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
-        unsigned host_id = SBX_HOST_ID_BASE + cgroup_slot(sandbox->cgroup);
+        unsigned host_id = SBX_HOST_ID_BASE + cgroup_slot(sandbox->cgroup) * SBX_HOST_IDS_PER_SLOT;
         if (launch_start(sandbox->spec, sandbox->cgroup, host_id, &sandbox->proc, err) < 0)
                 return -1;
         return sandbox->spec->agent ? wait_for_loader(sandbox->proc.agent_fd, err) : 0;

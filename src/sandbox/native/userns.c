@@ -15,9 +15,11 @@
 
 int userns_prepare(pid_t pid, unsigned host_id, struct sbx_error *err)
 {
-        /* 0 would make the sandbox host root; (unsigned)-1 is the kernel's "no id". */
-        if (host_id == 0 || host_id == (unsigned)-1)
-                return sbx_error_set(err, EINVAL, "userns: refusing host id %u", host_id);
+        /* 0 would make the sandbox host root; (unsigned)-1 is the kernel's "no id", and the
+         * range must not reach it. */
+        if (host_id == 0 || host_id > (unsigned)-1 - SBX_HOST_IDS_PER_SLOT)
+                return sbx_error_set(err, EINVAL, "userns: refusing host id range %u+%u", host_id,
+                                     SBX_HOST_IDS_PER_SLOT);
 
         char proc_dir[32];
         snprintf(proc_dir, sizeof(proc_dir), "/proc/%d", (int)pid);
@@ -28,7 +30,7 @@ int userns_prepare(pid_t pid, unsigned host_id, struct sbx_error *err)
                 return sbx_error_set(err, errno, "userns: open %s", proc_dir);
 
         char map[48];
-        snprintf(map, sizeof(map), "0 %u 1", host_id);
+        snprintf(map, sizeof(map), "0 %u %u", host_id, SBX_HOST_IDS_PER_SLOT);
         if (sbx_write_file_at(dir, "uid_map", map, err) < 0)
                 return sbx_error_prefix(err, "userns: pid %d", (int)pid);
         /* "deny": the sandbox must never call setgroups(), since dropping a supplementary group

@@ -1,7 +1,10 @@
-"""Hostile payload (privilege): take capabilities back after they were dropped. capset(2) raising
-every set, PR_CAP_AMBIENT_RAISE, clearing the securebits (SECBIT_NOROOT would let an exec as uid 0
-grant everything again), PR_SET_KEEPCAPS, and uid/gid/group changes (setuid to another uid and
-back would recompute the sets). One JSON line per attempt on stdout."""
+"""Hostile payload (privilege): take capabilities beyond the sandbox root's small set
+(caps.h: CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID). capset(2) raising every set,
+PR_CAP_AMBIENT_RAISE (an ambient capability would survive every exec), changing the securebits
+(locked: the root rule, no keep-caps), PR_SET_KEEPCAPS, setuid to ids outside the sandbox's range
+(they do not exist in its user namespace), becoming another id of the range and then root again
+(a change away from root drops every capability, and nothing gives it back), and setgroups
+(denied in the user namespace). One JSON line per attempt on stdout."""
 import ctypes
 import errno
 import json
@@ -56,8 +59,23 @@ for cap in (CAP_SYS_ADMIN, CAP_SETUID, CAP_NET_ADMIN, CAP_DAC_OVERRIDE):
     call("ambient_raise", libc.prctl, PR_CAP_AMBIENT, PR_CAP_AMBIENT_RAISE, cap, 0, 0, cap=cap)
 call("securebits", libc.prctl, PR_SET_SECUREBITS, 0, 0, 0, 0, what="clear every securebit")
 call("keepcaps", libc.prctl, PR_SET_KEEPCAPS, 1, 0, 0, 0)
-# Only uid/gid 0 are mapped here; the rest do not exist in this user namespace.
-for uid in (1, 1000, 65534):
-    os_call("setuid", os.setresuid, uid, uid, uid, uid=uid)
-os_call("setgid", os.setresgid, 1000, 1000, 1000, gid=1000)
+# Ids 0..65535 are the sandbox's (userns.h); these are not, and cannot be named.
+for uid in (65536, 2000000000, 4294967294):
+    os_call("setuid_outside", os.setresuid, uid, uid, uid, uid=uid)
+os_call("setgid_outside", os.setresgid, 65536, 65536, 65536, gid=65536)
 os_call("setgroups", os.setgroups, [0, 1000], groups=[0, 1000])
+# Another id of the range, in a child: allowed, and it must leave that process with nothing.
+pid = os.fork()
+if pid == 0:
+    os.setresgid(1000, 1000, 1000)
+    os.setresuid(1000, 1000, 1000)
+    status = open("/proc/self/status").read()
+    held = [line for line in status.splitlines()
+            if line.startswith(("CapPrm", "CapEff", "CapAmb", "CapInh"))
+            and int(line.split()[1], 16)]
+    print(json.dumps({"op": "caps_after_setuid", "ret": 0, "errno": "HELD" if held else "NONE",
+                      "held": held}), flush=True)
+    os_call("back_to_root", os.setresuid, 0, 0, 0)
+    call("capset_after_setuid", capset_all)
+    os._exit(0)
+os.waitpid(pid, 0)

@@ -1,8 +1,10 @@
 /* Hostile payload (privilege): gain privilege through exec. Checks the program's own credentials
- * (NoNewPrivs must be 1, every capability set empty), then execs every setuid/setgid binary of
- * the runtime and reads the new process's credentials while it is still alive (its output goes to
- * a pipe that is already full, so it blocks on its first write), then tries to give a binary file
- * capabilities (security.capability) and exec that. One JSON line per attempt on stdout. */
+ * (NoNewPrivs must be 1; the sandbox's root holds exactly its small set, caps.h
+ * CAPS_ROOT_SET_MASK, in permitted, effective and bounding, nothing inheritable or ambient), then
+ * execs every setuid/setgid binary of the runtime and reads the new process's credentials while
+ * it is still alive (its output goes to a pipe that is already full, so it blocks on its first
+ * write), then tries to give a binary file capabilities (security.capability) and exec that.
+ * No exec may change the ids or add a capability. One JSON line per attempt on stdout. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -55,10 +57,28 @@ static bool read_creds(pid_t pid, struct creds *c)
         return true;
 }
 
-static bool caps_empty(const struct creds *c)
+/* caps.h CAPS_ROOT_SET_MASK: CHOWN, DAC_OVERRIDE, FOWNER, KILL, SETGID, SETUID. */
+#define ROOT_SET 0xebULL
+
+/* "ROOT_SET": exactly the sandbox root's set and no way to more; "EMPTY": nothing at all;
+ * anything else is "HELD". */
+static const char *caps_verdict(const struct creds *c)
 {
-        return c->cap_inh == 0 && c->cap_prm == 0 && c->cap_eff == 0 && c->cap_bnd == 0 &&
-               c->cap_amb == 0;
+        if (c->cap_inh != 0 || c->cap_amb != 0)
+                return "HELD";
+        if (c->cap_prm == 0 && c->cap_eff == 0 && c->cap_bnd == 0)
+                return "EMPTY";
+        if (c->cap_prm == ROOT_SET && c->cap_eff == ROOT_SET && c->cap_bnd == ROOT_SET)
+                return "ROOT_SET";
+        return "HELD";
+}
+
+/* Whether c holds a capability that before does not, in any set. */
+static bool caps_beyond(const struct creds *c, const struct creds *before)
+{
+        return (c->cap_inh & ~before->cap_inh) != 0 || (c->cap_prm & ~before->cap_prm) != 0 ||
+               (c->cap_eff & ~before->cap_prm) != 0 || (c->cap_bnd & ~before->cap_bnd) != 0 ||
+               (c->cap_amb & ~before->cap_amb) != 0;
 }
 
 static void print_creds(const char *op, const char *target, const char *verdict,
@@ -87,7 +107,8 @@ static void report(const char *op, const char *target, long ret, int err)
 
 static struct creds self;
 
-/* "UNCHANGED": same uid/gid as before the exec, no capability, NoNewPrivs still set. */
+/* "UNCHANGED": same uid/gid as before the exec, no capability the payload did not hold itself,
+ * NoNewPrivs still set. */
 static const char *judge(const struct creds *c)
 {
         if (!c->found)
@@ -95,7 +116,7 @@ static const char *judge(const struct creds *c)
         for (int i = 0; i < 4; i++)
                 if (c->uid[i] != self.uid[i] || c->gid[i] != self.gid[i])
                         return "ESCALATED";
-        if (!caps_empty(c) || c->no_new_privs != 1)
+        if (caps_beyond(c, &self) || c->no_new_privs != 1)
                 return "ESCALATED";
         return "UNCHANGED";
 }
@@ -169,7 +190,8 @@ static void exec_and_inspect(const char *op, const char *path, const char *arg)
                  * credentials changed, and also when it makes itself non-dumpable (ssh-agent does,
                  * at start, against debuggers). kill(0) tells them apart for the uids: it works
                  * only while the target's real or saved uid is still ours. Capabilities cannot
-                 * be checked this way: capability_sets (an empty bounding set) covers them. */
+                 * be checked this way: capability_sets (the bounding set: what any exec could
+                 * grant) covers them. */
                 if (kill(child, 0) == 0) {
                         verdict = "UNOBSERVABLE_SAME_UID";
                         reported_op = "setid_exec_unobservable";
@@ -230,8 +252,8 @@ static void try_file_caps(void)
         /* Whether or not the xattr landed: the exec must not gain anything. */
         exec_and_inspect("filecap_exec", copy, "--wait-for-inspection");
 
-        /* The setuid bit on our own file: only our own uid is mapped, so there is nothing to
-         * become, but the exec must still change nothing. */
+        /* The setuid bit on our own file (root's, inside): the scratch tmpfs is nosuid, and
+         * no_new_privs holds, so the exec must still change nothing. */
         errno = 0;
         r = chmod(copy, 06755);
         report("chmod_setuid", copy, r, errno);
@@ -250,7 +272,7 @@ int main(int argc, char **argv)
         read_creds(getpid(), &self);
         printf("{\"op\": \"no_new_privs\", \"ret\": %d, \"errno\": \"%s\"}\n", self.no_new_privs,
                self.no_new_privs == 1 ? "SET" : "CLEAR");
-        print_creds("capability_sets", "self", caps_empty(&self) ? "EMPTY" : "HELD", &self);
+        print_creds("capability_sets", "self", caps_verdict(&self), &self);
         scan_setid("/usr/bin");
         scan_setid("/usr/sbin");
         scan_setid("/usr/lib/openssh");
