@@ -35,7 +35,7 @@ static void run_usage(FILE *out)
                 "  --timeout DURATION      wall-clock deadline (default 10s)\n"
                 "  --disk SIZE             tmpfs behind /workspace, /tmp, /dev/shm (default 64M)\n"
                 "  --output SIZE           byte cap per stream (default 1M)\n"
-                "  --open-files N          open file descriptors (default 256)\n"
+                "  --open-files N          open file descriptors (default 1024)\n"
                 "  --stdin FILE            feed FILE ('-' for this stdin) to the program\n"
                 "  --file LOCAL[:NAME]     also put LOCAL into /workspace as NAME (default: its\n"
                 "                          base name; executable when LOCAL is); repeatable\n"

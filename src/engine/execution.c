@@ -126,7 +126,9 @@ void sbx_limits_default(struct sbx_limits *limits)
                 .pids = 64,
                 .disk_bytes = 64 * MIB,
                 .output_bytes = 1 * MIB,
-                .open_files = 256,
+                /* The usual soft limit of a Linux login: socket-heavy programs (servers, test
+                 * suites, asyncio) hit EMFILE below it. */
+                .open_files = 1024,
                 .cpu_millicores = 1000,
         };
 }

@@ -54,7 +54,7 @@ BUILTIN_LIMITS = {
     "pids": 64,
     "disk_mb": 64,
     "output_bytes": 1048576,
-    "open_files": 256,
+    "open_files": 1024,
     "cpus": 1.0,
 }
 

@@ -229,3 +229,21 @@ def test_chown_and_subprocess_user(run, path):
     assert json.loads(r["stdout"]) == {"chown": [1000, 1000], "shutil": [65534, 65534],
                                        "as_sandbox": "sandbox", "as_nobody": "65534",
                                        "nobody_file": 65534}
+
+
+SOCKETS = """
+import json, resource, socket
+server = socket.create_server(("127.0.0.1", 0), backlog=512)
+clients = [socket.create_connection(server.getsockname()) for _ in range(400)]
+accepted = [server.accept()[0] for _ in clients]
+print(json.dumps({"nofile": resource.getrlimit(resource.RLIMIT_NOFILE),
+                  "pairs": len(accepted)}))
+"""
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_socket_heavy_program_within_the_default_open_files(run, path):
+    # 800 connected sockets and a listener: EMFILE under the old default of 256, well within the
+    # default of 1024 (a Linux login's usual soft limit).
+    r = run_program(run, path, SOCKETS)
+    assert json.loads(r["stdout"]) == {"nofile": [1024, 1024], "pairs": 400}

@@ -348,7 +348,7 @@ def test_clamping_follows_the_tenants_tier(srv):
 
 @pytest.mark.parametrize("name, value, probe", [
     ("memory_mb", 512, "import resource\nprint(resource.getrlimit(resource.RLIMIT_AS)[0] != 0)"),
-    ("open_files", 1024, "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))"),
+    ("open_files", 4096, "import resource\nprint(resource.getrlimit(resource.RLIMIT_NOFILE))"),
     ("pids", 128, "print(True)"),
     ("cpu_ms", 20000, "import resource\nprint(resource.getrlimit(resource.RLIMIT_CPU))"),
 ], ids=["memory_mb", "open_files", "pids", "cpu_ms"])

@@ -103,7 +103,7 @@ static void test_issue_example_loads(void **state)
         assert_int_equal(tier->max.pids, 64);
         assert_int_equal(tier->max.disk_bytes, 64 * MIB);
         assert_int_equal(tier->max.output_bytes, 1 * MIB);
-        assert_int_equal(tier->max.open_files, 256);
+        assert_int_equal(tier->max.open_files, 1024);
         assert_int_equal(tier->defaults.memory_bytes, 0);
         assert_int_equal(tier->defaults.wall_ms, 0);
         assert_true(sbx_tier_allows_backend(tier, "native"));
