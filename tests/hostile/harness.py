@@ -69,6 +69,19 @@ Optional fields ADDED by the harness (all optional, nothing above renamed):
                                    In the outside control, what A left running is kept alive (in
                                    A's safety cgroup) until B has finished, as a lingering process
                                    would be without a sandbox, then killed.
+  [without_kernel.FEATURE]         the kernel lacks FEATURE (tests/uml's 6.1 lacks all of them):
+                                   landlock        any Landlock ABI
+                                   landlock_scope  Landlock ABI 6 (signal and abstract-socket scope)
+                                   ia32            the i386 syscall ABI (int $0x80)
+                                   tmpfs_user_xattr  user.* xattrs on tmpfs (Linux 6.6)
+                                   An expectation that holds only with that feature says so here
+                                   (HOSTILE.md "As sandboxd grows"):
+    reason = "..."                 required: what differs, and which layer contains the payload
+    skip = true                    the attack does not exist on such a kernel: SKIP (not run)
+    needs = true                   only that layer refuses part of it: judged by `expect` below
+                                   (what another layer still guarantees), control not run
+    [without_kernel.FEATURE.expect]   replaces those keys of [expect]
+    [without_kernel.FEATURE.control]  replaces those keys of [control]
   fail_step = "seccomp"            run the payload with `--test-fail-step STEP` (fail-closed tests);
                                    also its [before] run and its without:<layer> control, if any
   [expect]
@@ -101,8 +114,9 @@ Host facts every run records (usable in evidence as host.*):
   host.exit_code                   sandboxd's own exit code
   host.hung                        sandboxd had to be killed at host_timeout
   host.supervisor_vmhwm_bytes      peak RSS of the sandboxd process (sampled /proc VmHWM)
-  host.supervisor_cgroup_peak_bytes   memory.max_usage_in_bytes of a v1 memory cgroup holding only
-                                   the sandboxd process (its sandbox moves to sandboxd's own cgroup)
+  host.supervisor_cgroup_peak_bytes   the memory peak (v1 memory.max_usage_in_bytes, v2
+                                   memory.peak) of a cgroup holding only the sandboxd process (its
+                                   sandbox is born in sandboxd's own cgroups)
   host.stdout_lines                lines sandboxd printed on its stdout (--json: exactly 1)
   host.raw_stdout_control_bytes    bytes < 0x20 (except the final newline) in sandboxd's raw
                                    stdout: JSON must escape them (RFC 8259 lets DEL 0x7f through)
@@ -118,6 +132,7 @@ and its control flipped. Exit status 1 when any payload fails or the leak audit 
 
 import argparse
 import concurrent.futures
+import ctypes
 import json
 import os
 import re
@@ -142,7 +157,9 @@ CLASSES = ("resource", "supervisor", "filesystem", "privilege", "kernel", "infol
 LANGUAGES = ("python", "bash", "sh", "c")
 KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "args", "stdin",
                 "probes", "expect", "control", "exclusive", "cflags", "files", "stdin_file",
-                "host_timeout", "before", "fail_step", "stdin_repeat"}
+                "host_timeout", "before", "fail_step", "stdin_repeat", "without_kernel"}
+KERNEL_FEATURES = ("landlock", "landlock_scope", "ia32", "tmpfs_user_xattr")
+VARIANT_FIELDS = {"reason", "skip", "needs", "expect", "control"}
 EXPECT_FIELDS = {"status", "evidence", "reports", "stdout_max", "stdout_len", "stderr_max",
                  "stderr_len", "stdout_match", "stderr_match", "stdout_absent", "report_checks",
                  "error_match"}
@@ -397,6 +414,33 @@ class Payload:
                     raise DeclarationError(f"{toml_path}: [before] needs {field}")
         for spec in self.probe_specs:  # fail on a typo now, not mid-run
             probes.make_probe(spec)
+        self.without_kernel = dict(decl.get("without_kernel", {}))
+        for feature, variant in self.without_kernel.items():
+            if feature not in KERNEL_FEATURES:
+                raise DeclarationError(f"{toml_path}: without_kernel.{feature}: not one of "
+                                       f"{KERNEL_FEATURES}")
+            if not isinstance(variant, dict) or not variant.get("reason"):
+                raise DeclarationError(f"{toml_path}: without_kernel.{feature} needs a reason")
+            unknown = set(variant) - VARIANT_FIELDS
+            if unknown:
+                self.warnings.append(f"unknown without_kernel.{feature} fields {sorted(unknown)}")
+        self.variants = []  # (feature, reason) that apply on this kernel: apply_kernel()
+        self.skip_reason = None
+        self.control_skip_reason = None
+
+    def apply_kernel(self, features):
+        """Adopts the declared variant of every feature this kernel lacks."""
+        for feature, variant in sorted(self.without_kernel.items()):
+            if features.get(feature, True):
+                continue
+            reason = f"no {feature}: {variant['reason']}"
+            self.variants.append((feature, variant["reason"]))
+            if variant.get("skip"):
+                self.skip_reason = reason
+            if variant.get("needs"):
+                self.control_skip_reason = reason
+            self.expect.update(variant.get("expect", {}))
+            self.control.update(variant.get("control", {}))
 
 
 def load_payloads():
@@ -419,7 +463,41 @@ def load_payloads():
 
 
 def cgroup_dir(hierarchy, name):
-    return os.path.join(probes.CGROUP_ROOT, hierarchy, SAFETY_PARENT, name)
+    """The harness's cgroup `name` in the hierarchy carrying `hierarchy`: on the pure v2 layout
+    one directory serves every name."""
+    return os.path.join(probes.hierarchy_dir(hierarchy), SAFETY_PARENT, name)
+
+
+def safety_parents():
+    """The harness's parent directory in each hierarchy it uses, each once."""
+    return sorted({os.path.join(probes.hierarchy_dir(h), SAFETY_PARENT)
+                   for h in ("pids", "memory", "unified")})
+
+
+def is_unified(path):
+    return probes.CGROUP_V2 or f"{os.sep}unified{os.sep}" in path
+
+
+# The files of a memory cgroup, v2 and v1: the cap (and the swap cap that makes a hog be
+# OOM-killed, not swapped), the OOM-kill counter's file, the peak.
+MEMORY_FILES = ({"max": "memory.max", "swap": "memory.swap.max", "swap_value": "0",
+                 "oom": "memory.events", "peak": "memory.peak"} if probes.CGROUP_V2 else
+                {"max": "memory.limit_in_bytes", "swap": "memory.memsw.limit_in_bytes",
+                 "swap_value": None, "oom": "memory.oom_control",
+                 "peak": "memory.max_usage_in_bytes"})
+
+
+def enable_v2_controllers(parent):
+    """Pure v2: a child has the memory and pids files only when its parent enables them."""
+    try:
+        wanted = set(read_file(os.path.join(parent, "cgroup.controllers")).split())
+        missing = {"memory", "pids"} & wanted - set(
+            read_file(os.path.join(parent, "cgroup.subtree_control")).split())
+        if missing:
+            write_file(os.path.join(parent, "cgroup.subtree_control"),
+                       " ".join("+" + c for c in sorted(missing)))
+    except OSError:
+        pass  # the writes below then fail and say why
 
 
 # Every cgroup this harness created and has not removed yet: Harness.close() kills and removes
@@ -435,6 +513,8 @@ def make_cgroup(hierarchy, name):
     for _ in range(3):  # another harness may remove the shared parent between our two mkdirs
         try:
             os.makedirs(path, exist_ok=True)
+            if probes.CGROUP_V2:
+                enable_v2_controllers(os.path.dirname(path))
             return path
         except FileNotFoundError:
             continue
@@ -446,9 +526,9 @@ def remove_live_cgroups():
     with _live_cgroups_lock:
         left = sorted(_live_cgroups)
     for path in left:
-        if f"{os.sep}unified{os.sep}" in path:
+        if is_unified(path):
             kill_cgroup(path, [])  # cgroup.kill first: nothing can fork out of it
-    kill_cgroup(None, [p for p in left if f"{os.sep}unified{os.sep}" not in p])
+    kill_cgroup(None, [p for p in left if not is_unified(p)])
 
 
 def write_file(path, value):
@@ -467,7 +547,7 @@ def read_file(path, default=""):
 def kill_cgroup(unified_path, others):
     """Kill everything in a harness cgroup (cgroup.kill of the unified one, then the v1 ones by
     pid) and remove the directories."""
-    paths = [p for p in [unified_path] + others if p]
+    paths = list(dict.fromkeys(p for p in [unified_path] + others if p))  # v2: one dir
     if unified_path and os.path.exists(os.path.join(unified_path, "cgroup.kill")):
         try:
             write_file(os.path.join(unified_path, "cgroup.kill"), 1)
@@ -501,9 +581,9 @@ def kill_cgroup(unified_path, others):
 
 
 def remove_safety_parents():
-    for hierarchy in ("pids", "memory", "unified"):
+    for parent in safety_parents():
         try:
-            os.rmdir(os.path.join(probes.CGROUP_ROOT, hierarchy, SAFETY_PARENT))
+            os.rmdir(parent)
         except OSError:
             pass  # another harness still uses it, or it never existed
 
@@ -677,7 +757,7 @@ class Harness:
                              "hung": hung, "supervisor_vmhwm_bytes": hwm[0],
                              "sandbox_uids": sorted(sandbox_uids)})
         if sup_cgroup:
-            peak = read_file(os.path.join(sup_cgroup, "memory.max_usage_in_bytes")).strip()
+            peak = read_file(os.path.join(sup_cgroup, MEMORY_FILES["peak"])).strip()
             outcome.host["supervisor_cgroup_peak_bytes"] = int(peak) if peak.isdigit() else None
             kill_cgroup(None, [sup_cgroup])
         outcome.raw_stderr = stderr.decode("utf-8", "replace")
@@ -738,10 +818,10 @@ class Harness:
         mem_cg = make_cgroup("memory", run_name)
         uni_cg = make_cgroup("unified", run_name)
         write_file(os.path.join(pids_cg, "pids.max"), pids)
-        write_file(os.path.join(mem_cg, "memory.limit_in_bytes"), memory)
-        memsw = os.path.join(mem_cg, "memory.memsw.limit_in_bytes")
-        if os.path.exists(memsw):
-            write_file(memsw, memory)
+        write_file(os.path.join(mem_cg, MEMORY_FILES["max"]), memory)
+        swap = os.path.join(mem_cg, MEMORY_FILES["swap"])
+        if os.path.exists(swap):
+            write_file(swap, MEMORY_FILES["swap_value"] or memory)
         redirects = " ".join(f"{3 + i}>/dev/null" for i in range(inherit_fds))
         script = ('for c in "$1" "$2" "$3"; do echo $$ > "$c/cgroup.procs" || exit 111; done; '
                   'shift 3; ' + (f"exec {redirects}; " if redirects else "") + 'exec "$@"')
@@ -796,8 +876,8 @@ class Harness:
         else:
             ctx.outside_leftovers = []
         pids_events = read_file(os.path.join(pids_cg, "pids.events"))
-        oom = read_file(os.path.join(mem_cg, "memory.oom_control"))
-        peak = read_file(os.path.join(mem_cg, "memory.max_usage_in_bytes")).strip()
+        oom = read_file(os.path.join(mem_cg, MEMORY_FILES["oom"]))
+        peak = read_file(os.path.join(mem_cg, MEMORY_FILES["peak"])).strip()
         if keep_alive is not None and not timed_out:
             keep_alive.append((uni_cg, [pids_cg, mem_cg]))
         else:
@@ -1120,6 +1200,36 @@ class ExclusiveLock:
             self.cond.notify_all()
 
 
+def landlock_abi():
+    """The kernel's Landlock ABI version, 0 without Landlock."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.syscall.restype = ctypes.c_long
+    # landlock_create_ruleset (444 in the generic table x86_64 shares), VERSION flag.
+    abi = libc.syscall(444, None, ctypes.c_size_t(0), ctypes.c_uint32(1))
+    return max(int(abi), 0)
+
+
+def tmpfs_has_user_xattrs():
+    try:
+        with tempfile.NamedTemporaryFile(dir="/dev/shm", prefix="hostile-xattr-") as f:
+            os.setxattr(f.name, "user.probe", b"1")
+        return True
+    except OSError:
+        return False
+
+
+def kernel_features():
+    """What without_kernel declarations ask about this kernel."""
+    abi = landlock_abi()
+    return {
+        "landlock": abi >= 1,
+        "landlock_scope": abi >= 6,
+        # The i386 ABI's sysctl exists exactly when the kernel runs 32-bit programs.
+        "ia32": os.path.exists("/proc/sys/abi/vsyscall32"),
+        "tmpfs_user_xattr": tmpfs_has_user_xattrs(),
+    }
+
+
 def pool_eligible(payload):
     """Whether `sandboxd run --pooled` accepts the payload's run (sbx_pool_request_eligible): a
     Python program at the pool's disk size, with no setup step forced to fail."""
@@ -1127,11 +1237,17 @@ def pool_eligible(payload):
 
 
 def run_payload(harness, payload, with_control, lock):
-    lock.acquire(payload.exclusive)
-    started = time.monotonic()
     entry = {"name": payload.name, "class": payload.klass, "backend": "native",
              "description": payload.description, "language": payload.language,
-             "control_kind": payload.control.get("kind")}
+             "control_kind": payload.control.get("kind"),
+             "without_kernel": [{"feature": f, "reason": r} for f, r in payload.variants]}
+    if payload.skip_reason:
+        entry.update({"skipped": payload.skip_reason, "contained": None, "control_flipped": None,
+                      "passed": True, "duration_s": 0})
+        say(f"{payload.klass:<11} {payload.name:<28} SKIP      {payload.skip_reason}")
+        return entry
+    lock.acquire(payload.exclusive)
+    started = time.monotonic()
     try:
         fail_step = ["--test-fail-step", payload.fail_step] if payload.fail_step else []
         outcome, before, clean, findings = harness.execute(
@@ -1154,7 +1270,10 @@ def run_payload(harness, payload, with_control, lock):
                 entry["reasons"] = entry["reasons"] + [f"pooled: {r}" for r in p_reasons]
         if harness.verbose and outcome.result:
             entry["result"] = outcome.result
-        if with_control:
+        if with_control and payload.control_skip_reason:
+            entry["control_flipped"] = None
+            entry["control_skipped"] = payload.control_skip_reason
+        elif with_control:
             control = payload.control
             kind = control["kind"]
             limits = dict(payload.limits)
@@ -1195,13 +1314,17 @@ def run_payload(harness, payload, with_control, lock):
     entry["duration_s"] = round(time.monotonic() - started, 2)
     entry["passed"] = entry["contained"] and (entry["control_flipped"] is not False)
     verdict = "CONTAINED" if entry["contained"] else "ESCAPED"
-    if entry["control_flipped"] is None:
+    if entry.get("control_skipped"):
+        control_text = "control=skipped (needs a layer this kernel lacks)"
+    elif entry["control_flipped"] is None:
         control_text = "control=skipped"
     else:
         control_text = "control=" + ("flipped" if entry["control_flipped"] else "NOT-FLIPPED")
     summary = summarise(payload, entry["evidence"]) if entry.get("evidence") else ""
     line = f"{payload.klass:<11} {payload.name:<28} {verdict:<9} {summary}  {control_text}" \
            f"  ({entry['duration_s']}s)"
+    for feature, reason in payload.variants:
+        line += f"\n    judged without {feature}: {reason}"
     if not entry["contained"]:
         line += "\n    why: " + "; ".join(entry["reasons"])
     if entry["control_flipped"] is False:
@@ -1224,8 +1347,7 @@ def leak_audit(start_mounts, start_loops):
     problems += [f"process {v}" for v in orphans.values()]
     cgroups = probes.persistent(lambda: probes.orphan_cgroups(strict=False), set())
     problems += [f"cgroup {v}" for v in cgroups.values()]
-    for hierarchy in ("pids", "memory", "unified"):
-        parent = os.path.join(probes.CGROUP_ROOT, hierarchy, SAFETY_PARENT)
+    for parent in safety_parents():
         mine = [n for n in (os.listdir(parent) if os.path.isdir(parent) else [])
                 if f"-{os.getpid()}-" in n]
         problems += [f"harness cgroup {parent}/{n}" for n in mine]
@@ -1288,6 +1410,10 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    features = kernel_features()
+    say("kernel: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in features.items()))
+    for payload in selected:
+        payload.apply_kernel(features)
     harness = Harness(args)
     start_mounts = probes.MountinfoUnchanged.snapshot()
     start_loops = probes.LoopDevicesUnchanged.snapshot()
@@ -1336,9 +1462,12 @@ def main():
             f.write("\n")
     passed = sum(1 for e in entries if e["passed"])
     failed = len(entries) - passed
+    skipped = sum(1 for e in entries if e.get("skipped"))
+    variant = sum(1 for e in entries if e.get("without_kernel") and not e.get("skipped"))
     say(f"duration {duration:.1f}s, {len(selected)} payloads, controls "
         f"{'skipped' if args.no_controls else 'run'}")
-    say(f"{passed} passed, {failed} failed")
+    say(f"{passed} passed ({variant} judged without a kernel feature, {skipped} skipped), "
+        f"{failed} failed")
     return 1 if failed else 0
 
 

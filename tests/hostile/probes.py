@@ -4,7 +4,7 @@ A probe is set up on the host before a run, checked on the host after it, and cl
 asks the payload anything: what the payload printed is at most compared against a secret the probe
 chose itself (a canary token must NOT appear). Every probe works in both run modes:
   "sandbox"  the payload ran through `sandboxd run` (host uids >= SANDBOX_UID_BASE, cgroups under
-             /sys/fs/cgroup/*/sandboxd/)
+             /sys/fs/cgroup/*/sandboxd/, or /sys/fs/cgroup/sandboxd/ on the pure v2 layout)
   "outside"  the `outside` control: the payload ran unsandboxed as uid 65534 inside the harness's
              safety cgroup (the harness records what was still alive there when the main process
              exited: ctx.outside_leftovers)
@@ -68,9 +68,20 @@ SANDBOX_UID_BASE = 2000000000
 SANDBOX_IDS_PER_SLOT = 65536
 OUTSIDE_UID = 65534
 CGROUP_ROOT = "/sys/fs/cgroup"
+# The pure cgroup v2 layout (most hosts; tests/uml): one hierarchy mounted at CGROUP_ROOT itself,
+# whose root has cgroup.controllers. Otherwise v1 hierarchies sit in directories below it, with
+# the controller-less v2 one (if any) at CGROUP_ROOT/unified.
+CGROUP_V2 = os.path.exists(os.path.join(CGROUP_ROOT, "cgroup.controllers"))
 # Every hierarchy sandboxd may create a per-sandbox child in (v1 controllers and the unified one).
-SANDBOXD_CGROUP_HIERARCHIES = ("pids", "memory", "cpu", "cpuacct", "freezer", "cpuset", "blkio",
-                               "devices", "unified", "systemd")
+SANDBOXD_CGROUP_HIERARCHIES = ("unified",) if CGROUP_V2 else (
+    "pids", "memory", "cpu", "cpuacct", "freezer", "cpuset", "blkio", "devices", "unified",
+    "systemd")
+
+
+def hierarchy_dir(hierarchy):
+    """Where the hierarchy that carries `hierarchy` ("unified", "memory", "pids", ...) is
+    mounted: CGROUP_ROOT for every name on the pure v2 layout."""
+    return CGROUP_ROOT if CGROUP_V2 else os.path.join(CGROUP_ROOT, hierarchy)
 # A run of another job may be between creating its cgroup and starting its child, or between
 # killing and removing: only something that stays wrong this long is a leftover.
 RECHECK_WINDOW_S = 1.5
@@ -165,7 +176,7 @@ def sandboxd_cgroup_children():
     """Every per-sandbox cgroup directory under any hierarchy's sandboxd/ parent."""
     found = []
     for hierarchy in SANDBOXD_CGROUP_HIERARCHIES:
-        parent = os.path.join(CGROUP_ROOT, hierarchy, "sandboxd")
+        parent = os.path.join(hierarchy_dir(hierarchy), "sandboxd")
         try:
             names = os.listdir(parent)
         except OSError:
@@ -184,7 +195,7 @@ def slot_held_by_live_sandboxd(path):
     is set up or torn down; it is no leftover."""
     name = os.path.basename(path)
     for hierarchy in ("unified", "memory"):
-        primary = os.path.join(CGROUP_ROOT, hierarchy, "sandboxd", name)
+        primary = os.path.join(hierarchy_dir(hierarchy), "sandboxd", name)
         try:
             fd = os.open(primary, os.O_RDONLY | os.O_DIRECTORY)
         except OSError:

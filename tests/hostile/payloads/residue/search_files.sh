@@ -39,15 +39,22 @@ for path in sys.stdin.buffer.read().split(b"\0"):
     [ -n "$hits" ]
 }
 
-# Self-test: a file in /tmp, one in the workspace, an xattr on a workspace file.
-echo "$marker" > /tmp/selftest-file && : > ./selftest-x && /usr/bin/python3 -c \
-    'import os, sys; os.setxattr("selftest-x", "user.selftest", sys.argv[1].encode())' "$marker"
+# Self-test: a file in /tmp, one in the workspace, and an xattr on an empty workspace file (where
+# tmpfs keeps user xattrs: Linux 6.6; EOPNOTSUPP before, when that channel does not exist).
+echo "$marker" > /tmp/selftest-file && echo "$marker" > ./selftest-file && : > ./selftest-x
 for probe_place in /tmp "$PWD"; do
     if hits=$(search "$marker" "$probe_place"); then e=FOUND; else e=ENOENT; fi
     printf '{"op": "selftest", "where": "%s", "ret": 0, "errno": "%s", "hits": "%s"}\n' \
         "$probe_place" "$e" "$hits"
 done
-rm -f /tmp/selftest-file ./selftest-x
+if ! /usr/bin/python3 -c 'import os, sys; os.setxattr("selftest-x", "user.selftest", sys.argv[1].encode())' \
+    "$marker" 2>/tmp/xattr-error; then
+    grep -q "Operation not supported" /tmp/xattr-error && e=EOPNOTSUPP || e=FAILED
+    hits=""
+elif hits=$(search "$marker" ./selftest-x); then e=FOUND; else e=ENOENT; fi
+printf '{"op": "selftest_xattr", "where": "%s", "ret": 0, "errno": "%s", "hits": "%s"}\n' \
+    "$PWD/selftest-x" "$e" "$hits"
+rm -f /tmp/selftest-file /tmp/xattr-error ./selftest-file ./selftest-x
 
 for place in "${places[@]}"; do
     if hits=$(search "$token" "$place"); then e=FOUND; else e=ENOENT; fi
