@@ -128,7 +128,10 @@ while True:
 """
 
 BASH_FORK_BOMB = """
-:(){ :|:& };:
+# The bomb starts in the background: this shell forks once, while pids are free. (Calling it
+# here would leave this shell retrying its own second fork for up to 15 s when the bomb's first
+# child fills pids.max first, as it does on a slow single-CPU kernel such as tests/uml's.)
+:(){ :|:& }; : &
 # Busy-wait with builtins only (no fork) so this shell outlives the bomb's first seconds.
 end=$((SECONDS + 2))
 while (( SECONDS < end )); do true; done
