@@ -2,7 +2,8 @@
 #   make run   installs missing packages, builds, and starts `sandboxd serve` with the embedded
 #              defaults (127.0.0.1:8080); it prints a token and how to call the API
 #   make test  installs, builds, runs every test (format, unit, integration, both normally and
-#              under ASan + UBSan, the fuzz harnesses for 10 s each, then the leak audit)
+#              under ASan + UBSan, the hostile suite, integration and hostile again on cgroup v2
+#              under user-mode-linux, the fuzz harnesses for 10 s each, then the leak audit)
 # Plain `make` builds build/sandboxd and build/sandboxd-api. `make fuzz` runs each libFuzzer
 # harness (tests/fuzz) for FUZZ_SECONDS; it builds them with clang in build-fuzz.
 
@@ -14,8 +15,8 @@ MESON      ?= meson
 NINJA      ?= ninja
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan fuzz-build fuzz run demo test unit integration hostile format-check \
-	leak-audit bench clean
+.PHONY: all deps build asan fuzz-build fuzz run demo test unit integration hostile uml \
+	format-check leak-audit bench clean
 
 all: build
 
@@ -59,6 +60,11 @@ integration: build
 hostile: build
 	/usr/bin/python3 tests/hostile/harness.py --sandboxd $(abspath $(BUILD)/sandboxd) \
 		--report $(BUILD)/hostile-report.json
+
+# The integration tests and the hostile suite on a pure cgroup v2 hierarchy, Linux 6.1 without
+# Landlock: Debian's user-mode-linux kernel, booted as an ordinary process (tests/uml/run.sh).
+uml: build
+	BUILD=$(BUILD) ./tests/uml/run.sh
 
 format-check: deps
 	./tests/style/check-format.sh

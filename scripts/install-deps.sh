@@ -15,10 +15,13 @@ PACKAGES="
   bash coreutils procps iproute2 util-linux
   bubblewrap
   python3-matplotlib
+  user-mode-linux
 "
 
 # python3-matplotlib: a runtime of the sandbox (DESIGN.md: sessions plot with it), and what
-# tests/integration/test_programs.py draws a PNG with inside one.
+# tests/integration/test_programs.py draws a PNG with inside one. user-mode-linux: Linux 6.1 as
+# an ordinary process, for the `make test` stage that runs the tests on a pure cgroup v2
+# hierarchy without Landlock (tests/uml; no KVM needed).
 #
 # Only the benchmark needs these: the sandboxes it compares sandboxd against (firejail, crun,
 # gVisor's runsc, bubblewrap above) and the load/timing tools. Kept out of the default list so

@@ -1,7 +1,8 @@
 #!/bin/sh
 # What `make test` runs after building: the format check, the unit tests and the integration
-# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, each
-# libFuzzer harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the
+# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, both again
+# on a pure cgroup v2 hierarchy and Linux 6.1 without Landlock under user-mode-linux (tests/uml),
+# each libFuzzer harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the
 # leak audit. Every stage runs even when an earlier one failed, so that one run shows every
 # failure, and the leak audit always runs last; the exit status is non-zero when any stage failed.
 set -u
@@ -30,6 +31,7 @@ stage integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZ
         $PYTEST tests/integration
 stage hostile /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
         --report "$BUILD/hostile-report.json"
+stage uml env BUILD="$BUILD" ./tests/uml/run.sh integration hostile
 stage fuzz ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
 stage leak-audit ./scripts/leak-audit.sh
 
