@@ -30,6 +30,9 @@ if [ ! -x "$build/sandboxd" ]; then
 fi
 
 results=$(mktemp -d /tmp/sandboxd-uml.XXXXXX) || exit 1
+# Held while the run lives: a leak audit (another checkout's, meanwhile) counts only temp dirs
+# nobody holds an flock on. The guest does not inherit it (9<&- below).
+exec 9<"$results" && flock -n 9 || echo "uml: cannot lock $results" >&2
 session=""
 
 # Kills whatever is left of the guest's session (the kernel process and one host process per
@@ -71,7 +74,7 @@ echo "uml: booting linux.uml ($(linux.uml --version 2>/dev/null | head -n 1 || e
 # management console socket, its pid file) inside the results directory.
 setsid linux.uml mem="${UML_MEM:-1500M}" root=/dev/root rootfstype=hostfs rootflags=/ ro \
         init="$tree/tests/uml/init.sh" quiet loglevel=1 con=null con0=fd:0,fd:1 \
-        umid=sandboxd-test uml_dir="$results/uml" SBX_UML_RESULTS="$results" </dev/null &
+        umid=sandboxd-test uml_dir="$results/uml" SBX_UML_RESULTS="$results" </dev/null 9<&- &
 session=$!
 
 while kill -0 "$session" 2>/dev/null; do
