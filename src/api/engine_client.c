@@ -90,7 +90,9 @@ static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
                 free(buf);
                 return;
         }
-        if (header.type == call->reply_type) {
+        bool refused_run =
+                call->reply_type == SBX_MESSAGE_RESULT && header.type == SBX_MESSAGE_REFUSED;
+        if (header.type == call->reply_type || refused_run) {
                 call->reply = buf;
                 call->reply_len = len;
         } else {
@@ -272,6 +274,22 @@ int sbx_engine_client_stats(struct sbx_engine_client *client, unsigned timeout_m
         return 0;
 }
 
+/* The err->code sbx_engine_client_run reports for a REFUSED (engine_client.h). */
+static int refusal_error_code(enum sbx_refusal reason)
+{
+        switch (reason) {
+        case SBX_REFUSAL_BUSY:
+                return EBUSY;
+        case SBX_REFUSAL_STOPPING:
+                return ESHUTDOWN;
+        case SBX_REFUSAL_FAILED:
+                return EAGAIN;
+        case SBX_REFUSAL_INVALID:
+                break;
+        }
+        return EPROTO;
+}
+
 static void send_cancel(struct sbx_engine_client *client, uint64_t request_id)
 {
         void *buf;
@@ -307,7 +325,12 @@ int sbx_engine_client_run(struct sbx_engine_client *client, const char *executio
         }
         if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
                 rc = sbx_error_prefix(err, "engine client: RESULT");
-        if (rc == 0) {
+        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
+                const struct sbx_message_refused *refused = &message->body.refused;
+                sbx_error_set(err, 0, "%s", refused->detail);
+                err->code = refusal_error_code(refused->reason);
+                rc = -1;
+        } else if (rc == 0) {
                 out->result = message->body.result;
                 out->message = steal_pointer(&call.reply);
         }

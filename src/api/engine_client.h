@@ -7,7 +7,12 @@
  *              first loss every call fails at once), or the client was shut down. HTTP 503.
  *   ETIMEDOUT  no reply within the call's bound (the engine may be alive but stuck).
  *   EBADMSG    the engine's reply could not be decoded.
- *   EINVAL     the request cannot be carried by the protocol (see protocol.h). */
+ *   EINVAL     the request cannot be carried by the protocol (see protocol.h).
+ * and, for a RUN the engine REFUSED (nothing ran; err->message is the engine's detail):
+ *   EBUSY      max_sandboxes executions are running
+ *   ESHUTDOWN  the engine is shutting down
+ *   EAGAIN     the engine could not start a worker
+ *   EPROTO     the engine found the RUN invalid (a bug on the API's side) */
 #pragma once
 
 #include <stdbool.h>
@@ -43,8 +48,8 @@ int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,
 
 /* Runs request as execution_id (32 lowercase hex) and waits for its RESULT, at most
  * request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS (then CANCEL is sent and ETIMEDOUT
- * returned). A RESULT with status internal_error is still a success here (0): the engine's own
- * refusals ("engine busy", "engine shutting down", "canceled") arrive that way. */
+ * returned). Any RESULT is a success here (0), also one with status internal_error or canceled:
+ * the execution was started. A REFUSED is -1 with the codes above. */
 int sbx_engine_client_run(struct sbx_engine_client *client, const char *execution_id,
                           const struct sbx_request *request, struct sbx_engine_result *out,
                           struct sbx_error *err);

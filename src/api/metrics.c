@@ -12,7 +12,7 @@
 #include "util/cleanup.h"
 
 /* Every enum sbx_status value has a name; they run from SBX_STATUS_OK to the last one. */
-#define STATUS_COUNT ((size_t)SBX_STATUS_INTERNAL_ERROR + 1)
+#define STATUS_COUNT SBX_STATUS_COUNT
 
 /* HTTP status codes are three digits with a first digit of 1 to 5 (RFC 9110 section 15). */
 #define HTTP_CODE_FIRST 100u
@@ -42,7 +42,7 @@ static const struct bucket buckets[] = {
 
 #define BUCKET_COUNT SBX_ARRAY_SIZE(buckets)
 
-static const char *const quota_reasons[] = {"concurrency", "cpu_budget"};
+static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity"};
 
 #define REASON_COUNT SBX_ARRAY_SIZE(quota_reasons)
 

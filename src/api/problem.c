@@ -11,8 +11,9 @@ struct problem_class {
         const char *title;
 };
 
-/* One class per status the API emits (README, "sandboxd serve"). Titles stay the same for every
- * occurrence of a class, as RFC 9457 section 3.1.3 asks; what varies goes into "detail". */
+/* The classes of error the API emits (README, "sandboxd serve"); the first of a status is its
+ * default. Titles stay the same for every occurrence of a class, as RFC 9457 section 3.1.3 asks;
+ * what varies goes into "detail". */
 static const struct problem_class problem_classes[] = {
         {400, "invalid-request", "Invalid request"},
         {401, "unauthorized", "Unauthorized"},
@@ -23,6 +24,8 @@ static const struct problem_class problem_classes[] = {
         {415, "unsupported-media-type", "Unsupported media type"},
         {429, "quota-exceeded", "Quota exceeded"},
         {503, "engine-unavailable", "Engine unavailable"},
+        {503, SBX_PROBLEM_AT_CAPACITY, "At capacity"},
+        {503, SBX_PROBLEM_SHUTTING_DOWN, "Shutting down"},
 };
 
 static const struct problem_class internal_class = {500, "internal", "Internal error"};
@@ -43,6 +46,14 @@ const char *sbx_problem_default_slug(unsigned status)
 const char *sbx_problem_default_title(unsigned status)
 {
         return problem_class_find(status)->title;
+}
+
+const char *sbx_problem_title(const char *slug)
+{
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(problem_classes); i++)
+                if (strcmp(problem_classes[i].slug, slug) == 0)
+                        return problem_classes[i].title;
+        return internal_class.title;
 }
 
 static json_t *problem_errors_new(const struct sbx_problem_field *errors, size_t n_errors)
@@ -69,7 +80,7 @@ json_t *sbx_problem_new(unsigned status, const char *slug, const char *title, co
         if (slug == NULL || (errors == NULL && n_errors > 0))
                 return NULL;
         if (title == NULL)
-                title = sbx_problem_default_title(status);
+                title = sbx_problem_title(slug);
         if (detail == NULL)
                 detail = title;
         size_t base_length = strlen(SBX_PROBLEM_TYPE_BASE), slug_length = strlen(slug);

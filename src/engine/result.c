@@ -19,6 +19,7 @@ static const char *const status_names[] = {
         [SBX_STATUS_DISK_FULL] = "disk_full",
         [SBX_STATUS_COMPILE_ERROR] = "compile_error",
         [SBX_STATUS_INTERNAL_ERROR] = "internal_error",
+        [SBX_STATUS_CANCELED] = "canceled",
 };
 
 const char *sbx_status_name(enum sbx_status status)
@@ -26,6 +27,11 @@ const char *sbx_status_name(enum sbx_status status)
         if ((size_t)status >= SBX_ARRAY_SIZE(status_names) || status_names[status] == NULL)
                 return "internal_error";
         return status_names[status];
+}
+
+bool sbx_status_has_error(enum sbx_status status)
+{
+        return status == SBX_STATUS_INTERNAL_ERROR || status == SBX_STATUS_CANCELED;
 }
 
 static bool scratch_full(const struct sbx_run *run)
@@ -86,6 +92,8 @@ int sbx_result_cli_exit_code(const struct sbx_result *result)
                 return 1;
         case SBX_STATUS_INTERNAL_ERROR:
                 return 70;
+        case SBX_STATUS_CANCELED:
+                return 75; /* EX_TEMPFAIL: nothing wrong with the program; run it again */
         }
         return 70;
 }

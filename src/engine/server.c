@@ -3,6 +3,7 @@
 #include "engine/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,6 +20,7 @@
 
 #include "engine/execution.h"
 #include "engine/protocol.h"
+#include "engine/spool.h"
 #include "sandbox/sandbox.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -43,14 +45,22 @@
 /* Room for everything of a RESULT but its two output streams (error text, names, counters). */
 #define RESULT_OVERHEAD_BYTES (64u * 1024u)
 
+/* What a worker says on its control socket (one byte each). */
+#define CONTROL_READY 'R' /* pool workers: the warm sandbox and its loader are up */
+#define CONTROL_DONE  'D' /* the execution is over and its sandbox gone; the RESULT goes next */
+
 struct worker {
         uint64_t request_id; /* 0: a pool worker no request was given to yet */
         char execution_id[SBX_EXECUTION_ID_CHARS + 1];
         pid_t pid;
         int pidfd; /* -1 when pidfd_open failed; the worker is then killed and only reaped */
+        /* The engine's end of the worker's control socket, until the worker is done: pool
+         * workers say "R" on it and get their RUN on it; every worker says "D" on it before it
+         * sends its RESULT (see running_workers). */
+        int control_fd;
+        bool done; /* said "D" (or hung up): no longer counts as running */
         /* Pool workers only (pool != NULL): a warm sandbox waiting for its one request. */
         const struct sbx_engine_pool *pool;
-        int control_fd;          /* the engine's end of its control socket, until assigned */
         bool ready;              /* it said "R": its sandbox and loader are up */
         bool retiring;           /* idle too long: told to go, never assigned */
         uint64_t ready_since_us; /* for max_idle_s */
@@ -60,11 +70,18 @@ struct worker {
 struct engine {
         int api_fd;
         int signal_fd;
+        pid_t pid; /* the engine's own: workers die with it */
         pid_t api_pid;
+        const char *spool_dir; /* sbx_engine_options */
+        uid_t spool_owner;
+        /* Every worker not yet reaped: running ones, idle and starting pool workers, and done
+         * ones on their way out. The table grows as needed: only running workers are bounded. */
         struct worker *workers;
         size_t n_workers;
+        size_t workers_allocated;
+        struct pollfd *fds; /* poll's array (poll_array) */
+        size_t fds_allocated;
         size_t max_workers; /* executions at once (max_sandboxes); idle pool workers not counted */
-        size_t capacity;    /* the workers table: max_workers plus every pool's max_idle */
         uint64_t grace_ms;
 
         bool api_open;          /* still reading api_fd */
@@ -84,6 +101,15 @@ struct engine {
         unsigned pool_failures; /* pool workers that died before ready, in a row */
         uint64_t pool_retry_us; /* after failures, no refill before this time */
 };
+
+static void engine_freep(struct engine **e)
+{
+        if (*e == NULL)
+                return;
+        free((*e)->workers);
+        free((*e)->fds);
+        free(*e);
+}
 
 static int pidfd_open(pid_t pid)
 {
@@ -180,9 +206,10 @@ static void result_internal_error(struct sbx_result *result, const char *executi
 }
 
 /* Encodes and sends result; when the outputs are too large for a message they are cut, and when
- * it cannot be encoded at all an internal_error without output goes instead. */
-static int send_result(int api_fd, uint64_t request_id, struct sbx_result *result,
-                       struct sbx_error *err)
+ * it cannot be encoded at all an internal_error without output goes instead. When it cannot be
+ * sent (the API process is gone), it goes to the spool for the next API process to record. */
+static int deliver_result(const struct engine *e, uint64_t request_id, struct sbx_result *result,
+                          struct sbx_error *err)
 {
         _cleanup_free_ void *buf = NULL;
         size_t len = 0;
@@ -199,7 +226,18 @@ static int send_result(int api_fd, uint64_t request_id, struct sbx_result *resul
                 if (sbx_message_encode_result(request_id, &fallback, &buf, &len, err) < 0)
                         return -1;
         }
-        return sbx_message_send(api_fd, buf, len, err);
+        if (sbx_message_send(e->api_fd, buf, len, err) == 0)
+                return 0;
+        if (e->spool_dir == NULL)
+                return -1;
+        struct sbx_error spool_err = {0};
+        if (sbx_spool_write(e->spool_dir, e->spool_owner, result->id, buf, len, &spool_err) < 0) {
+                sbx_error_prefix(err, "spool: %s; send", spool_err.message);
+                return -1;
+        }
+        sbx_info("worker: execution %s: the API is gone (%s); its result is in the spool",
+                 result->id, err->message);
+        return 0;
 }
 
 /* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
@@ -222,11 +260,23 @@ static int become_worker_or_die(pid_t engine_pid, int keep_a, int keep_b)
         return worker_signals();
 }
 
-/* The forked worker: one execution, its RESULT sent on api_fd, then _exit. Never returns. */
-static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t request_id,
-                                          const struct sbx_message_run *run)
+/* Says "D" on the control socket: the execution is over and its sandbox destroyed. Sent before
+ * the RESULT, so that the engine can read it before any RUN the API sends after reading that
+ * RESULT: the engine then never counts a finished worker against max_sandboxes. A failed write
+ * changes nothing: the engine then learns it when the worker exits. */
+static void say_done(int control_fd)
 {
-        int cancel_fd = become_worker_or_die(engine_pid, api_fd, -1);
+        const char done = CONTROL_DONE;
+        if (write(control_fd, &done, 1) != 1)
+                sbx_debug("worker: control socket: %s", strerror(errno));
+}
+
+/* The forked worker: one execution, "D" on control_fd, its RESULT delivered, then _exit. Never
+ * returns. */
+static _Noreturn void worker_run_and_exit(const struct engine *e, int control_fd,
+                                          uint64_t request_id, const struct sbx_message_run *run)
+{
+        int cancel_fd = become_worker_or_die(e->pid, e->api_fd, control_fd);
 
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
@@ -241,7 +291,8 @@ static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t
                                       err.message);
         }
         snprintf(result.id, sizeof(result.id), "%s", run->execution_id);
-        if (send_result(api_fd, request_id, &result, &err) < 0) {
+        say_done(control_fd);
+        if (deliver_result(e, request_id, &result, &err) < 0) {
                 sbx_warn("worker: request %llu: %s", (unsigned long long)request_id, err.message);
                 _exit(WORKER_EXIT_NO_RESULT);
         }
@@ -249,11 +300,12 @@ static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t
 }
 
 /* A pool worker: makes a warm sandbox (pool mode), says "R" on control_fd, waits for the engine to
- * forward one RUN on it (or for SIGTERM: retire), runs it, sends the RESULT on api_fd, _exits. */
-static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t engine_pid,
+ * forward one RUN on it (or for SIGTERM: retire), runs it, says "D", sends the RESULT on api_fd,
+ * _exits. */
+static _Noreturn void pool_worker_run_and_exit(const struct engine *e, int control_fd,
                                                const struct sbx_engine_pool *pool)
 {
-        int cancel_fd = become_worker_or_die(engine_pid, api_fd, control_fd);
+        int cancel_fd = become_worker_or_die(e->pid, e->api_fd, control_fd);
         if (cancel_fd < 0)
                 _exit(WORKER_EXIT_NO_RESULT);
 
@@ -263,7 +315,8 @@ static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t
                 sbx_warn("pool worker (%s): %s", pool->language, err.message);
                 _exit(WORKER_EXIT_NO_RESULT);
         }
-        if (write(control_fd, "R", 1) != 1) {
+        const char ready = CONTROL_READY;
+        if (write(control_fd, &ready, 1) != 1) {
                 sbx_pool_entry_destroy(entry);
                 _exit(WORKER_EXIT_NO_RESULT);
         }
@@ -284,7 +337,6 @@ static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t
                 sbx_pool_entry_destroy(entry);
                 _exit(0);
         }
-        close(control_fd);
         const struct sbx_message_run *run = &message.body.run;
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
@@ -293,7 +345,8 @@ static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t
                 result_internal_error(&result, run->execution_id, &request.limits, request.backend,
                                       err.message);
         snprintf(result.id, sizeof(result.id), "%s", run->execution_id);
-        if (send_result(api_fd, message.header.request_id, &result, &err) < 0) {
+        say_done(control_fd);
+        if (deliver_result(e, message.header.request_id, &result, &err) < 0) {
                 sbx_warn("pool worker: request %llu: %s",
                          (unsigned long long)message.header.request_id, err.message);
                 _exit(WORKER_EXIT_NO_RESULT);
@@ -313,7 +366,7 @@ static void send_message(struct engine *e, void *buf, size_t len)
         free(buf);
 }
 
-/* A RESULT internal_error for a RUN that gets no worker (or whose worker failed). */
+/* A RESULT internal_error for a RUN whose worker ended without sending one. */
 static void reply_error(struct engine *e, uint64_t request_id, const char *execution_id,
                         const struct sbx_request *request, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
@@ -333,6 +386,29 @@ static void reply_error(struct engine *e, uint64_t request_id, const char *execu
         size_t len;
         struct sbx_error err = {0};
         if (sbx_message_encode_result(request_id, &result, &buf, &len, &err) < 0) {
+                sbx_warn("engine: request %llu: %s", (unsigned long long)request_id, err.message);
+                return;
+        }
+        send_message(e, buf, len);
+}
+
+/* REFUSED: the RUN gets no worker; nothing ran. */
+static void reply_refused(struct engine *e, uint64_t request_id, enum sbx_refusal reason,
+                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void reply_refused(struct engine *e, uint64_t request_id, enum sbx_refusal reason,
+                          const char *fmt, ...)
+{
+        char detail[SBX_ERROR_MESSAGE_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof(detail), fmt, ap);
+        va_end(ap);
+        e->stats.executions_rejected++;
+        void *buf;
+        size_t len;
+        struct sbx_error err = {0};
+        if (sbx_message_encode_refused(request_id, reason, detail, &buf, &len, &err) < 0) {
                 sbx_warn("engine: request %llu: %s", (unsigned long long)request_id, err.message);
                 return;
         }
@@ -406,23 +482,68 @@ static void signal_worker(const struct worker *w, int sig)
                 sbx_warn("engine: signal %d to worker %d: %s", sig, (int)w->pid, strerror(errno));
 }
 
+/* A new zeroed entry at the end of the workers table (grown when full), or NULL when memory
+ * runs out. */
+static struct worker *add_worker(struct engine *e)
+{
+        if (e->n_workers == e->workers_allocated) {
+                size_t allocated = e->workers_allocated * 2;
+                struct worker *workers = realloc(e->workers, allocated * sizeof(*workers));
+                if (workers == NULL)
+                        return NULL;
+                e->workers = workers;
+                e->workers_allocated = allocated;
+        }
+        struct worker *w = &e->workers[e->n_workers++];
+        *w = (struct worker){.pidfd = -1, .control_fd = -1};
+        return w;
+}
+
+/* A control socket pair for a new worker: [0] the engine's (non-blocking: the loop never waits on
+ * a worker), [1] the worker's. */
+static int control_socket_pair(int pair[2])
+{
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -1;
+        if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0) {
+                close(pair[0]);
+                close(pair[1]);
+                return -1;
+        }
+        return 0;
+}
+
 static void spawn_worker(struct engine *e, uint64_t request_id)
 {
         const struct sbx_message_run *run = &e->message.body.run;
-        pid_t engine_pid = getpid();
-        pid_t pid = fork();
-        if (pid < 0) {
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, run->execution_id, &run->request,
-                            "engine: fork a worker: %s", strerror(errno));
+        int pair[2];
+        struct worker *w = add_worker(e);
+        if (w == NULL || control_socket_pair(pair) < 0) {
+                if (w != NULL)
+                        e->n_workers--;
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: start a worker: %s",
+                              strerror(w == NULL ? ENOMEM : errno));
                 return;
         }
-        if (pid == 0)
-                worker_run_and_exit(e->api_fd, engine_pid, request_id, run);
-
-        struct worker *w = &e->workers[e->n_workers++];
-        *w = (struct worker){
-                .request_id = request_id, .pid = pid, .pidfd = pidfd_open(pid), .control_fd = -1};
+        pid_t pid = fork();
+        if (pid < 0) {
+                int saved = errno;
+                e->n_workers--;
+                close(pair[0]);
+                close(pair[1]);
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: fork a worker: %s",
+                              strerror(saved));
+                return;
+        }
+        if (pid == 0) {
+                close(pair[0]);
+                worker_run_and_exit(e, pair[1], request_id, run);
+        }
+        close(pair[1]);
+        *w = (struct worker){.request_id = request_id,
+                             .pid = pid,
+                             .pidfd = pidfd_open(pid),
+                             .control_fd = pair[0]};
         memcpy(w->execution_id, run->execution_id, sizeof(w->execution_id));
         e->stats.executions_started++;
         if (w->pidfd < 0) {
@@ -436,9 +557,10 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
                   (unsigned long long)request_id, (int)pid, run->execution_id);
 }
 
-/* Forgets a reaped worker; answers its request when it did not. */
+/* Forgets a reaped worker (closing its fds); answers its request when it did not. */
 static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *info)
 {
+        sbx_closep(&w->control_fd);
         if (w->pool != NULL && w->request_id == 0) {
                 /* A pool worker that ran nothing: retired, or it failed to get ready. */
                 e->stats.pool_destroyed++;
@@ -450,10 +572,7 @@ static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *in
                                 backoff = POOL_RETRY_MAX_MS;
                         e->pool_retry_us = sbx_now_us() + backoff * 1000;
                 }
-                if (w->control_fd >= 0)
-                        close(w->control_fd);
-                if (w->pidfd >= 0)
-                        close(w->pidfd);
+                sbx_closep(&w->pidfd);
                 *w = e->workers[--e->n_workers];
                 return;
         }
@@ -471,8 +590,7 @@ static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *in
                 reply_error(e, w->request_id, w->execution_id, NULL,
                             "engine: the worker ended without a result (%s)", how);
         }
-        if (w->pidfd >= 0)
-                close(w->pidfd);
+        sbx_closep(&w->pidfd);
         e->stats.executions_finished++;
         *w = e->workers[--e->n_workers];
 }
@@ -518,24 +636,27 @@ static void reap_children(struct engine *e)
 static void spawn_pool_worker(struct engine *e, const struct sbx_engine_pool *pool)
 {
         int pair[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-                sbx_warn("engine: pool %s: socketpair: %s", pool->language, strerror(errno));
+        struct worker *w = add_worker(e);
+        if (w == NULL || control_socket_pair(pair) < 0) {
+                if (w != NULL)
+                        e->n_workers--;
+                sbx_warn("engine: pool %s: control socket: %s", pool->language,
+                         strerror(w == NULL ? ENOMEM : errno));
                 return;
         }
-        pid_t engine_pid = getpid();
         pid_t pid = fork();
         if (pid < 0) {
                 sbx_warn("engine: pool %s: fork: %s", pool->language, strerror(errno));
+                e->n_workers--;
                 close(pair[0]);
                 close(pair[1]);
                 return;
         }
         if (pid == 0) {
                 close(pair[0]);
-                pool_worker_run_and_exit(e->api_fd, pair[1], engine_pid, pool);
+                pool_worker_run_and_exit(e, pair[1], pool);
         }
         close(pair[1]);
-        struct worker *w = &e->workers[e->n_workers++];
         *w = (struct worker){.pid = pid,
                              .pidfd = pidfd_open(pid),
                              .pool = pool,
@@ -576,19 +697,22 @@ static void maintain_pools(struct engine *e)
                         if (e->workers[i].pool == pool && worker_idle(&e->workers[i]))
                                 idle++;
                 unsigned target = pool->min_idle < pool->max_idle ? pool->min_idle : pool->max_idle;
-                while (idle < target && e->n_workers < e->capacity) {
+                for (; idle < target; idle++)
                         spawn_pool_worker(e, pool);
-                        idle++;
-                }
         }
 }
 
-/* Workers running (or about to run) an execution: every worker but the idle pool ones. */
+/* Workers running an execution: given a request and not done. These, and only these, count
+ * against max_sandboxes: idle pool workers never keep a request out, and a worker that said "D"
+ * has destroyed its sandbox and is only sending its RESULT and exiting. Because "D" comes
+ * before the RESULT, the API's count of executions in flight (from sending a RUN to reading
+ * its RESULT) is never below this one: an API that keeps its own count under max_sandboxes is
+ * never refused for being busy. */
 static size_t running_workers(const struct engine *e)
 {
         size_t running = 0;
         for (size_t i = 0; i < e->n_workers; i++)
-                if (!worker_idle(&e->workers[i]) && !e->workers[i].retiring)
+                if (e->workers[i].request_id != 0 && !e->workers[i].done)
                         running++;
         return running;
 }
@@ -604,12 +728,23 @@ static struct worker *find_ready_pool_worker(struct engine *e, const char *langu
         return NULL;
 }
 
-/* Reads a starting pool worker's "R". */
-static void read_pool_control(struct engine *e, struct worker *w)
+/* Whether the loop waits for the worker to say something: "R" from a starting pool worker, "D"
+ * from one running an execution. */
+static bool worker_listened_to(const struct worker *w)
+{
+        if (w->control_fd < 0)
+                return false;
+        return w->request_id != 0 ? !w->done : w->pool != NULL && !w->ready && !w->retiring;
+}
+
+/* Reads what the worker said on its control socket, if anything (it never blocks). */
+static void read_control(struct engine *e, struct worker *w)
 {
         char byte = 0;
-        ssize_t n = read(w->control_fd, &byte, 1);
-        if (n == 1 && byte == 'R') {
+        ssize_t n = recv(w->control_fd, &byte, 1, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n == 1 && byte == CONTROL_READY && w->request_id == 0 && w->pool != NULL) {
                 w->ready = true;
                 w->ready_since_us = sbx_now_us();
                 e->pool_failures = 0;
@@ -617,10 +752,13 @@ static void read_pool_control(struct engine *e, struct worker *w)
                 e->stats.pool_refill_us += w->ready_since_us - w->spawned_us;
                 return;
         }
-        /* It hung up before ready: it failed (and says why in the log); the reaper forgets it. */
-        close(w->control_fd);
-        w->control_fd = -1;
-        w->retiring = true;
+        /* "D", or it hung up: either way it runs nothing any more. A pool worker that hangs up
+         * before it is ready failed (it says why in the log); the reaper forgets it. */
+        sbx_closep(&w->control_fd);
+        if (w->request_id != 0)
+                w->done = true;
+        else
+                w->retiring = true;
 }
 
 /* Hands the RUN in buf to a ready pool worker: it runs it and answers the API itself. */
@@ -634,8 +772,6 @@ static bool assign_pool_worker(struct engine *e, struct worker *w, const void *b
                 signal_worker(w, SIGTERM);
                 return false;
         }
-        close(w->control_fd);
-        w->control_fd = -1;
         w->request_id = request_id;
         memcpy(w->execution_id, e->message.body.run.execution_id, sizeof(w->execution_id));
         e->stats.executions_started++;
@@ -688,28 +824,44 @@ static void kill_all_workers(struct engine *e)
 
 /* ---- Messages from the API ----------------------------------------------------------------- */
 
+/* Reads every "D" already said: called when the engine looks full, since a worker's "D" may not
+ * have been read yet when the RUN that follows its RESULT arrives (see running_workers). */
+static void read_done_notices(struct engine *e)
+{
+        for (size_t i = 0; i < e->n_workers; i++)
+                if (e->workers[i].request_id != 0 && worker_listened_to(&e->workers[i]))
+                        read_control(e, &e->workers[i]);
+}
+
 static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t request_id)
 {
         struct sbx_error err = {0};
         if (sbx_message_decode(buf, len, &e->message, &err) < 0) {
                 sbx_warn("engine: request %llu: refused: %s", (unsigned long long)request_id,
                          err.message);
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, NULL, NULL, "engine: invalid RUN message: %s",
-                            err.message);
+                reply_refused(e, request_id, SBX_REFUSAL_INVALID, "engine: invalid RUN: %s",
+                              err.message);
                 return;
         }
         const struct sbx_message_run *run = &e->message.body.run;
-        if (running_workers(e) >= e->max_workers || e->n_workers >= e->capacity) {
-                /* A worker sends its RESULT just before it exits, so the API can answer with a new
-                 * RUN before the loop has seen that exit: reap what is already gone first. */
-                for (size_t i = e->n_workers; i-- > 0;)
-                        if (e->workers[i].pidfd >= 0)
-                                reap_worker(e, i);
+        if (e->stopping) {
+                reply_refused(e, request_id, SBX_REFUSAL_STOPPING, "engine shutting down");
+                return;
         }
-        bool room = running_workers(e) < e->max_workers;
-        if (!e->stopping && room && find_worker_by_request(e, request_id) == NULL &&
-            sbx_pool_request_eligible(&run->request)) {
+        if (find_worker_by_request(e, request_id) != NULL) {
+                reply_refused(e, request_id, SBX_REFUSAL_INVALID,
+                              "engine: request id %llu is already running",
+                              (unsigned long long)request_id);
+                return;
+        }
+        if (running_workers(e) >= e->max_workers)
+                read_done_notices(e);
+        if (running_workers(e) >= e->max_workers) {
+                reply_refused(e, request_id, SBX_REFUSAL_BUSY,
+                              "engine busy: %zu executions running, the maximum", e->max_workers);
+                return;
+        }
+        if (sbx_pool_request_eligible(&run->request)) {
                 struct worker *w = find_ready_pool_worker(e, run->request.language);
                 if (w != NULL && assign_pool_worker(e, w, buf, len, request_id)) {
                         e->stats.pool_hits++;
@@ -718,31 +870,6 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
                 }
                 if (sbx_pool_supports(run->request.language))
                         e->stats.pool_misses++;
-        }
-        const char *refusal = NULL;
-        if (e->stopping)
-                refusal = "engine shutting down";
-        else if (!room)
-                refusal = "engine busy";
-        else if (find_worker_by_request(e, request_id) != NULL)
-                refusal = "engine: request id already running";
-        if (refusal != NULL) {
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, run->execution_id, &run->request, "%s", refusal);
-                return;
-        }
-        if (e->n_workers >= e->capacity) {
-                /* Idle pool workers fill the table: one makes room (it retires at once). */
-                for (size_t i = 0; i < e->n_workers; i++) {
-                        if (worker_idle(&e->workers[i])) {
-                                e->workers[i].retiring = true;
-                                signal_worker(&e->workers[i], SIGTERM);
-                                break;
-                        }
-                }
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, run->execution_id, &run->request, "engine busy");
-                return;
         }
         spawn_worker(e, request_id);
 }
@@ -755,8 +882,8 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 sbx_warn("engine: dropped a message: %s", err.message);
                 /* A RUN with a sound start but a broken header still gets an answer. */
                 if (header.magic == SBX_PROTOCOL_MAGIC && header.type == SBX_MESSAGE_RUN)
-                        reply_error(e, header.request_id, NULL, NULL,
-                                    "engine: invalid RUN message: %s", err.message);
+                        reply_refused(e, header.request_id, SBX_REFUSAL_INVALID,
+                                      "engine: invalid RUN: %s", err.message);
                 return;
         }
         /* Request id 0 is how the table marks an idle pool worker: no request may use it. */
@@ -791,6 +918,7 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                         reply_stats(e, header.request_id);
                 return;
         case SBX_MESSAGE_RESULT:
+        case SBX_MESSAGE_REFUSED:
         case SBX_MESSAGE_PONG:
         case SBX_MESSAGE_STATS_REPLY:
                 break;
@@ -848,9 +976,27 @@ static int poll_timeout_ms(const struct engine *e)
         return (int)((e->deadline_us - now + 999) / 1000);
 }
 
-static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
+/* poll's array, with room for the signalfd, the API socket and two fds per worker. */
+static struct pollfd *poll_array(struct engine *e)
+{
+        size_t needed = 2 * e->n_workers + 2;
+        if (needed > e->fds_allocated) {
+                struct pollfd *fds = realloc(e->fds, needed * 2 * sizeof(*fds));
+                if (fds == NULL)
+                        return NULL;
+                e->fds = fds;
+                e->fds_allocated = needed * 2;
+        }
+        return e->fds;
+}
+
+static int run_loop(struct engine *e, struct sbx_error *err)
 {
         while (!e->stopping || e->n_workers > 0) {
+                /* Stays put for this iteration: workers added meanwhile wait for the next one. */
+                struct pollfd *fds = poll_array(e);
+                if (fds == NULL)
+                        return sbx_error_set(err, ENOMEM, "engine: allocate the poll array");
                 nfds_t n = 0;
                 fds[n++] = (struct pollfd){.fd = e->signal_fd, .events = POLLIN};
                 nfds_t api_slot = 0;
@@ -862,10 +1008,10 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
                 size_t polled = e->n_workers;
                 for (size_t i = 0; i < polled; i++)
                         fds[n++] = (struct pollfd){.fd = e->workers[i].pidfd, .events = POLLIN};
-                /* Pool workers still starting: their "R" says they are ready. */
+                /* Starting pool workers ("R") and running workers ("D"). */
                 nfds_t first_control = n;
                 for (size_t i = 0; i < polled; i++)
-                        if (e->workers[i].control_fd >= 0 && !e->workers[i].ready)
+                        if (worker_listened_to(&e->workers[i]))
                                 fds[n++] = (struct pollfd){.fd = e->workers[i].control_fd,
                                                            .events = POLLIN};
                 nfds_t end_control = n;
@@ -876,13 +1022,14 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
 
                 if (ready > 0 && fds[0].revents != 0)
                         read_signals(e);
-                /* Before the API: a RUN in the same wake-up may then use a worker just ready. */
+                /* Before the API: a RUN in the same wake-up may then use a worker just ready, or
+                 * the room of one just done. */
                 for (nfds_t i = first_control; ready > 0 && i < end_control; i++) {
                         if (fds[i].revents == 0)
                                 continue;
                         for (size_t k = 0; k < e->n_workers; k++) {
-                                if (e->workers[k].control_fd == fds[i].fd && !e->workers[k].ready) {
-                                        read_pool_control(e, &e->workers[k]);
+                                if (e->workers[k].control_fd == fds[i].fd) {
+                                        read_control(e, &e->workers[k]);
                                         break;
                                 }
                         }
@@ -958,23 +1105,24 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 return sbx_error_set(err, errno, "engine: PR_SET_CHILD_SUBREAPER");
 
-        _cleanup_free_ struct engine *e = calloc(1, sizeof(*e));
-        size_t capacity = max;
+        _cleanup_(engine_freep) struct engine *e = calloc(1, sizeof(*e));
+        if (e == NULL)
+                return sbx_error_set(err, ENOMEM, "engine: allocate");
+        /* A first size that usually suffices: every running worker, a few done ones and the
+         * pools (add_worker grows it). */
+        e->workers_allocated = 2 * (size_t)max + 8;
         for (size_t i = 0; i < options->n_pools; i++)
-                capacity += options->pools[i].max_idle > options->pools[i].min_idle
-                                    ? options->pools[i].max_idle
-                                    : options->pools[i].min_idle;
-        _cleanup_free_ struct worker *workers = calloc(capacity, sizeof(*workers));
-        /* signalfd, API socket, a pidfd per worker and a control fd per pool worker. */
-        _cleanup_free_ struct pollfd *fds = calloc(2 * capacity + 2, sizeof(*fds));
-        if (e == NULL || workers == NULL || fds == NULL)
+                e->workers_allocated += options->pools[i].max_idle + options->pools[i].min_idle;
+        e->workers = calloc(e->workers_allocated, sizeof(*e->workers));
+        if (e->workers == NULL)
                 return sbx_error_set(err, ENOMEM, "engine: allocate");
         e->api_fd = api_fd;
         e->signal_fd = signal_fd;
+        e->pid = getpid();
         e->api_pid = options->api_pid;
-        e->workers = workers;
+        e->spool_dir = options->spool_dir;
+        e->spool_owner = options->spool_owner;
         e->max_workers = max;
-        e->capacity = capacity;
         e->grace_ms = options->shutdown_grace_ms ? options->shutdown_grace_ms
                                                  : SBX_ENGINE_DEFAULT_GRACE_MS;
         e->api_open = true;
@@ -986,7 +1134,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         sbx_info("engine: serving (max_sandboxes=%u, grace=%llu ms)", max,
                  (unsigned long long)e->grace_ms);
 
-        int rc = run_loop(e, fds, err);
+        int rc = run_loop(e, err);
         if (rc < 0) {
                 /* poll itself failed: without it there is no grace period to wait out, but
                  * still nothing may be left behind. */
@@ -1002,10 +1150,8 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         if (e->unclean && e->n_workers == 0)
                 reconcile(); /* killed workers could not remove their cgroups */
         for (size_t i = 0; i < e->n_workers; i++) {
-                if (e->workers[i].pidfd >= 0)
-                        close(e->workers[i].pidfd);
-                if (e->workers[i].control_fd >= 0)
-                        close(e->workers[i].control_fd);
+                sbx_closep(&e->workers[i].pidfd);
+                sbx_closep(&e->workers[i].control_fd);
         }
         sbx_info("engine: stopped (%llu started, %llu finished, %llu rejected)",
                  (unsigned long long)e->stats.executions_started,

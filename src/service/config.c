@@ -313,6 +313,8 @@ static void server_set_defaults(struct sbx_server_config *server)
         server->max_sandboxes = 64;
         server->shutdown_grace_s = 10;
         server->store_output = false;
+        server->max_connections = 512;
+        server->max_connections_per_ip = 128;
 }
 
 static void tier_set_defaults(struct sbx_tier *tier)
@@ -362,6 +364,15 @@ static int begin_tier(struct loader *loader, const char *name)
         config->n_tiers++;
         tier_set_defaults(tier);
         return 1;
+}
+
+/* The tier called "default" exists in every configuration, with the built-in limits unless a
+ * [tier.default] section says otherwise: so the lines `sandboxd token` prints (tier = default)
+ * work in any config. It goes last, so that a config's first tier stays its first. */
+static void add_builtin_default_tier(struct loader *loader)
+{
+        if (!tier_name_taken(loader->config, SBX_DEFAULT_TIER_NAME))
+                begin_tier(loader, SBX_DEFAULT_TIER_NAME);
 }
 
 static int begin_tenant(struct loader *loader, const char *name)
@@ -504,16 +515,41 @@ static bool mark_key_seen(struct loader *loader, unsigned index)
         return true;
 }
 
+/* The keys of [server], in the order of their bits in loader->seen_keys. */
+enum server_key_index {
+        SERVER_LISTEN,
+        SERVER_DATA_DIR,
+        SERVER_API_UID,
+        SERVER_MAX_BODY_BYTES,
+        SERVER_MAX_SANDBOXES,
+        SERVER_SHUTDOWN_GRACE_S,
+        SERVER_STORE_OUTPUT,
+        SERVER_MAX_CONNECTIONS,
+        SERVER_MAX_CONNECTIONS_PER_IP,
+        SERVER_METRICS_TOKEN_SHA256,
+        SERVER_KEY_COUNT,
+};
+
+static const char *const server_keys[SERVER_KEY_COUNT] = {
+        [SERVER_LISTEN] = "listen",
+        [SERVER_DATA_DIR] = "data_dir",
+        [SERVER_API_UID] = "api_uid",
+        [SERVER_MAX_BODY_BYTES] = "max_body_bytes",
+        [SERVER_MAX_SANDBOXES] = "max_sandboxes",
+        [SERVER_SHUTDOWN_GRACE_S] = "shutdown_grace_s",
+        [SERVER_STORE_OUTPUT] = "store_output",
+        [SERVER_MAX_CONNECTIONS] = "max_connections",
+        [SERVER_MAX_CONNECTIONS_PER_IP] = "max_connections_per_ip",
+        [SERVER_METRICS_TOKEN_SHA256] = "metrics_token_sha256",
+};
+
 static int server_key(struct loader *loader, const char *key, const char *value)
 {
-        static const char *const keys[] = {"listen",         "data_dir",      "api_uid",
-                                           "max_body_bytes", "max_sandboxes", "shutdown_grace_s",
-                                           "store_output"};
         struct sbx_server_config *server = &loader->config->server;
         unsigned index = 0;
-        while (index < SBX_ARRAY_SIZE(keys) && strcmp(keys[index], key) != 0)
+        while (index < SERVER_KEY_COUNT && strcmp(server_keys[index], key) != 0)
                 index++;
-        if (index == SBX_ARRAY_SIZE(keys))
+        if (index == SERVER_KEY_COUNT)
                 return loader_fail(loader, loader->line, key, "unknown key");
         if (!mark_key_seen(loader, index))
                 return loader_fail(loader, loader->line, key,
@@ -521,11 +557,11 @@ static int server_key(struct loader *loader, const char *key, const char *value)
         char why[SBX_ERROR_MESSAGE_MAX] = "";
         uint64_t number;
         int r = 0;
-        switch (index) {
-        case 0:
+        switch ((enum server_key_index)index) {
+        case SERVER_LISTEN:
                 r = parse_listen(value, server, why, sizeof(why));
                 break;
-        case 1:
+        case SERVER_DATA_DIR:
                 if (value[0] != '/' || strlen(value) >= 4096) {
                         snprintf(why, sizeof(why), "'%s' is not an absolute path", value);
                         r = -1;
@@ -538,25 +574,44 @@ static int server_key(struct loader *loader, const char *key, const char *value)
                         r = -1;
                 }
                 break;
-        case 2:
+        case SERVER_API_UID:
                 /* Never 0: the API process parses untrusted input and must not be root; and
                  * never (uid_t)-1, which set*id() reads as "unchanged". */
                 r = parse_number(value, 1, 4294967294u, &number, why, sizeof(why));
                 server->api_uid = (uid_t)number;
                 break;
-        case 3:
+        case SERVER_MAX_BODY_BYTES:
                 /* At least a small request; at most the engine's largest message (48 MiB): a
                  * bigger body could not be forwarded anyway. */
                 r = parse_bytes(value, 1024, 48 * MIB, &server->max_body_bytes, why, sizeof(why));
                 break;
-        case 4:
-                r = parse_number(value, 1, 65536, &server->max_sandboxes, why, sizeof(why));
+        case SERVER_MAX_SANDBOXES:
+                r = parse_number(value, 1, SBX_ENGINE_MAX_SANDBOXES_LIMIT, &server->max_sandboxes,
+                                 why, sizeof(why));
                 break;
-        case 5:
+        case SERVER_SHUTDOWN_GRACE_S:
                 r = parse_number(value, 0, 3600, &server->shutdown_grace_s, why, sizeof(why));
                 break;
-        case 6:
+        case SERVER_STORE_OUTPUT:
                 r = parse_bool(value, &server->store_output, why, sizeof(why));
+                break;
+        case SERVER_MAX_CONNECTIONS:
+                /* A thread each (libmicrohttpd's thread-per-connection mode). */
+                r = parse_number(value, 1, 16384, &server->max_connections, why, sizeof(why));
+                break;
+        case SERVER_MAX_CONNECTIONS_PER_IP:
+                r = parse_number(value, 1, 16384, &server->max_connections_per_ip, why,
+                                 sizeof(why));
+                break;
+        case SERVER_METRICS_TOKEN_SHA256:
+                if (strlen(value) != SBX_SHA256_HEX_SIZE ||
+                    !sbx_hex_decode(value, server->metrics_token_sha256, SBX_SHA256_SIZE)) {
+                        snprintf(why, sizeof(why), "not %d hex digits", SBX_SHA256_HEX_SIZE);
+                        r = -1;
+                }
+                server->metrics_token_required = r == 0;
+                break;
+        case SERVER_KEY_COUNT:
                 break;
         }
         if (r != 0)
@@ -824,6 +879,8 @@ static int load_text(const char *text, size_t size, const char *name, struct sbx
                 loader_fail(&loader, line, NULL,
                             "syntax error: expected [section], key = value or a comment");
         }
+        if (!loader.failed)
+                add_builtin_default_tier(&loader);
         if (!loader.failed)
                 finish_tenants(&loader);
         for (size_t i = 0; i < config->n_tenants; i++)

@@ -25,6 +25,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import tempfile
 import time
@@ -55,6 +56,8 @@ PROBLEM_SLUGS = {
     500: "internal",
     503: "engine-unavailable",
 }
+# problem.h: the other classes of 503 (each with Retry-After).
+PROBLEM_503_SLUGS = {"engine-unavailable", "at-capacity", "shutting-down"}
 
 # Seconds: ASan makes every sandboxd program several times slower (not the sandboxed program).
 SLOW = 3 if SANITIZED else 1
@@ -549,13 +552,42 @@ def running_server(*, tiers, tenants, server=None, data_dir=None, pools=None):
     srv.stop(expect_rc=srv.expected_rc)
 
 
+@contextlib.contextmanager
+def kept_data_dir():
+    """A data directory that outlives one server (for restarts), removed at the end."""
+    base = tempfile.mkdtemp(prefix="serve-test-data-")
+    os.chmod(base, 0o711)  # the API process (API_UID) must reach data/ inside
+    try:
+        yield os.path.join(base, "data")
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+
+
+def audit_rows(data_dir):
+    """{id: row dict} of every audit record in data_dir's store, read directly (as root; a
+    running server's WAL is read too)."""
+    db = sqlite3.connect(f"file:{os.path.join(data_dir, 'audit.db')}?mode=ro", uri=True)
+    try:
+        db.row_factory = sqlite3.Row
+        return {row["id"]: dict(row) for row in db.execute("SELECT * FROM executions")}
+    finally:
+        db.close()
+
+
+def spool_files(data_dir):
+    """The results in the engine's spool (engine/spool.h)."""
+    spool = os.path.join(data_dir, "spool")
+    return sorted(os.listdir(spool)) if os.path.isdir(spool) else []
+
+
 # --- assertions ----------------------------------------------------------------------------------
 
 
-def expect_problem(response, status, *, field=None, fields=None):
+def expect_problem(response, status, *, field=None, fields=None, slug=None):
     """Asserts an RFC 9457 problem response: status code, Content-Type, the body's members, the
-    type URI for the status, and (optionally) that errors[] names `field` (or each of `fields`).
-    Returns the parsed body."""
+    type URI for the status (slug: the class, for a status with several; a 503 must be one of
+    them and carry Retry-After of at least 1 s), and (optionally) that errors[] names `field` (or
+    each of `fields`). Returns the parsed body."""
     context = f"{response.request.method} {response.request.url} -> {response.status_code}: " \
               f"{response.text[:1500]}"
     assert response.status_code == status, f"want {status}; {context}"
@@ -564,8 +596,14 @@ def expect_problem(response, status, *, field=None, fields=None):
         f"Content-Type {content_type!r}; {context}"
     body = response.json()
     assert isinstance(body, dict), context
-    assert set(body) == {"type", "title", "status", "detail", "errors"}, context
-    assert body["type"] == PROBLEM_TYPE_BASE + PROBLEM_SLUGS[status], context
+    # execution_id: on a 503 for an execution that may have run (its record says what is known).
+    assert set(body) - {"execution_id"} == {"type", "title", "status", "detail", "errors"}, context
+    if status == 503:
+        assert body["type"] in {PROBLEM_TYPE_BASE + s for s in PROBLEM_503_SLUGS}, context
+        retry_after = response.headers.get("Retry-After", "")
+        assert retry_after.isdigit() and int(retry_after) >= 1, f"Retry-After; {context}"
+    if slug is not None or status != 503:
+        assert body["type"] == PROBLEM_TYPE_BASE + (slug or PROBLEM_SLUGS[status]), context
     assert body["status"] == status, context
     assert isinstance(body["title"], str) and body["title"], context
     assert isinstance(body["detail"], str) and body["detail"], context

@@ -84,6 +84,7 @@ static void test_unknown_labels_go_to_other(void **state)
         sbx_metrics_count_quota_rejection(metrics, "acme", "concurrency");
         sbx_metrics_count_quota_rejection(metrics, "beta", "cpu_budget");
         sbx_metrics_count_quota_rejection(metrics, "beta", "disk");
+        sbx_metrics_count_quota_rejection(metrics, "acme", "capacity");
         sbx_metrics_count_http_request(metrics, 200);
         sbx_metrics_count_http_request(metrics, 200);
         sbx_metrics_count_http_request(metrics, 429);
@@ -108,6 +109,8 @@ static void test_unknown_labels_go_to_other(void **state)
                 text, "sandboxd_quota_rejections_total{tenant=\"beta\",reason=\"cpu_budget\"} 1"));
         assert_true(has_line(
                 text, "sandboxd_quota_rejections_total{tenant=\"beta\",reason=\"other\"} 1"));
+        assert_true(has_line(
+                text, "sandboxd_quota_rejections_total{tenant=\"acme\",reason=\"capacity\"} 1"));
         assert_true(has_line(text, "sandboxd_http_requests_total{code=\"200\"} 2"));
         assert_true(has_line(text, "sandboxd_http_requests_total{code=\"429\"} 1"));
         assert_true(has_line(text, "sandboxd_http_requests_total{code=\"other\"} 2"));
