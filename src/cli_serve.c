@@ -262,6 +262,7 @@ int cli_serve(int argc, char **argv)
                 .n_pools = n_pools,
                 .spool_dir = spool_dir,
                 .spool_owner = config.server.api_uid,
+                .config_path = config_path,
         };
         rc = sbx_engine_serve(engine_fds[0], &engine_options, &err) < 0 ? CLI_EXIT_SOFTWARE : 0;
         if (rc != 0)

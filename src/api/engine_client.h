@@ -37,13 +37,22 @@ struct sbx_engine_result {
         void *message;
 };
 
+/* What the engine tells the API unasked; each is called from the dispatcher thread, so it must
+ * not call back into the client (shutdown would join its own thread). */
+struct sbx_engine_client_events {
+        /* Once, when the engine hangs up or its socket fails (not after
+         * sbx_engine_client_shutdown): it should only tell the rest of the process, e.g. raise a
+         * signal. */
+        void (*on_lost)(void *ctx);
+        /* The config file the engine read again on SIGHUP (size bytes, NUL-terminated). */
+        void (*on_config)(void *ctx, const char *text, size_t size);
+        void *ctx;
+};
+
 /* Starts a client on fd (a connected SOCK_SEQPACKET socket to the engine; owned by the client
  * from now on, also on failure) and its dispatcher thread, which runs with every signal blocked.
- * on_lost, if not NULL, is called once, from the dispatcher thread, when the engine hangs up or
- * its socket fails (not after sbx_engine_client_shutdown). It runs on the dispatcher thread, so it
- * must not call back into the client (shutdown would join its own thread): it should only tell
- * the rest of the process, e.g. write to a pipe or raise SIGTERM. */
-int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,
+ * events (copied; its callbacks may be NULL) says what to do with what the engine sends unasked. */
+int sbx_engine_client_start(int fd, const struct sbx_engine_client_events *events,
                             struct sbx_engine_client **out, struct sbx_error *err);
 
 /* Runs request as execution_id (32 lowercase hex) and waits for its RESULT, at most

@@ -50,10 +50,13 @@
 struct request {
         struct sbx_buffer body;
         bool body_too_large;
+        /* The tenants and tiers current when the request came in, held until it ends. */
+        const struct sbx_config *tenants;
 };
 
-/* Requests being handled: SIGTERM waits for them to finish. */
-static atomic_int requests_in_flight;
+/* Executions between their quota check and their answer: the drain waits for them. Other
+ * requests (a 503 while draining, a record read) are quick; stopping the daemon ends them. */
+static atomic_int executions_in_flight;
 /* SIGTERM arrived: every new request is answered 503 shutting-down at once, while the running
  * ones finish; drain_ends_ms (monotonic) is when the engine's grace period ends. */
 static atomic_bool draining;
@@ -180,11 +183,12 @@ static enum MHD_Result respond_method_not_allowed(struct sbx_api *api,
 
 /* ---- authentication ---- */
 
-static const struct sbx_tenant *authenticate(struct sbx_api *api, struct MHD_Connection *connection)
+static const struct sbx_tenant *authenticate(struct MHD_Connection *connection,
+                                             const struct request *request)
 {
         const char *authorization =
                 MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
-        return sbx_auth_find_tenant(api->config, sbx_auth_bearer_token(authorization));
+        return sbx_auth_find_tenant(request->tenants, sbx_auth_bearer_token(authorization));
 }
 
 static enum MHD_Result respond_unauthorized(struct sbx_api *api, struct MHD_Connection *connection)
@@ -447,8 +451,9 @@ static enum MHD_Result respond_engine_failure(struct sbx_api *api,
         }
 }
 
-static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
-                                     const struct sbx_tenant *tenant, struct sbx_settings *settings)
+static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connection *connection,
+                                          const struct sbx_tenant *tenant,
+                                          struct sbx_settings *settings)
 {
         uint64_t created_at_ms = wall_clock_ms();
         struct sbx_quota_decision decision;
@@ -491,11 +496,20 @@ static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection 
         return respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
 }
 
+static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
+                                     const struct sbx_tenant *tenant, struct sbx_settings *settings)
+{
+        atomic_fetch_add(&executions_in_flight, 1);
+        enum MHD_Result result = execute_and_answer(api, connection, tenant, settings);
+        atomic_fetch_sub(&executions_in_flight, 1);
+        return result;
+}
+
 static enum MHD_Result handle_create_execution(struct sbx_api *api,
                                                struct MHD_Connection *connection,
                                                struct request *request)
 {
-        const struct sbx_tenant *tenant = authenticate(api, connection);
+        const struct sbx_tenant *tenant = authenticate(connection, request);
         if (tenant == NULL)
                 return respond_unauthorized(api, connection);
         if (request->body_too_large) {
@@ -543,9 +557,9 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
 /* ---- GET /v1/executions/{id} ---- */
 
 static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Connection *connection,
-                                            const char *id)
+                                            const struct request *request, const char *id)
 {
-        const struct sbx_tenant *tenant = authenticate(api, connection);
+        const struct sbx_tenant *tenant = authenticate(connection, request);
         if (tenant == NULL)
                 return respond_unauthorized(api, connection);
         json_t *record = NULL;
@@ -591,7 +605,7 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         if (strncmp(url, EXECUTIONS_PATH "/", strlen(EXECUTIONS_PATH) + 1) == 0) {
                 const char *id = url + strlen(EXECUTIONS_PATH) + 1;
                 if (strchr(id, '/') == NULL && id[0] != '\0')
-                        return read ? handle_get_execution(api, connection, id)
+                        return read ? handle_get_execution(api, connection, request, id)
                                     : respond_method_not_allowed(api, connection, method,
                                                                  READ_METHODS);
         }
@@ -611,15 +625,15 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                 if (request == NULL)
                         return MHD_NO;
                 sbx_buffer_init(&request->body, api->config->server.max_body_bytes);
+                request->tenants = sbx_live_config_acquire(api->live);
                 *state = request;
-                atomic_fetch_add(&requests_in_flight, 1);
                 sbx_http_guard_request_started(connection);
                 /* Only an authenticated POST /v1/executions gets its body read: every other
                  * request is answered from its headers, so that nobody can make this process
                  * buffer max_body_bytes per connection without a token. */
                 if (strcmp(url, EXECUTIONS_PATH) != 0 || strcmp(method, MHD_HTTP_METHOD_POST) != 0)
                         return route(api, connection, url, method, request);
-                if (authenticate(api, connection) == NULL)
+                if (authenticate(connection, request) == NULL)
                         return respond_unauthorized(api, connection);
                 /* Draining: no new work, answered at once (the body is not even read). */
                 if (atomic_load(&draining))
@@ -650,13 +664,14 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
 static void request_completed(void *cls, struct MHD_Connection *connection, void **state,
                               enum MHD_RequestTerminationCode code)
 {
+        struct sbx_api *api = cls;
         struct request *request = *state;
         if (request == NULL)
                 return;
+        sbx_live_config_release(api->live, request->tenants);
         sbx_buffer_free(&request->body);
         free(request);
         *state = NULL;
-        atomic_fetch_sub(&requests_in_flight, 1);
         sbx_http_guard_request_finished(connection);
 }
 
@@ -708,13 +723,13 @@ int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_
         atomic_store(&drain_ends_ms, now + server->shutdown_grace_s * 1000);
         atomic_store(&draining, true);
         uint64_t deadline = now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS;
-        while (atomic_load(&requests_in_flight) > 0 && monotonic_ms() < deadline) {
+        while (atomic_load(&executions_in_flight) > 0 && monotonic_ms() < deadline) {
                 struct timespec pause = {0, 20 * 1000 * 1000};
                 nanosleep(&pause, NULL);
         }
-        if (atomic_load(&requests_in_flight) > 0)
-                sbx_warn("http: %d request(s) still running after the drain; stopping anyway",
-                         atomic_load(&requests_in_flight));
+        if (atomic_load(&executions_in_flight) > 0)
+                sbx_warn("http: %d execution(s) still running after the drain; stopping anyway",
+                         atomic_load(&executions_in_flight));
         /* Waiting calls return at once from here on (EPIPE), so no thread blocks the stop. */
         sbx_engine_client_shutdown(api->engine);
         MHD_stop_daemon(daemon);

@@ -32,6 +32,7 @@
 
 #include "api/engine_client.h"
 #include "api/http.h"
+#include "api/live_config.h"
 #include "api/metrics.h"
 #include "api/recover.h"
 #include "engine/spool.h"
@@ -107,11 +108,11 @@ static int local_token(const char *data_dir, char token[SBX_TOKEN_LENGTH + 1],
         return 0;
 }
 
-/* Creates the tenant "local" with its kept token, and tells the operator. */
-static int create_local_tenant(struct sbx_config *config, struct sbx_error *err)
+/* Creates the tenant "local" with its kept token (its hash in digest), and tells the operator. */
+static int create_local_tenant(struct sbx_config *config, uint8_t digest[SBX_SHA256_SIZE],
+                               struct sbx_error *err)
 {
         char token[SBX_TOKEN_LENGTH + 1];
-        uint8_t digest[SBX_SHA256_SIZE];
         if (local_token(config->server.data_dir, token, err) < 0 ||
             sbx_auth_sha256(token, strlen(token), digest, err) < 0 ||
             sbx_config_add_local_tenant(config, digest, err) < 0)
@@ -128,15 +129,17 @@ static int create_local_tenant(struct sbx_config *config, struct sbx_error *err)
         return 0;
 }
 
+/* Loads the config; with create_local, adds the local tenant, its token's hash in
+ * local_digest. */
 static int load_config(const char *path, bool create_local, struct sbx_config *config,
-                       struct sbx_error *err)
+                       uint8_t local_digest[SBX_SHA256_SIZE], struct sbx_error *err)
 {
         int rc = path != NULL ? sbx_config_load_file(path, config, err)
                               : sbx_config_load_string(sbx_config_default_text, "<embedded>",
                                                        config, err);
         if (rc < 0 || !create_local)
                 return rc;
-        return create_local_tenant(config, err);
+        return create_local_tenant(config, local_digest, err);
 }
 
 /* `sandboxd token [TENANT]`. */
@@ -154,7 +157,24 @@ static int print_token(int argc, char **argv)
         return 0;
 }
 
-static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigset_t *signals)
+/* What the engine read again on SIGHUP: the new tiers and tenants. */
+struct reload_context {
+        struct sbx_live_config *live;
+        const char *name;
+};
+
+static void config_arrived(void *ctx, const char *text, size_t size)
+{
+        struct reload_context *reload = ctx;
+        struct sbx_error err = {0};
+        if (sbx_live_config_reload(reload->live, text, size, reload->name, &err) < 0)
+                sbx_warn("reload refused, the tenants and tiers stay as they were: %s",
+                         err.message);
+}
+
+/* Serves with config (moved into the live configuration). */
+static int serve(struct sbx_config *config, const char *config_path, const uint8_t *local_digest,
+                 struct sbx_audit *audit, const sigset_t *signals)
 {
         struct sbx_error err = {0};
         _cleanup_free_ const char **tenants = calloc(config->n_tenants + 1, sizeof(*tenants));
@@ -164,15 +184,22 @@ static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigse
                 tenants[i] = config->tenants[i].name;
         struct sbx_metrics *metrics = sbx_metrics_new(tenants, config->n_tenants, &err);
         struct sbx_quota *quota = sbx_quota_new(config->server.max_sandboxes);
+        struct sbx_live_config *live =
+                metrics ? sbx_live_config_new(config, local_digest, metrics) : NULL;
+        struct reload_context reload = {.live = live,
+                                        .name = config_path ? config_path : "<embedded>"};
+        const struct sbx_engine_client_events events = {
+                .on_lost = engine_lost, .on_config = config_arrived, .ctx = &reload};
         struct sbx_engine_client *engine = NULL;
         int rc = 1;
-        if (metrics == NULL || quota == NULL) {
+        if (metrics == NULL || quota == NULL || live == NULL) {
                 fprintf(stderr, "sandboxd-api: out of memory\n");
-        } else if (sbx_engine_client_start(ENGINE_FD, engine_lost, NULL, &engine, &err) < 0) {
+        } else if (sbx_engine_client_start(ENGINE_FD, &events, &engine, &err) < 0) {
                 fprintf(stderr, "sandboxd-api: engine client: %s\n", err.message);
         } else {
                 struct sbx_api api = {
-                        .config = config,
+                        .config = sbx_live_config_initial(live),
+                        .live = live,
                         .audit = audit,
                         .metrics = metrics,
                         .quota = quota,
@@ -183,7 +210,8 @@ static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigse
                 if (rc != 0)
                         fprintf(stderr, "sandboxd-api: %s\n", err.message);
         }
-        sbx_engine_client_free(engine);
+        sbx_engine_client_free(engine); /* no reload can arrive after this */
+        sbx_live_config_free(live);
         sbx_quota_free(quota);
         sbx_metrics_free(metrics);
         return rc;
@@ -210,8 +238,11 @@ int main(int argc, char **argv)
                         return 64;
         }
         sbx_log_init(SBX_LOG_INFO); /* as the engine's `serve`, which runs it */
-        /* A client that hangs up mid-response must not kill the server. */
+        /* A client that hangs up mid-response must not kill the server. SIGHUP is the engine's
+         * to act on (it sends the config file read again); one sent to the whole process group
+         * must not end this process. */
         signal(SIGPIPE, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
 
         /* The signals sigwait() takes are blocked before any thread exists: all inherit it. */
         sigset_t signals;
@@ -223,7 +254,8 @@ int main(int argc, char **argv)
 
         struct sbx_error err = {0};
         struct sbx_config config = {0};
-        if (load_config(config_path, create_local, &config, &err) < 0) {
+        uint8_t local_digest[SBX_SHA256_SIZE];
+        if (load_config(config_path, create_local, &config, local_digest, &err) < 0) {
                 fprintf(stderr, "sandboxd-api: config: %s\n", err.message);
                 return 78;
         }
@@ -242,7 +274,8 @@ int main(int argc, char **argv)
         else if (sbx_api_recover(audit, spool_dir, config.server.store_output, &recovery, &err) < 0)
                 fprintf(stderr, "sandboxd-api: recover: %s\n", err.message);
         else
-                rc = serve(&config, audit, &signals);
+                rc = serve(&config, config_path, create_local ? local_digest : NULL, audit,
+                           &signals);
         sbx_audit_close(audit);
         sbx_config_free(&config);
         return rc;

@@ -30,6 +30,7 @@ static const char *const type_names[] = {
         [SBX_MESSAGE_STATS] = "STATS",
         [SBX_MESSAGE_STATS_REPLY] = "STATS_REPLY",
         [SBX_MESSAGE_REFUSED] = "REFUSED",
+        [SBX_MESSAGE_CONFIG] = "CONFIG",
 };
 
 static const char *const refusal_names[] = {
@@ -327,6 +328,15 @@ int sbx_message_encode_refused(uint64_t request_id, enum sbx_refusal reason, con
         writer_begin(&w, SBX_MESSAGE_REFUSED, request_id);
         put_u32(&w, (uint32_t)reason);
         put_blob(&w, "detail", detail, detail ? strnlen(detail, SBX_ERROR_MESSAGE_MAX - 1) : 0);
+        return writer_finish(&w, out, out_len, err);
+}
+
+int sbx_message_encode_config(const char *text, size_t size, void **out, size_t *out_len,
+                              struct sbx_error *err)
+{
+        struct writer w;
+        writer_begin(&w, SBX_MESSAGE_CONFIG, 0);
+        put_blob(&w, "text", text, size);
         return writer_finish(&w, out, out_len, err);
 }
 
@@ -764,6 +774,15 @@ static int decode_refused(struct reader *r, struct sbx_message_refused *refused)
         return get_string(r, "detail", SBX_ERROR_MESSAGE_MAX - 1, &refused->detail);
 }
 
+static int decode_config(struct reader *r, struct sbx_message_config *config)
+{
+        const uint8_t *text;
+        if (get_blob(r, "text", SBX_MESSAGE_MAX_CONFIG_BYTES, &text, &config->size) < 0)
+                return -1;
+        config->text = (const char *)text;
+        return 0;
+}
+
 static int decode_stats(struct reader *r, struct sbx_message_stats *stats)
 {
         if (get_u64(r, "sandboxes_alive", &stats->sandboxes_alive) < 0 ||
@@ -838,6 +857,13 @@ int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
                 break;
         case SBX_MESSAGE_REFUSED:
                 rc = decode_refused(&r, &message->body.refused);
+                break;
+        case SBX_MESSAGE_CONFIG:
+                /* Unasked: no request of the API's may seem answered by it. */
+                rc = message->header.request_id != 0
+                             ? malformed(err, "CONFIG: request_id %llu, not 0",
+                                         (unsigned long long)message->header.request_id)
+                             : decode_config(&r, &message->body.config);
                 break;
         case SBX_MESSAGE_STATS_REPLY:
                 rc = decode_stats(&r, &message->body.stats);

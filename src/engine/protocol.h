@@ -29,6 +29,7 @@
  *                wall_us u64}, evidence (8 u64 in struct order), limits, timing (5 u64 in struct
  *                order), backend opt(string), pooled flag, error string
  *   REFUSED      reason u32 (enum sbx_refusal), detail string
+ *   CONFIG       text blob (at most SBX_MESSAGE_MAX_CONFIG_BYTES): the config file, as read
  *   STATS_REPLY  13 u64 in the order of struct sbx_message_stats
  *   CANCEL, PING, PONG, STATS: empty body
  *
@@ -36,7 +37,9 @@
  * PING, STATS_REPLY to STATS) carries the same one. REFUSED means the RUN never reached a
  * sandbox: nothing ran, so the API answers with a problem (503) and keeps no audit record. A
  * RESULT means it did run, even when only as far as an internal_error. CANCEL names the RUN to
- * cancel by its request_id and has no reply: the RUN's RESULT says "canceled".
+ * cancel by its request_id and has no reply: the RUN's RESULT says "canceled". CONFIG (request_id
+ * 0, no reply) carries the config file the engine read again on SIGHUP, for the API process to
+ * take its tiers and tenants from (the file may be readable by root alone).
  *
  * Transport: one message per SOCK_SEQPACKET record. The kernel cannot carry a record much larger
  * than 4 MiB (the record is one physically contiguous allocation; measured on 6.18: 4 MiB goes,
@@ -68,6 +71,7 @@
 
 /* Bounds the decoder adds to the SBX_MAX_* of execution.h. */
 #define SBX_MESSAGE_MAX_NAME_BYTES   64                      /* language and backend names */
+#define SBX_MESSAGE_MAX_CONFIG_BYTES (1024u * 1024u)         /* a config file (CONFIG) */
 #define SBX_MESSAGE_MAX_OUTPUT_BYTES (1024u * 1024u * 1024u) /* per stream: a result's cap */
 #define SBX_MESSAGE_MAX_WALL_MS      (24ull * 3600 * 1000) /* a run that never ends holds a worker */
 
@@ -80,6 +84,7 @@ enum sbx_message_type {
         SBX_MESSAGE_STATS = 6,       /* API -> engine: counters, please */
         SBX_MESSAGE_STATS_REPLY = 7, /* engine -> API */
         SBX_MESSAGE_REFUSED = 8,     /* engine -> API: the RUN was not started; nothing ran */
+        SBX_MESSAGE_CONFIG = 9,      /* engine -> API: the config file, read again (SIGHUP) */
 };
 
 /* Why the engine refused a RUN (REFUSED). */
@@ -117,6 +122,12 @@ struct sbx_message_refused {
         const char *detail;
 };
 
+/* A decoded CONFIG; text points into the message buffer (NUL-terminated after size bytes). */
+struct sbx_message_config {
+        const char *text;
+        size_t size;
+};
+
 /* The engine's counters (STATS_REPLY). */
 struct sbx_message_stats {
         uint64_t sandboxes_alive;     /* workers that may still own a sandbox (one each at most) */
@@ -136,13 +147,15 @@ struct sbx_message_stats {
 };
 
 /* Any decoded message. Which body member is valid follows header.type: run for RUN, result for
- * RESULT, refused for REFUSED, stats for STATS_REPLY, none for the empty ones. */
+ * RESULT, refused for REFUSED, config for CONFIG, stats for STATS_REPLY, none for the empty ones.
+ */
 struct sbx_message {
         struct sbx_message_header header;
         union {
                 struct sbx_message_run run;
                 struct sbx_result result;
                 struct sbx_message_refused refused;
+                struct sbx_message_config config;
                 struct sbx_message_stats stats;
         } body;
 };
@@ -174,6 +187,10 @@ int sbx_message_encode_result(uint64_t request_id, const struct sbx_result *resu
 /* REFUSED: reason, and detail (at most SBX_ERROR_MESSAGE_MAX - 1 bytes are sent). */
 int sbx_message_encode_refused(uint64_t request_id, enum sbx_refusal reason, const char *detail,
                                void **out, size_t *out_len, struct sbx_error *err);
+
+/* CONFIG: size bytes of config text (request_id 0). */
+int sbx_message_encode_config(const char *text, size_t size, void **out, size_t *out_len,
+                              struct sbx_error *err);
 
 /* STATS_REPLY. */
 int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message_stats *stats,

@@ -23,6 +23,7 @@
 #include "engine/spool.h"
 #include "sandbox/sandbox.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -74,6 +75,7 @@ struct engine {
         pid_t api_pid;
         const char *spool_dir; /* sbx_engine_options */
         uid_t spool_owner;
+        const char *config_path;
         /* Every worker not yet reaped: running ones, idle and starting pool workers, and done
          * ones on their way out. The table grows as needed: only running workers are bounded. */
         struct worker *workers;
@@ -553,8 +555,8 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
                          strerror(errno));
                 kill(pid, SIGKILL);
         }
-        sbx_debug("engine: request %llu: worker %d runs execution %s",
-                  (unsigned long long)request_id, (int)pid, run->execution_id);
+        sbx_debug("engine: execution %s started (request %llu, worker %d)", run->execution_id,
+                  (unsigned long long)request_id, (int)pid);
 }
 
 /* Forgets a reaped worker (closing its fds); answers its request when it did not. */
@@ -775,6 +777,8 @@ static bool assign_pool_worker(struct engine *e, struct worker *w, const void *b
         w->request_id = request_id;
         memcpy(w->execution_id, e->message.body.run.execution_id, sizeof(w->execution_id));
         e->stats.executions_started++;
+        sbx_debug("engine: execution %s started (request %llu, pool worker %d)", w->execution_id,
+                  (unsigned long long)request_id, (int)w->pid);
         return true;
 }
 
@@ -919,6 +923,7 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 return;
         case SBX_MESSAGE_RESULT:
         case SBX_MESSAGE_REFUSED:
+        case SBX_MESSAGE_CONFIG:
         case SBX_MESSAGE_PONG:
         case SBX_MESSAGE_STATS_REPLY:
                 break;
@@ -952,6 +957,34 @@ static void read_api(struct engine *e)
         }
 }
 
+/* SIGHUP: reads the config file again and hands it to the API process, which takes its tiers
+ * and tenants from it (the file may be readable by root alone). The engine's own settings
+ * (listen, max_sandboxes, pools) take a restart. */
+static void forward_config(struct engine *e)
+{
+        if (e->config_path == NULL) {
+                sbx_info("engine: SIGHUP: no config file to read again (embedded defaults)");
+                return;
+        }
+        struct sbx_error err = {0};
+        _cleanup_close_ int fd = open(e->config_path, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        void *buf;
+        size_t len;
+        if (fd < 0) {
+                sbx_error_set(&err, errno, "open %s", e->config_path);
+        } else if (sbx_read_all_fd(fd, SBX_MESSAGE_MAX_CONFIG_BYTES, &text, &size, &err) == 0 &&
+                   sbx_message_encode_config(text, size, &buf, &len, &err) == 0) {
+                sbx_info("engine: SIGHUP: %s read again; the API process takes its tiers and "
+                         "tenants",
+                         e->config_path);
+                send_message(e, buf, len);
+                return;
+        }
+        sbx_warn("engine: SIGHUP: %s; nothing changes", err.message);
+}
+
 static void read_signals(struct engine *e)
 {
         struct signalfd_siginfo info;
@@ -960,6 +993,8 @@ static void read_signals(struct engine *e)
                         begin_stop(e, "SIGTERM", true);
                 else if (info.ssi_signo == SIGINT)
                         begin_stop(e, "SIGINT", true);
+                else if (info.ssi_signo == SIGHUP && !e->stopping)
+                        forward_config(e);
                 /* SIGCHLD: reap_children runs after every wake-up anyway. */
         }
 }
@@ -1094,6 +1129,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         sigemptyset(&handled);
         sigaddset(&handled, SIGTERM);
         sigaddset(&handled, SIGINT);
+        sigaddset(&handled, SIGHUP);
         sigaddset(&handled, SIGCHLD);
         /* Blocked before the signalfd exists, so that none is lost or acted on by default. */
         if (sigprocmask(SIG_BLOCK, &handled, NULL) < 0)
@@ -1122,6 +1158,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         e->api_pid = options->api_pid;
         e->spool_dir = options->spool_dir;
         e->spool_owner = options->spool_owner;
+        e->config_path = options->config_path;
         e->max_workers = max;
         e->grace_ms = options->shutdown_grace_ms ? options->shutdown_grace_ms
                                                  : SBX_ENGINE_DEFAULT_GRACE_MS;

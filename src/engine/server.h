@@ -4,7 +4,8 @@
  * Theory of operation. One thread, one poll loop over four kinds of fd:
  *
  *   api_fd      the SOCK_SEQPACKET socket to the API process: RUN, CANCEL, PING, STATS arrive here
- *   signalfd    SIGTERM and SIGINT (shut down) and SIGCHLD (reap re-parented orphans)
+ *   signalfd    SIGTERM and SIGINT (shut down), SIGHUP (send the config file to the API process
+ *               again) and SIGCHLD (reap re-parented orphans)
  *   pidfds      one per worker: readable when the worker has exited
  *   control fds one per worker (a SOCK_SEQPACKET pair): a starting pool worker says "R" when its
  *               warm sandbox is ready (and then gets its RUN on it); every worker says "D" when
@@ -74,16 +75,19 @@ struct sbx_engine_options {
          * (engine/spool.h), and whose its files become; NULL: such a result is only logged. */
         const char *spool_dir;
         uid_t spool_owner;
+        /* The config file, read again on SIGHUP and sent to the API process (CONFIG); NULL when
+         * the service runs on its embedded defaults. */
+        const char *config_path;
 };
 
 /* Runs the engine loop on api_fd (a connected SOCK_SEQPACKET socket; not closed here) until
  * SIGTERM or SIGINT (running executions may then finish within shutdown_grace_ms and are
  * canceled after it; the API process, if any, gets SIGTERM to stop accepting) or the API's
  * hang-up (running executions are canceled at once); options may be NULL for the defaults. Blocks
- * SIGTERM, SIGINT and SIGCHLD (read through a signalfd) and returns with them still blocked, so
- * that a second SIGTERM cannot kill the caller's own cleanup; sets SIGCHLD to its default
- * disposition (an ignored SIGCHLD would auto-reap the workers) and makes the process a child
- * subreaper. Returns 0 after a clean shutdown, with no worker and (as far as the backend's
+ * SIGTERM, SIGINT, SIGHUP and SIGCHLD (read through a signalfd) and returns with them still
+ * blocked, so that a second SIGTERM cannot kill the caller's own cleanup; sets SIGCHLD to its
+ * default disposition (an ignored SIGCHLD would auto-reap the workers) and makes the process a
+ * child subreaper. Returns 0 after a clean shutdown, with no worker and (as far as the backend's
  * reconcile could tell) no sandbox left; -1 with err when the loop could not start or the API
  * socket failed (also after the same cleanup). */
 int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struct sbx_error *err);

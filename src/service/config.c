@@ -14,16 +14,20 @@
 
 #include "engine/execution.h"
 #include "engine/language.h"
+#include "engine/protocol.h"
 #include "engine/server.h"
 #include "util/cleanup.h"
 #include "util/hex.h"
 #include "util/parse.h"
 
+/* SIGHUP: the engine sends the file to the API process in one message. */
+_Static_assert(SBX_CONFIG_FILE_MAX <= SBX_MESSAGE_MAX_CONFIG_BYTES,
+               "a config file must fit in a CONFIG message");
+
 #define MIB (1024ull * 1024ull)
 
 /* A config file is a few dozen lines; the cap only keeps a wrong path (a log, a device) from
  * being read into memory whole. */
-#define CONFIG_FILE_MAX (1024 * 1024)
 
 #define DAY_MS (24ull * 3600ull * 1000ull)
 
@@ -899,18 +903,27 @@ int sbx_config_load_string(const char *text, const char *name, struct sbx_config
         return load_text(text, strlen(text), name, config, err);
 }
 
+int sbx_config_load_buffer(const char *text, size_t size, const char *name,
+                           struct sbx_config *config, struct sbx_error *err)
+{
+        if (size > SBX_CONFIG_FILE_MAX)
+                return sbx_error_set(err, EFBIG, "config %s is larger than %d bytes", name,
+                                     SBX_CONFIG_FILE_MAX);
+        return load_text(text, size, name, config, err);
+}
+
 int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx_error *err)
 {
         *config = (struct sbx_config){0};
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return sbx_error_set(err, errno, "open config %s", path);
-        _cleanup_free_ char *text = malloc(CONFIG_FILE_MAX + 1);
+        _cleanup_free_ char *text = malloc(SBX_CONFIG_FILE_MAX + 1);
         if (text == NULL)
                 return sbx_error_set(err, ENOMEM, "read config %s", path);
         size_t size = 0;
         for (;;) {
-                ssize_t n = read(fd, text + size, CONFIG_FILE_MAX + 1 - size);
+                ssize_t n = read(fd, text + size, SBX_CONFIG_FILE_MAX + 1 - size);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
@@ -918,9 +931,9 @@ int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx
                 if (n == 0)
                         break;
                 size += (size_t)n;
-                if (size > CONFIG_FILE_MAX)
+                if (size > SBX_CONFIG_FILE_MAX)
                         return sbx_error_set(err, EFBIG, "config %s is larger than %d bytes", path,
-                                             CONFIG_FILE_MAX);
+                                             SBX_CONFIG_FILE_MAX);
         }
         return load_text(text, size, path, config, err);
 }

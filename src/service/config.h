@@ -14,6 +14,7 @@
 #include "sandbox/sandbox.h"
 #include "util/error.h"
 
+#define SBX_CONFIG_FILE_MAX    (1024 * 1024) /* the largest config file loaded */
 #define SBX_SHA256_SIZE        32
 #define SBX_SHA256_HEX_SIZE    64 /* without the terminating NUL */
 #define SBX_CONFIG_NAME_MAX    64 /* tier and tenant names; they become metric labels */
@@ -122,6 +123,10 @@ int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx
  * ("<embedded>"). */
 int sbx_config_load_string(const char *text, const char *name, struct sbx_config *config,
                            struct sbx_error *err);
+
+/* Like sbx_config_load_string for size bytes of text (at most SBX_CONFIG_FILE_MAX). */
+int sbx_config_load_buffer(const char *text, size_t size, const char *name,
+                           struct sbx_config *config, struct sbx_error *err);
 
 /* Frees everything config owns and zeroes it. Safe on a zeroed or partly loaded config. */
 void sbx_config_free(struct sbx_config *config);

@@ -572,7 +572,8 @@ static void test_small_messages_round_trip(void **state)
                 assert_int_equal(
                         sbx_message_encode_refused(7, reasons[i], "engine busy", &buf, &len, &err),
                         0);
-                assert_int_equal(decode_copy(buf, len, &m, &err, NULL), 0);
+                /* buf itself: the decoded pointers point into it. */
+                assert_int_equal(sbx_message_decode(buf, len, &m, &err), 0);
                 assert_int_equal(m.header.type, SBX_MESSAGE_REFUSED);
                 assert_int_equal(m.header.request_id, 7);
                 assert_int_equal(m.body.refused.reason, reasons[i]);
@@ -585,7 +586,7 @@ static void test_small_messages_round_trip(void **state)
         long_detail[sizeof(long_detail) - 1] = '\0';
         assert_int_equal(
                 sbx_message_encode_refused(7, SBX_REFUSAL_BUSY, long_detail, &buf, &len, &err), 0);
-        assert_int_equal(decode_copy(buf, len, &m, &err, NULL), 0);
+        assert_int_equal(sbx_message_decode(buf, len, &m, &err), 0);
         assert_int_equal(strlen(m.body.refused.detail), SBX_ERROR_MESSAGE_MAX - 1);
         free(buf);
         /* An unknown reason is refused by the encoder's own decode. */
@@ -594,6 +595,29 @@ static void test_small_messages_round_trip(void **state)
         assert_int_equal(sbx_message_encode_refused(7, (enum sbx_refusal)99, "x", &buf, &len, &err),
                          -1);
         assert_string_equal(sbx_refusal_name((enum sbx_refusal)99), "unknown");
+
+        /* CONFIG: the file's bytes as they are, NUL included; no bigger than the bound. */
+        static const char text[] = "[tier.x]\nmax_pids = 8\n\0tail";
+        assert_int_equal(sbx_message_encode_config(text, sizeof(text), &buf, &len, &err), 0);
+        assert_int_equal(sbx_message_decode(buf, len, &m, &err), 0);
+        assert_int_equal(m.header.type, SBX_MESSAGE_CONFIG);
+        assert_int_equal(m.header.request_id, 0);
+        assert_int_equal(m.body.config.size, sizeof(text));
+        assert_memory_equal(m.body.config.text, text, sizeof(text));
+        /* Unasked: a CONFIG never carries a request's id. */
+        uint64_t request_id = 7;
+        memcpy((uint8_t *)buf + 8, &request_id, sizeof(request_id));
+        assert_int_equal(decode_copy(buf, len, &m, &err, NULL), -1);
+        free(buf);
+        char *big = calloc(1, SBX_MESSAGE_MAX_CONFIG_BYTES + 1);
+        assert_non_null(big);
+        assert_int_equal(
+                sbx_message_encode_config(big, SBX_MESSAGE_MAX_CONFIG_BYTES, &buf, &len, &err), 0);
+        free(buf);
+        assert_int_equal(
+                sbx_message_encode_config(big, SBX_MESSAGE_MAX_CONFIG_BYTES + 1, &buf, &len, &err),
+                -1);
+        free(big);
         assert_string_equal(sbx_message_type_name(0), "unknown");
         assert_string_equal(sbx_message_type_name(999), "unknown");
 }
@@ -788,7 +812,7 @@ static void test_bad_headers(void **state)
         expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "version");
         version = SBX_PROTOCOL_VERSION;
         memcpy(m + 4, &version, 2);
-        uint16_t types[] = {0, SBX_MESSAGE_REFUSED + 1, 0xffff};
+        uint16_t types[] = {0, SBX_MESSAGE_CONFIG + 1, 0xffff};
         for (size_t i = 0; i < 3; i++) {
                 memcpy(m + 6, &types[i], 2);
                 expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "type");
