@@ -90,6 +90,27 @@ def test_concurrency_quota_429_while_full_then_recovers(srv):
                   reason="concurrency") == 0
 
 
+def test_retry_after_follows_how_long_executions_take():
+    """Retry-After says when a slot is expected to free from how long the tenant's executions
+    take, not their 10 s deadline: programs that take 0.2 s answer 1 s (the smallest), and never
+    0."""
+    with running_server(tiers={"free": FREE_TIER}, tenants={"acme": "free"}) as srv:
+        short = {"language": "python", "code": SLEEP_CODE.format(0.2)}
+        for _ in range(4):
+            assert expect_json(srv.post_execution(short), 200)["status"] == "ok"
+        running = [post_in_thread(srv, {**short, "code": SLEEP_CODE.format(2)})
+                   for _ in range(2)]
+        try:
+            srv.wait_for_running(2)
+            r = srv.post_execution(short)
+            expect_problem(r, 429)
+            print(f"Retry-After with 0.2 s programs running: {r.headers['Retry-After']}")
+            assert retry_after(r) == 1, r.headers
+        finally:
+            for thread, _ in running:
+                thread.join(timeout=30 * SLOW)
+
+
 def test_refused_request_is_not_run(srv):
     """A 429'd request must not run later either (no silent queue): its side effect never shows
     up, and the execution counters do not move for it."""
