@@ -1,6 +1,7 @@
 #include "engine/result.h"
 
 #include <signal.h>
+#include <stdio.h>
 
 #include "util/cleanup.h"
 
@@ -96,6 +97,21 @@ int sbx_result_cli_exit_code(const struct sbx_result *result)
                 return 75; /* EX_TEMPFAIL: nothing wrong with the program; run it again */
         }
         return 70;
+}
+
+void sbx_result_set_internal_error(struct sbx_result *result, const char *execution_id,
+                                   const struct sbx_limits *limits, const char *backend,
+                                   const char *error)
+{
+        *result = (struct sbx_result){
+                .status = SBX_STATUS_INTERNAL_ERROR,
+                .exit_code = -1,
+                .backend = backend,
+        };
+        if (limits != NULL)
+                result->limits = *limits;
+        snprintf(result->id, sizeof(result->id), "%s", execution_id ? execution_id : "");
+        snprintf(result->error, sizeof(result->error), "%s", error);
 }
 
 void sbx_result_free(struct sbx_result *result)

@@ -64,5 +64,11 @@ enum sbx_status sbx_classify(const struct sbx_run *run, const struct sbx_evidenc
  * exit_nonzero, 128+signal for signaled, and a fixed code per cap (see README). */
 int sbx_result_cli_exit_code(const struct sbx_result *result);
 
+/* Makes result an internal_error of execution_id (NULL: none) saying error, with limits (NULL:
+ * zeroed) and backend, and no output. */
+void sbx_result_set_internal_error(struct sbx_result *result, const char *execution_id,
+                                   const struct sbx_limits *limits, const char *backend,
+                                   const char *error);
+
 /* Frees the output buffers. */
 void sbx_result_free(struct sbx_result *result);

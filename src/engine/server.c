@@ -20,89 +20,17 @@
 
 #include "engine/execution.h"
 #include "engine/protocol.h"
-#include "engine/spool.h"
+#include "engine/server_state.h"
+#include "engine/worker.h"
 #include "sandbox/sandbox.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"
 #include "util/time.h"
 
-/* A worker's exit code: 0 means its RESULT was sent; anything else (or a signal) makes the engine
- * send one for it. */
-#define WORKER_EXIT_NO_RESULT 1
-
 /* After SIGKILL the workers are gone within milliseconds; this only bounds a kernel surprise so
  * that shutdown always returns. */
 #define KILL_WAIT_MS 5000
-
-/* After a pool worker fails to get ready, refills wait this long (doubling, up to the maximum),
- * so that a broken runtime costs a log line a minute, not a fork loop. */
-#define POOL_RETRY_FIRST_MS 1000
-#define POOL_RETRY_MAX_MS   60000
-
-/* How often the loop wakes to retire idle pool workers and retry refills. */
-#define POOL_TICK_MS 1000
-
-/* Room for everything of a RESULT but its two output streams (error text, names, counters). */
-#define RESULT_OVERHEAD_BYTES (64u * 1024u)
-
-/* What a worker says on its control socket (one byte each). */
-#define CONTROL_READY 'R' /* pool workers: the warm sandbox and its loader are up */
-#define CONTROL_DONE  'D' /* the execution is over and its sandbox gone; the RESULT goes next */
-
-struct worker {
-        uint64_t request_id; /* 0: a pool worker no request was given to yet */
-        char execution_id[SBX_EXECUTION_ID_CHARS + 1];
-        pid_t pid;
-        int pidfd; /* -1 when pidfd_open failed; the worker is then killed and only reaped */
-        /* The engine's end of the worker's control socket, until the worker is done: pool
-         * workers say "R" on it and get their RUN on it; every worker says "D" on it before it
-         * sends its RESULT (see running_workers). */
-        int control_fd;
-        bool done; /* said "D" (or hung up): no longer counts as running */
-        /* Pool workers only (pool != NULL): a warm sandbox waiting for its one request. */
-        const struct sbx_engine_pool *pool;
-        bool ready;              /* it said "R": its sandbox and loader are up */
-        bool retiring;           /* idle too long: told to go, never assigned */
-        uint64_t ready_since_us; /* for max_idle_s */
-        uint64_t spawned_us;     /* for the refill time */
-};
-
-struct engine {
-        int api_fd;
-        int signal_fd;
-        pid_t pid; /* the engine's own: workers die with it */
-        pid_t api_pid;
-        const char *spool_dir; /* sbx_engine_options */
-        uid_t spool_owner;
-        const char *config_path;
-        /* Every worker not yet reaped: running ones, idle and starting pool workers, and done
-         * ones on their way out. The table grows as needed: only running workers are bounded. */
-        struct worker *workers;
-        size_t n_workers;
-        size_t workers_allocated;
-        struct pollfd *fds; /* poll's array (poll_array) */
-        size_t fds_allocated;
-        size_t max_workers; /* executions at once (max_sandboxes); idle pool workers not counted */
-        uint64_t grace_ms;
-
-        bool api_open;          /* still reading api_fd */
-        bool stopping;          /* shutdown begun: no new workers */
-        bool canceled;          /* draining ran out of grace: running executions were canceled */
-        bool killed;            /* the grace period ran out and SIGKILL went out */
-        bool unclean;           /* a worker died without cleaning up: reconcile at the end */
-        uint64_t deadline_us;   /* SIGKILL at this time while stopping; give up at it once killed */
-        struct sbx_error fatal; /* the API socket's failure, reported after the cleanup */
-        bool failed;
-
-        struct sbx_message_stats stats;
-        struct sbx_message message; /* decode scratch: the loop handles one message at a time */
-
-        const struct sbx_engine_pool *pools;
-        size_t n_pools;
-        unsigned pool_failures; /* pool workers that died before ready, in a row */
-        uint64_t pool_retry_us; /* after failures, no refill before this time */
-};
 
 static void engine_freep(struct engine **e)
 {
@@ -113,7 +41,7 @@ static void engine_freep(struct engine **e)
         free(*e);
 }
 
-static int pidfd_open(pid_t pid)
+int engine_pidfd_open(pid_t pid)
 {
         return (int)syscall(SYS_pidfd_open, pid, 0);
 }
@@ -123,237 +51,12 @@ static int pidfd_send_signal(int pidfd, int sig)
         return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
-/* ---- The worker ---------------------------------------------------------------------------- */
-
-/* Closes every fd but 0-2, keep_a and keep_b (-1: none): the other workers' pidfds, the engine's
- * signalfd and whatever else the engine holds are none of this execution's business. */
-static int close_fds_except(int keep_a, int keep_b)
+struct sbx_worker_context engine_worker_context(const struct engine *e)
 {
-        int keeps[2] = {keep_a < keep_b ? keep_a : keep_b, keep_a < keep_b ? keep_b : keep_a};
-        unsigned next = 3; /* the lowest fd not yet decided */
-        for (size_t i = 0; i < 2; i++) {
-                if (keeps[i] < (int)next) /* -1, 0-2 or the same fd twice */
-                        continue;
-                if (keeps[i] > (int)next && close_range(next, (unsigned)keeps[i] - 1, 0) < 0)
-                        return -1;
-                next = (unsigned)keeps[i] + 1;
-        }
-        return close_range(next, ~0U, 0);
-}
-
-/* Default dispositions, except SIGPIPE which stays ignored: a program that closes its stdin must
- * show up as EPIPE in the supervisor, not kill it. Then the mask holds SIGTERM alone, which is
- * read through the returned signalfd: the request's cancel fd. */
-static int worker_signals(void)
-{
-        for (int sig = 1; sig < NSIG; sig++) {
-                if (sig == SIGKILL || sig == SIGSTOP)
-                        continue;
-                signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL); /* EINVAL for glibc's own */
-        }
-        sigset_t cancel;
-        sigemptyset(&cancel);
-        sigaddset(&cancel, SIGTERM);
-        /* The signalfd comes first: SIGTERM is blocked (inherited from the engine) all along, so
-         * one that arrived since fork() is still pending and makes the fd readable at once. */
-        int fd = signalfd(-1, &cancel, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (fd < 0)
-                return -1;
-        if (sigprocmask(SIG_SETMASK, &cancel, NULL) < 0) {
-                close(fd);
-                return -1;
-        }
-        return fd;
-}
-
-/* Cuts the output streams so that the RESULT fits in one message; a cut stream is marked
- * truncated like one that hit its cap. Only reachable with output caps over ~24 MiB. */
-static void fit_output(struct sbx_result *result)
-{
-        const size_t budget = SBX_MESSAGE_MAX_BYTES - RESULT_OVERHEAD_BYTES;
-        struct sbx_buffer *out = &result->run.out, *err = &result->run.err;
-        if (out->len + err->len <= budget)
-                return;
-        size_t half = budget / 2;
-        size_t out_len = out->len, err_len = err->len;
-        if (out_len <= half)
-                err_len = budget - out_len;
-        else if (err_len <= half)
-                out_len = budget - err_len;
-        else
-                out_len = err_len = half;
-        if (out_len < out->len) {
-                out->len = out_len;
-                out->overflow = true;
-        }
-        if (err_len < err->len) {
-                err->len = err_len;
-                err->overflow = true;
-        }
-}
-
-static void result_internal_error(struct sbx_result *result, const char *execution_id,
-                                  const struct sbx_limits *limits, const char *backend,
-                                  const char *error)
-{
-        *result = (struct sbx_result){
-                .status = SBX_STATUS_INTERNAL_ERROR,
-                .exit_code = -1,
-                .backend = backend,
-        };
-        if (limits != NULL)
-                result->limits = *limits;
-        snprintf(result->id, sizeof(result->id), "%s", execution_id ? execution_id : "");
-        snprintf(result->error, sizeof(result->error), "%s", error);
-}
-
-/* Encodes and sends result; when the outputs are too large for a message they are cut, and when
- * it cannot be encoded at all an internal_error without output goes instead. When it cannot be
- * sent (the API process is gone), it goes to the spool for the next API process to record. */
-static int deliver_result(const struct engine *e, uint64_t request_id, struct sbx_result *result,
-                          struct sbx_error *err)
-{
-        _cleanup_free_ void *buf = NULL;
-        size_t len = 0;
-        int rc = sbx_message_encode_result(request_id, result, &buf, &len, err);
-        if (rc < 0 && err->code == EMSGSIZE) {
-                fit_output(result);
-                rc = sbx_message_encode_result(request_id, result, &buf, &len, err);
-        }
-        if (rc < 0) {
-                sbx_error_prefix(err, "engine: cannot encode the result");
-                struct sbx_result fallback;
-                result_internal_error(&fallback, result->id, &result->limits, result->backend,
-                                      err->message);
-                if (sbx_message_encode_result(request_id, &fallback, &buf, &len, err) < 0)
-                        return -1;
-        }
-        if (sbx_message_send(e->api_fd, buf, len, err) == 0)
-                return 0;
-        if (e->spool_dir == NULL)
-                return -1;
-        struct sbx_error spool_err = {0};
-        if (sbx_spool_write(e->spool_dir, e->spool_owner, result->id, buf, len, &spool_err) < 0) {
-                sbx_error_prefix(err, "spool: %s; send", spool_err.message);
-                return -1;
-        }
-        sbx_info("worker: execution %s: the API is gone (%s); its result is in the spool",
-                 result->id, err->message);
-        return 0;
-}
-
-/* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
- * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
- * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
-static int become_worker_or_die(pid_t engine_pid, int keep_a, int keep_b)
-{
-        /* Dies with the engine: SIGTERM, i.e. cancel and clean up. Checked after setting it, in
-         * case the engine died in between (we would then belong to someone else already). */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != engine_pid)
-                _exit(WORKER_EXIT_NO_RESULT);
-        /* The sandbox's init and anything re-parented below it are reaped here. */
-        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-                sbx_warn("worker: PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
-        /* Out of the terminal's session: Ctrl-C and hang-ups reach the engine, which cancels us
-         * through SIGTERM; a direct SIGINT would kill us without cleaning up. */
-        (void)setsid();
-        if (close_fds_except(keep_a, keep_b) < 0)
-                _exit(WORKER_EXIT_NO_RESULT);
-        return worker_signals();
-}
-
-/* Says "D" on the control socket: the execution is over and its sandbox destroyed. Sent before
- * the RESULT, so that the engine can read it before any RUN the API sends after reading that
- * RESULT: the engine then never counts a finished worker against max_sandboxes. A failed write
- * changes nothing: the engine then learns it when the worker exits. */
-static void say_done(int control_fd)
-{
-        const char done = CONTROL_DONE;
-        if (write(control_fd, &done, 1) != 1)
-                sbx_debug("worker: control socket: %s", strerror(errno));
-}
-
-/* The forked worker: one execution, "D" on control_fd, its RESULT delivered, then _exit. Never
- * returns. */
-static _Noreturn void worker_run_and_exit(const struct engine *e, int control_fd,
-                                          uint64_t request_id, const struct sbx_message_run *run)
-{
-        int cancel_fd = become_worker_or_die(e->pid, e->api_fd, control_fd);
-
-        struct sbx_request request = run->request;
-        request.cancel_fd = cancel_fd;
-        struct sbx_result result;
-        struct sbx_error err = {0};
-        if (cancel_fd < 0) {
-                sbx_error_set(&err, errno, "engine: worker: cancel signalfd");
-                result_internal_error(&result, run->execution_id, &request.limits, request.backend,
-                                      err.message);
-        } else if (sbx_execute(&request, &result, &err) < 0) {
-                result_internal_error(&result, run->execution_id, &request.limits, request.backend,
-                                      err.message);
-        }
-        snprintf(result.id, sizeof(result.id), "%s", run->execution_id);
-        say_done(control_fd);
-        if (deliver_result(e, request_id, &result, &err) < 0) {
-                sbx_warn("worker: request %llu: %s", (unsigned long long)request_id, err.message);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        _exit(0);
-}
-
-/* A pool worker: makes a warm sandbox (pool mode), says "R" on control_fd, waits for the engine to
- * forward one RUN on it (or for SIGTERM: retire), runs it, says "D", sends the RESULT on api_fd,
- * _exits. */
-static _Noreturn void pool_worker_run_and_exit(const struct engine *e, int control_fd,
-                                               const struct sbx_engine_pool *pool)
-{
-        int cancel_fd = become_worker_or_die(e->pid, e->api_fd, control_fd);
-        if (cancel_fd < 0)
-                _exit(WORKER_EXIT_NO_RESULT);
-
-        struct sbx_pool_entry *entry = NULL;
-        struct sbx_error err = {0};
-        if (sbx_pool_entry_create(pool->language, NULL, &entry, &err) < 0) {
-                sbx_warn("pool worker (%s): %s", pool->language, err.message);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        const char ready = CONTROL_READY;
-        if (write(control_fd, &ready, 1) != 1) {
-                sbx_pool_entry_destroy(entry);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        struct pollfd fds[2] = {{.fd = control_fd, .events = POLLIN},
-                                {.fd = cancel_fd, .events = POLLIN}};
-        while (poll(fds, 2, -1) < 0 && errno == EINTR)
-                ;
-        void *buf = NULL;
-        size_t len = 0;
-        struct sbx_message message;
-        /* A RUN that arrived is run even when SIGTERM came too (its execution is then canceled
-         * at once and answered): the engine counts on an answer from an assigned worker. */
-        if ((fds[0].revents & POLLIN) == 0 ||
-            sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
-            sbx_message_decode(buf, len, &message, &err) < 0 ||
-            message.header.type != SBX_MESSAGE_RUN) {
-                /* Retired, or the engine is gone: nothing ran, nothing to answer. */
-                sbx_pool_entry_destroy(entry);
-                _exit(0);
-        }
-        const struct sbx_message_run *run = &message.body.run;
-        struct sbx_request request = run->request;
-        request.cancel_fd = cancel_fd;
-        struct sbx_result result;
-        if (sbx_pool_entry_execute(entry, &request, &result, &err) < 0)
-                result_internal_error(&result, run->execution_id, &request.limits, request.backend,
-                                      err.message);
-        snprintf(result.id, sizeof(result.id), "%s", run->execution_id);
-        say_done(control_fd);
-        if (deliver_result(e, message.header.request_id, &result, &err) < 0) {
-                sbx_warn("pool worker: request %llu: %s",
-                         (unsigned long long)message.header.request_id, err.message);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        _exit(0);
+        return (struct sbx_worker_context){.api_fd = e->api_fd,
+                                           .engine_pid = e->pid,
+                                           .spool_dir = e->spool_dir,
+                                           .spool_owner = e->spool_owner};
 }
 
 /* ---- The engine's replies ------------------------------------------------------------------ */
@@ -382,8 +85,8 @@ static void reply_error(struct engine *e, uint64_t request_id, const char *execu
         vsnprintf(text, sizeof(text), fmt, ap);
         va_end(ap);
         struct sbx_result result;
-        result_internal_error(&result, execution_id, request ? &request->limits : NULL,
-                              request ? request->backend : NULL, text);
+        sbx_result_set_internal_error(&result, execution_id, request ? &request->limits : NULL,
+                                      request ? request->backend : NULL, text);
         void *buf;
         size_t len;
         struct sbx_error err = {0};
@@ -435,18 +138,7 @@ static void reply_stats(struct engine *e, uint64_t request_id)
          * alive bound the sandboxes alive from above. */
         e->stats.workers_alive = e->n_workers;
         e->stats.sandboxes_alive = e->n_workers;
-        e->stats.pool_idle = e->stats.pool_starting = e->stats.pool_in_use = 0;
-        for (size_t i = 0; i < e->n_workers; i++) {
-                const struct worker *w = &e->workers[i];
-                if (w->pool == NULL)
-                        continue;
-                if (w->request_id != 0)
-                        e->stats.pool_in_use++;
-                else if (w->ready && !w->retiring)
-                        e->stats.pool_idle++;
-                else if (!w->retiring)
-                        e->stats.pool_starting++;
-        }
+        pools_count(e, &e->stats);
         void *buf;
         size_t len;
         struct sbx_error err = {0};
@@ -475,18 +167,16 @@ static struct worker *find_worker_by_pid(struct engine *e, pid_t pid)
         return NULL;
 }
 
-/* Signals a worker that has not been reaped: its pid cannot have been reused, so kill() is a
- * safe fallback when there is no pidfd. */
-static void signal_worker(const struct worker *w, int sig)
+/* A worker not reaped yet cannot have had its pid reused, so kill() is a safe fallback when
+ * there is no pidfd. */
+void engine_signal_worker(const struct worker *w, int sig)
 {
         int rc = w->pidfd >= 0 ? pidfd_send_signal(w->pidfd, sig) : kill(w->pid, sig);
         if (rc < 0 && errno != ESRCH)
                 sbx_warn("engine: signal %d to worker %d: %s", sig, (int)w->pid, strerror(errno));
 }
 
-/* A new zeroed entry at the end of the workers table (grown when full), or NULL when memory
- * runs out. */
-static struct worker *add_worker(struct engine *e)
+struct worker *engine_add_worker(struct engine *e)
 {
         if (e->n_workers == e->workers_allocated) {
                 size_t allocated = e->workers_allocated * 2;
@@ -501,9 +191,7 @@ static struct worker *add_worker(struct engine *e)
         return w;
 }
 
-/* A control socket pair for a new worker: [0] the engine's (non-blocking: the loop never waits on
- * a worker), [1] the worker's. */
-static int control_socket_pair(int pair[2])
+int engine_control_socket_pair(int pair[2])
 {
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -1;
@@ -519,8 +207,8 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
 {
         const struct sbx_message_run *run = &e->message.body.run;
         int pair[2];
-        struct worker *w = add_worker(e);
-        if (w == NULL || control_socket_pair(pair) < 0) {
+        struct worker *w = engine_add_worker(e);
+        if (w == NULL || engine_control_socket_pair(pair) < 0) {
                 if (w != NULL)
                         e->n_workers--;
                 reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: start a worker: %s",
@@ -539,12 +227,13 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
         }
         if (pid == 0) {
                 close(pair[0]);
-                worker_run_and_exit(e, pair[1], request_id, run);
+                const struct sbx_worker_context context = engine_worker_context(e);
+                sbx_worker_run_and_exit(&context, pair[1], request_id, run);
         }
         close(pair[1]);
         *w = (struct worker){.request_id = request_id,
                              .pid = pid,
-                             .pidfd = pidfd_open(pid),
+                             .pidfd = engine_pidfd_open(pid),
                              .control_fd = pair[0]};
         memcpy(w->execution_id, run->execution_id, sizeof(w->execution_id));
         e->stats.executions_started++;
@@ -564,16 +253,7 @@ static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *in
 {
         sbx_closep(&w->control_fd);
         if (w->pool != NULL && w->request_id == 0) {
-                /* A pool worker that ran nothing: retired, or it failed to get ready. */
-                e->stats.pool_destroyed++;
-                if (!w->ready && !e->stopping) {
-                        e->pool_failures++;
-                        uint64_t backoff = POOL_RETRY_FIRST_MS
-                                           << (e->pool_failures < 7 ? e->pool_failures - 1 : 6);
-                        if (backoff > POOL_RETRY_MAX_MS)
-                                backoff = POOL_RETRY_MAX_MS;
-                        e->pool_retry_us = sbx_now_us() + backoff * 1000;
-                }
+                pools_worker_ended(e, w);
                 sbx_closep(&w->pidfd);
                 *w = e->workers[--e->n_workers];
                 return;
@@ -633,77 +313,6 @@ static void reap_children(struct engine *e)
         }
 }
 
-/* ---- Warm pools ---------------------------------------------------------------------------- */
-
-static void spawn_pool_worker(struct engine *e, const struct sbx_engine_pool *pool)
-{
-        int pair[2];
-        struct worker *w = add_worker(e);
-        if (w == NULL || control_socket_pair(pair) < 0) {
-                if (w != NULL)
-                        e->n_workers--;
-                sbx_warn("engine: pool %s: control socket: %s", pool->language,
-                         strerror(w == NULL ? ENOMEM : errno));
-                return;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-                sbx_warn("engine: pool %s: fork: %s", pool->language, strerror(errno));
-                e->n_workers--;
-                close(pair[0]);
-                close(pair[1]);
-                return;
-        }
-        if (pid == 0) {
-                close(pair[0]);
-                pool_worker_run_and_exit(e, pair[1], pool);
-        }
-        close(pair[1]);
-        *w = (struct worker){.pid = pid,
-                             .pidfd = pidfd_open(pid),
-                             .pool = pool,
-                             .control_fd = pair[0],
-                             .spawned_us = sbx_now_us()};
-        if (w->pidfd < 0) {
-                sbx_warn("engine: pidfd_open(%d): %s; killing the pool worker", (int)pid,
-                         strerror(errno));
-                kill(pid, SIGKILL);
-        }
-}
-
-/* Idle = a pool worker nobody was given a request: starting up, or ready. */
-static bool worker_idle(const struct worker *w)
-{
-        return w->pool != NULL && w->request_id == 0 && !w->retiring;
-}
-
-/* Keeps every pool at min_idle idle workers (never over max_idle, nor over max_sandboxes), and
- * retires ready ones idle for longer than max_idle_s. */
-static void maintain_pools(struct engine *e)
-{
-        uint64_t now = sbx_now_us();
-        for (size_t i = 0; i < e->n_workers; i++) {
-                struct worker *w = &e->workers[i];
-                if (worker_idle(w) && w->ready && w->pool->max_idle_s > 0 &&
-                    now - w->ready_since_us > (uint64_t)w->pool->max_idle_s * 1000000) {
-                        w->retiring = true;
-                        signal_worker(w, SIGTERM);
-                }
-        }
-        if (e->stopping || now < e->pool_retry_us)
-                return;
-        for (size_t p = 0; p < e->n_pools; p++) {
-                const struct sbx_engine_pool *pool = &e->pools[p];
-                unsigned idle = 0;
-                for (size_t i = 0; i < e->n_workers; i++)
-                        if (e->workers[i].pool == pool && worker_idle(&e->workers[i]))
-                                idle++;
-                unsigned target = pool->min_idle < pool->max_idle ? pool->min_idle : pool->max_idle;
-                for (; idle < target; idle++)
-                        spawn_pool_worker(e, pool);
-        }
-}
-
 /* Workers running an execution: given a request and not done. These, and only these, count
  * against max_sandboxes: idle pool workers never keep a request out, and a worker that said "D"
  * has destroyed its sandbox and is only sending its RESULT and exiting. Because "D" comes
@@ -717,17 +326,6 @@ static size_t running_workers(const struct engine *e)
                 if (e->workers[i].request_id != 0 && !e->workers[i].done)
                         running++;
         return running;
-}
-
-/* A ready, idle pool worker for language, or NULL. */
-static struct worker *find_ready_pool_worker(struct engine *e, const char *language)
-{
-        for (size_t i = 0; i < e->n_workers; i++) {
-                struct worker *w = &e->workers[i];
-                if (worker_idle(w) && w->ready && strcmp(w->pool->language, language) == 0)
-                        return w;
-        }
-        return NULL;
 }
 
 /* Whether the loop waits for the worker to say something: "R" from a starting pool worker, "D"
@@ -746,12 +344,8 @@ static void read_control(struct engine *e, struct worker *w)
         ssize_t n = recv(w->control_fd, &byte, 1, MSG_DONTWAIT);
         if (n < 0 && (errno == EAGAIN || errno == EINTR))
                 return;
-        if (n == 1 && byte == CONTROL_READY && w->request_id == 0 && w->pool != NULL) {
-                w->ready = true;
-                w->ready_since_us = sbx_now_us();
-                e->pool_failures = 0;
-                e->stats.pool_created++;
-                e->stats.pool_refill_us += w->ready_since_us - w->spawned_us;
+        if (n == 1 && byte == SBX_WORKER_READY && w->request_id == 0 && w->pool != NULL) {
+                pools_worker_ready(e, w);
                 return;
         }
         /* "D", or it hung up: either way it runs nothing any more. A pool worker that hangs up
@@ -761,25 +355,6 @@ static void read_control(struct engine *e, struct worker *w)
                 w->done = true;
         else
                 w->retiring = true;
-}
-
-/* Hands the RUN in buf to a ready pool worker: it runs it and answers the API itself. */
-static bool assign_pool_worker(struct engine *e, struct worker *w, const void *buf, size_t len,
-                               uint64_t request_id)
-{
-        struct sbx_error err = {0};
-        if (sbx_message_send(w->control_fd, buf, len, &err) < 0) {
-                sbx_warn("engine: pool worker %d: %s", (int)w->pid, err.message);
-                w->retiring = true;
-                signal_worker(w, SIGTERM);
-                return false;
-        }
-        w->request_id = request_id;
-        memcpy(w->execution_id, e->message.body.run.execution_id, sizeof(w->execution_id));
-        e->stats.executions_started++;
-        sbx_debug("engine: execution %s started (request %llu, pool worker %d)", w->execution_id,
-                  (unsigned long long)request_id, (int)w->pid);
-        return true;
 }
 
 /* ---- Shutdown ------------------------------------------------------------------------------ */
@@ -798,8 +373,8 @@ static void begin_stop(struct engine *e, const char *why, bool drain)
         if (drain && e->api_pid > 0)
                 kill(e->api_pid, SIGTERM); /* it stops accepting, drains, then hangs up */
         for (size_t i = 0; i < e->n_workers; i++)
-                if (!drain || worker_idle(&e->workers[i]))
-                        signal_worker(&e->workers[i], SIGTERM);
+                if (!drain || pool_worker_idle(&e->workers[i]))
+                        engine_signal_worker(&e->workers[i], SIGTERM);
         e->canceled = !drain;
         e->deadline_us = sbx_now_us() + e->grace_ms * 1000;
 }
@@ -810,7 +385,7 @@ static void cancel_running_workers(struct engine *e)
         sbx_warn("engine: %zu execution(s) still running after %llu ms; cancelling them",
                  e->n_workers, (unsigned long long)e->grace_ms);
         for (size_t i = 0; i < e->n_workers; i++)
-                signal_worker(&e->workers[i], SIGTERM);
+                engine_signal_worker(&e->workers[i], SIGTERM);
         e->canceled = true;
         e->deadline_us = sbx_now_us() + KILL_WAIT_MS * 1000ull;
 }
@@ -820,7 +395,7 @@ static void kill_all_workers(struct engine *e)
         sbx_warn("engine: %zu worker(s) still running after %llu ms; killing them", e->n_workers,
                  (unsigned long long)e->grace_ms);
         for (size_t i = 0; i < e->n_workers; i++)
-                signal_worker(&e->workers[i], SIGKILL);
+                engine_signal_worker(&e->workers[i], SIGKILL);
         e->killed = true;
         e->unclean = true;
         e->deadline_us = sbx_now_us() + KILL_WAIT_MS * 1000ull;
@@ -866,10 +441,10 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
                 return;
         }
         if (sbx_pool_request_eligible(&run->request)) {
-                struct worker *w = find_ready_pool_worker(e, run->request.language);
-                if (w != NULL && assign_pool_worker(e, w, buf, len, request_id)) {
+                struct worker *w = pools_find_ready(e, run->request.language);
+                if (w != NULL && pools_assign(e, w, buf, len, request_id)) {
                         e->stats.pool_hits++;
-                        maintain_pools(e); /* refill behind it at once */
+                        pools_maintain(e); /* refill behind it at once */
                         return;
                 }
                 if (sbx_pool_supports(run->request.language))
@@ -906,7 +481,7 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 if (len != SBX_MESSAGE_HEADER_BYTES)
                         sbx_warn("engine: CANCEL with a body dropped");
                 else if (w != NULL)
-                        signal_worker(w, SIGTERM);
+                        engine_signal_worker(w, SIGTERM);
                 return;
         }
         case SBX_MESSAGE_PING:
@@ -1084,7 +659,7 @@ static int run_loop(struct engine *e, struct sbx_error *err)
                         }
                 }
                 reap_children(e);
-                maintain_pools(e);
+                pools_maintain(e);
 
                 if (e->stopping && e->n_workers > 0 && sbx_now_us() >= e->deadline_us) {
                         if (e->killed) {
