@@ -25,9 +25,9 @@
 
 #include "api/http_guard.h"
 #include "api/openapi.h"
-#include "api/problem.h"
 #include "engine/result_json.h"
 #include "service/auth.h"
+#include "service/problem.h"
 #include "service/settings.h"
 #include "util/buffer.h"
 #include "util/cleanup.h"
@@ -125,7 +125,7 @@ static enum MHD_Result respond_problem_of(struct sbx_api *api, struct MHD_Connec
                                           const struct header *headers, size_t n_headers,
                                           json_t *extra)
 {
-        json_t *body = sbx_problem_new(status, slug, NULL, detail, fields, n_fields);
+        json_t *body = sbx_problem_new(status, slug, detail, fields, n_fields);
         if (body != NULL && extra != NULL)
                 json_object_update(body, extra);
         json_decref(extra);
@@ -363,14 +363,8 @@ static void forget_audit(struct sbx_api *api, const struct sbx_settings *setting
 static enum MHD_Result problem_from_settings(struct sbx_api *api, struct MHD_Connection *connection,
                                              const struct sbx_problem *problem)
 {
-        struct sbx_problem_field fields[SBX_PROBLEM_MAX_ERRORS];
-        for (size_t i = 0; i < problem->n_errors; i++)
-                fields[i] = (struct sbx_problem_field){problem->errors[i].field,
-                                                       problem->errors[i].message};
-        json_t *body = sbx_problem_new((unsigned)problem->status, problem->slug, problem->title,
-                                       problem->detail, fields, problem->n_errors);
-        return respond_json(api, connection, (unsigned)problem->status, SBX_PROBLEM_CONTENT_TYPE,
-                            body, NULL, 0);
+        return respond_json(api, connection, problem->status, SBX_PROBLEM_CONTENT_TYPE,
+                            sbx_problem_to_json(problem), NULL, 0);
 }
 
 /* The answer to a quota refusal: 429 for the tenant's own limits, 503 for the server's. */

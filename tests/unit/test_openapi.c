@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "api/openapi.h"
-#include "api/problem.h"
+#include "service/problem.h"
 #include "engine/result.h"
 #include "engine/result_json.h"
 
@@ -228,7 +228,7 @@ static void test_problem_types_match_problem_c(void **state)
                 size_t n = sizeof(statuses) / sizeof(statuses[0]);
                 unsigned status = i < n ? statuses[i] : 503;
                 const char *slug = i < n ? sbx_problem_default_slug(status) : more_503[i - n];
-                json_t *problem = sbx_problem_new(status, slug, NULL, "detail", NULL, 0);
+                json_t *problem = sbx_problem_new(status, slug, "detail", NULL, 0);
                 assert_non_null(problem);
                 assert_true(array_has(types, json_string_value(json_object_get(problem, "type"))));
                 /* Each class has a title of its own ("Internal error" is only 500's). */

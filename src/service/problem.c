@@ -1,5 +1,7 @@
-#include "api/problem.h"
+#include "service/problem.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -74,13 +76,12 @@ static json_t *problem_errors_new(const struct sbx_problem_field *errors, size_t
         return array;
 }
 
-json_t *sbx_problem_new(unsigned status, const char *slug, const char *title, const char *detail,
+json_t *sbx_problem_new(unsigned status, const char *slug, const char *detail,
                         const struct sbx_problem_field *errors, size_t n_errors)
 {
         if (slug == NULL || (errors == NULL && n_errors > 0))
                 return NULL;
-        if (title == NULL)
-                title = sbx_problem_title(slug);
+        const char *title = sbx_problem_title(slug);
         if (detail == NULL)
                 detail = title;
         size_t base_length = strlen(SBX_PROBLEM_TYPE_BASE), slug_length = strlen(slug);
@@ -93,4 +94,55 @@ json_t *sbx_problem_new(unsigned status, const char *slug, const char *title, co
         return json_pack("{s:s, s:s, s:i, s:s, s:o}", "type", type, "title", title, "status",
                          (int)status, "detail", detail, "errors",
                          problem_errors_new(errors, n_errors));
+}
+
+/* Cuts text at its end so it does not stop inside a UTF-8 sequence: snprintf truncates by
+ * bytes, and a half character would make the problem body invalid JSON. */
+static void cut_to_utf8_boundary(char *text)
+{
+        size_t length = strlen(text);
+        size_t start = length;
+        while (start > 0 && ((unsigned char)text[start - 1] & 0xC0) == 0x80)
+                start--;
+        if (start == 0 || ((unsigned char)text[start - 1] & 0x80) == 0)
+                return; /* ASCII last, or nothing but continuation bytes (not produced here) */
+        unsigned char lead = (unsigned char)text[start - 1];
+        size_t expected = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
+        if (length - (start - 1) < expected)
+                text[start - 1] = '\0';
+}
+
+void sbx_problem_set(struct sbx_problem *problem, unsigned status, const char *fmt, ...)
+{
+        problem->status = status;
+        problem->slug = sbx_problem_default_slug(status);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(problem->detail, sizeof(problem->detail), fmt, ap);
+        va_end(ap);
+        cut_to_utf8_boundary(problem->detail);
+}
+
+void sbx_problem_add_error(struct sbx_problem *problem, const char *field, const char *fmt, ...)
+{
+        if (problem->n_errors == SBX_PROBLEM_MAX_ERRORS)
+                return;
+        size_t i = problem->n_errors++;
+        snprintf(problem->errors[i].field, sizeof(problem->errors[i].field), "%s", field);
+        cut_to_utf8_boundary(problem->errors[i].field);
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(problem->errors[i].message, sizeof(problem->errors[i].message), fmt, ap);
+        va_end(ap);
+        cut_to_utf8_boundary(problem->errors[i].message);
+}
+
+json_t *sbx_problem_to_json(const struct sbx_problem *problem)
+{
+        struct sbx_problem_field fields[SBX_PROBLEM_MAX_ERRORS];
+        for (size_t i = 0; i < problem->n_errors; i++)
+                fields[i] = (struct sbx_problem_field){problem->errors[i].field,
+                                                       problem->errors[i].message};
+        return sbx_problem_new(problem->status, problem->slug, problem->detail, fields,
+                               problem->n_errors);
 }
