@@ -70,7 +70,7 @@ format-check: deps
 	./tests/style/check-format.sh
 
 leak-audit:
-	./scripts/leak-audit.sh
+	/usr/bin/python3 scripts/leak_audit.py
 
 test: build asan fuzz-build
 	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/test.sh

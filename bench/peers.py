@@ -31,6 +31,7 @@ Called by bench/peers.sh; see there for the knobs.
 
 import argparse
 import datetime
+import fcntl
 import http.client
 import json
 import os
@@ -1188,6 +1189,10 @@ def main():
     try:
         workdir = tempfile.mkdtemp(prefix="sandboxd-bench-peers-")
         cleanup.push("temp dir", shutil.rmtree, workdir)
+        # In use while this process lives: the leak audit passes over held temp dirs.
+        workdir_lock = os.open(workdir, os.O_RDONLY | os.O_CLOEXEC)
+        fcntl.flock(workdir_lock, fcntl.LOCK_EX)
+        cleanup.push("temp dir lock", os.close, workdir_lock)
         # The API process runs as an unprivileged uid and must reach its data dir inside.
         os.chmod(workdir, 0o711)
         ctx["workdir"] = workdir

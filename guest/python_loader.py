@@ -9,7 +9,8 @@
 #
 # It writes the files into /workspace, closes fd 3 and runs the program as `python3 main.py`
 # would: as __main__, with sys.argv, __file__, sys.path[0], stdin, exceptions (traceback on
-# stderr, exit 1), sys.exit codes, threads, atexit handlers and output flushing the same.
+# stderr, exit 1), sys.exit codes, threads, atexit handlers and output flushing the same. A
+# program compile() refuses is handed to the interpreter itself (exec python3 main.py).
 #
 # It imports nothing beyond what the interpreter has loaded at start-up (os, sys and the frozen
 # import machinery) and atexit (built in): every module imported here would be paid for by each
@@ -112,7 +113,15 @@ def run(argv, env, main, source):
     module.__spec__ = None
     sys.modules["__main__"] = module
     try:
-        exec(compile(source, main, "exec"), module.__dict__)
+        code = compile(source, main, "exec")
+    except (SyntaxError, ValueError):
+        # compile() and the interpreter's own file reader disagree on some bytes (CPython 3.11
+        # ends a line at a NUL byte where compile() refuses it, and words an undecodable byte
+        # differently), and on every program that does not compile the error is the reader's:
+        # the interpreter itself runs such a program, as `python3 main.py` does cold.
+        os.execv(sys.executable, [sys.executable] + argv)
+    try:
+        exec(code, module.__dict__)
         return 0
     except SystemExit as exc:
         return exit_code(exc)

@@ -11,6 +11,9 @@ BUILD=${BUILD:-build}
 ASAN_BUILD=${ASAN_BUILD:-build-asan}
 FUZZ_BUILD=${FUZZ_BUILD:-build-fuzz}
 PYTEST="/usr/bin/python3 -m pytest -q -p no:cacheprovider"
+# Marks every sandboxd this run starts, so that the leak audit tells them from another run's.
+SANDBOXD_TEST_RUN=$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+export SANDBOXD_TEST_RUN
 
 failed=""
 stage() {
@@ -33,7 +36,7 @@ stage hostile /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/
         --report "$BUILD/hostile-report.json"
 stage uml env BUILD="$BUILD" ./tests/uml/run.sh integration hostile
 stage fuzz ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
-stage leak-audit ./scripts/leak-audit.sh
+stage leak-audit /usr/bin/python3 scripts/leak_audit.py
 
 if [ -n "$failed" ]; then
         echo "make test: FAILED:$failed"

@@ -168,7 +168,7 @@ static void print_summary(const struct sbx_result *r)
                 (double)r->timing.setup_us / 1000.0);
         if (r->signal != 0)
                 fprintf(stderr, " signal=%d", r->signal);
-        if (r->status == SBX_STATUS_INTERNAL_ERROR)
+        if (sbx_status_has_error(r->status))
                 fprintf(stderr, " error=\"%s\"", r->error);
         fputc('\n', stderr);
 }

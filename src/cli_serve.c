@@ -29,6 +29,7 @@
 
 #include "cli.h"
 #include "engine/server.h"
+#include "engine/spool.h"
 #include "service/config.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -50,14 +51,28 @@ static int load_config(const char *path, struct sbx_config *config, struct sbx_e
         return sbx_config_load_string(sbx_config_default_text, "<embedded>", config, err);
 }
 
-static int prepare_data_dir(const struct sbx_server_config *server, struct sbx_error *err)
+/* Makes path a directory of the API uid, mode 0700 (it may exist). */
+static int prepare_api_dir(const char *path, uid_t api_uid, struct sbx_error *err)
 {
-        if (mkdir(server->data_dir, 0700) < 0 && errno != EEXIST)
-                return sbx_error_set(err, errno, "mkdir %s", server->data_dir);
-        /* The API process writes the audit store's WAL files next to it after dropping root. */
-        if (chown(server->data_dir, server->api_uid, server->api_uid) < 0 ||
-            chmod(server->data_dir, 0700) < 0)
-                return sbx_error_set(err, errno, "chown %s to the API uid", server->data_dir);
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "mkdir %s", path);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0 || fchown(fd, api_uid, api_uid) < 0 || fchmod(fd, 0700) < 0)
+                return sbx_error_set(err, errno, "make %s the API uid's", path);
+        return 0;
+}
+
+/* The data directory and its spool belong to the API uid: the API process writes the audit
+ * store's WAL files after dropping root, and removes what it folded in from the spool. */
+static int prepare_data_dir(const struct sbx_server_config *server, char *spool_dir,
+                            size_t spool_dir_size, struct sbx_error *err)
+{
+        if ((size_t)snprintf(spool_dir, spool_dir_size, "%s/%s", server->data_dir,
+                             SBX_SPOOL_DIR_NAME) >= spool_dir_size)
+                return sbx_error_set(err, ENAMETOOLONG, "spool path in %s", server->data_dir);
+        if (prepare_api_dir(server->data_dir, server->api_uid, err) < 0 ||
+            prepare_api_dir(spool_dir, server->api_uid, err) < 0)
+                return -1;
         return 0;
 }
 
@@ -192,7 +207,8 @@ int cli_serve(int argc, char **argv)
                         err.message[0] ? err.message : strerror(errno));
                 goto out;
         }
-        if (prepare_data_dir(&config.server, &err) < 0) {
+        char spool_dir[PATH_MAX];
+        if (prepare_data_dir(&config.server, spool_dir, sizeof(spool_dir), &err) < 0) {
                 fprintf(stderr, "sandboxd serve: data dir: %s\n", err.message);
                 goto out;
         }
@@ -244,6 +260,9 @@ int cli_serve(int argc, char **argv)
                 .api_pid = api_pid,
                 .pools = pools,
                 .n_pools = n_pools,
+                .spool_dir = spool_dir,
+                .spool_owner = config.server.api_uid,
+                .config_path = config_path,
         };
         rc = sbx_engine_serve(engine_fds[0], &engine_options, &err) < 0 ? CLI_EXIT_SOFTWARE : 0;
         if (rc != 0)

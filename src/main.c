@@ -53,7 +53,8 @@ int main(int argc, char **argv)
 {
         if (ensure_stdio() < 0)
                 return CLI_EXIT_SOFTWARE;
-        sbx_log_init();
+        /* A service says where it listens and when it stops; a command run stays quiet. */
+        sbx_log_init(argc >= 2 && strcmp(argv[1], "serve") == 0 ? SBX_LOG_INFO : SBX_LOG_WARN);
         /* A sandbox that closes its end of a pipe must not kill the supervisor writing to it;
          * write() reports EPIPE instead. */
         signal(SIGPIPE, SIG_IGN);

@@ -35,8 +35,7 @@ struct sbx_engine_client {
         int fd;
         pthread_t dispatcher;
         bool dispatcher_running; /* joinable */
-        void (*on_lost)(void *ctx);
-        void *on_lost_ctx;
+        struct sbx_engine_client_events events;
 
         pthread_mutex_t lock; /* everything below */
         struct call *calls;
@@ -69,6 +68,20 @@ static struct call *take_call(struct sbx_engine_client *client, uint64_t request
         return NULL;
 }
 
+/* A CONFIG: decoded and handed to on_config. */
+static void deliver_config(struct sbx_engine_client *client, void *buf, size_t len)
+{
+        struct sbx_error err = {0};
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL || sbx_message_decode(buf, len, message, &err) < 0)
+                sbx_warn("engine client: dropped a CONFIG: %s",
+                         message ? err.message : "out of memory");
+        else if (client->events.on_config != NULL)
+                client->events.on_config(client->events.ctx, message->body.config.text,
+                                         message->body.config.size);
+        free(buf);
+}
+
 static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
 {
         struct sbx_message_header header;
@@ -76,6 +89,10 @@ static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
         if (sbx_message_decode_header(buf, len, &header, &err) < 0) {
                 sbx_warn("engine client: dropped a reply: %s", err.message);
                 free(buf);
+                return;
+        }
+        if (header.type == SBX_MESSAGE_CONFIG) {
+                deliver_config(client, buf, len);
                 return;
         }
         pthread_mutex_lock(&client->lock);
@@ -90,7 +107,9 @@ static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
                 free(buf);
                 return;
         }
-        if (header.type == call->reply_type) {
+        bool refused_run =
+                call->reply_type == SBX_MESSAGE_RESULT && header.type == SBX_MESSAGE_REFUSED;
+        if (header.type == call->reply_type || refused_run) {
                 call->reply = buf;
                 call->reply_len = len;
         } else {
@@ -137,8 +156,8 @@ static void *dispatch(void *arg)
         pthread_mutex_unlock(&client->lock);
         if (lost) {
                 sbx_warn("engine client: %s", why);
-                if (client->on_lost != NULL)
-                        client->on_lost(client->on_lost_ctx);
+                if (client->events.on_lost != NULL)
+                        client->events.on_lost(client->events.ctx);
         }
         return NULL;
 }
@@ -272,6 +291,22 @@ int sbx_engine_client_stats(struct sbx_engine_client *client, unsigned timeout_m
         return 0;
 }
 
+/* The err->code sbx_engine_client_run reports for a REFUSED (engine_client.h). */
+static int refusal_error_code(enum sbx_refusal reason)
+{
+        switch (reason) {
+        case SBX_REFUSAL_BUSY:
+                return EBUSY;
+        case SBX_REFUSAL_STOPPING:
+                return ESHUTDOWN;
+        case SBX_REFUSAL_FAILED:
+                return EAGAIN;
+        case SBX_REFUSAL_INVALID:
+                break;
+        }
+        return EPROTO;
+}
+
 static void send_cancel(struct sbx_engine_client *client, uint64_t request_id)
 {
         void *buf;
@@ -307,7 +342,12 @@ int sbx_engine_client_run(struct sbx_engine_client *client, const char *executio
         }
         if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
                 rc = sbx_error_prefix(err, "engine client: RESULT");
-        if (rc == 0) {
+        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
+                const struct sbx_message_refused *refused = &message->body.refused;
+                sbx_error_set(err, 0, "%s", refused->detail);
+                err->code = refusal_error_code(refused->reason);
+                rc = -1;
+        } else if (rc == 0) {
                 out->result = message->body.result;
                 out->message = steal_pointer(&call.reply);
         }
@@ -325,7 +365,7 @@ void sbx_engine_result_free(struct sbx_engine_result *result)
 
 /* ---- Life cycle ---------------------------------------------------------------------------- */
 
-int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,
+int sbx_engine_client_start(int fd, const struct sbx_engine_client_events *events,
                             struct sbx_engine_client **out, struct sbx_error *err)
 {
         struct sbx_engine_client *client = calloc(1, sizeof(*client));
@@ -334,8 +374,8 @@ int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,
                 return sbx_error_set(err, ENOMEM, "engine client: allocate");
         }
         client->fd = fd;
-        client->on_lost = on_lost;
-        client->on_lost_ctx = ctx;
+        if (events != NULL)
+                client->events = *events;
         pthread_mutex_init(&client->lock, NULL);
         pthread_mutex_init(&client->shutdown_lock, NULL);
 

@@ -7,7 +7,12 @@
  *              first loss every call fails at once), or the client was shut down. HTTP 503.
  *   ETIMEDOUT  no reply within the call's bound (the engine may be alive but stuck).
  *   EBADMSG    the engine's reply could not be decoded.
- *   EINVAL     the request cannot be carried by the protocol (see protocol.h). */
+ *   EINVAL     the request cannot be carried by the protocol (see protocol.h).
+ * and, for a RUN the engine REFUSED (nothing ran; err->message is the engine's detail):
+ *   EBUSY      max_sandboxes executions are running
+ *   ESHUTDOWN  the engine is shutting down
+ *   EAGAIN     the engine could not start a worker
+ *   EPROTO     the engine found the RUN invalid (a bug on the API's side) */
 #pragma once
 
 #include <stdbool.h>
@@ -32,19 +37,28 @@ struct sbx_engine_result {
         void *message;
 };
 
+/* What the engine tells the API unasked; each is called from the dispatcher thread, so it must
+ * not call back into the client (shutdown would join its own thread). */
+struct sbx_engine_client_events {
+        /* Once, when the engine hangs up or its socket fails (not after
+         * sbx_engine_client_shutdown): it should only tell the rest of the process, e.g. raise a
+         * signal. */
+        void (*on_lost)(void *ctx);
+        /* The config file the engine read again on SIGHUP (size bytes, NUL-terminated). */
+        void (*on_config)(void *ctx, const char *text, size_t size);
+        void *ctx;
+};
+
 /* Starts a client on fd (a connected SOCK_SEQPACKET socket to the engine; owned by the client
  * from now on, also on failure) and its dispatcher thread, which runs with every signal blocked.
- * on_lost, if not NULL, is called once, from the dispatcher thread, when the engine hangs up or
- * its socket fails (not after sbx_engine_client_shutdown). It runs on the dispatcher thread, so it
- * must not call back into the client (shutdown would join its own thread): it should only tell
- * the rest of the process, e.g. write to a pipe or raise SIGTERM. */
-int sbx_engine_client_start(int fd, void (*on_lost)(void *ctx), void *ctx,
+ * events (copied; its callbacks may be NULL) says what to do with what the engine sends unasked. */
+int sbx_engine_client_start(int fd, const struct sbx_engine_client_events *events,
                             struct sbx_engine_client **out, struct sbx_error *err);
 
 /* Runs request as execution_id (32 lowercase hex) and waits for its RESULT, at most
  * request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS (then CANCEL is sent and ETIMEDOUT
- * returned). A RESULT with status internal_error is still a success here (0): the engine's own
- * refusals ("engine busy", "engine shutting down", "canceled") arrive that way. */
+ * returned). Any RESULT is a success here (0), also one with status internal_error or canceled:
+ * the execution was started. A REFUSED is -1 with the codes above. */
 int sbx_engine_client_run(struct sbx_engine_client *client, const char *execution_id,
                           const struct sbx_request *request, struct sbx_engine_result *out,
                           struct sbx_error *err);

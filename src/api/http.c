@@ -1,7 +1,14 @@
 /* Request handling. libmicrohttpd calls handle_request() several times per request: once with
  * the headers (a fresh struct request is attached), once per piece of the body, and once more with
  * no data, when the response is produced. Each connection has its own thread, so the POST
- * handler simply blocks while the engine runs the sandbox. */
+ * handler simply blocks while the engine runs the sandbox.
+ *
+ * What libmicrohttpd answers by itself, before any of this runs, is its own: a request line or
+ * header section too large for a connection's memory (414, 431) and a malformed Content-Length
+ * (400) get its short HTML pages, not problem bodies; and the 0.9.75 of Debian 12 writes the
+ * status line and headers of that 400 twice (connection.c: parse_connection_headers() queues the
+ * error, then its caller resets the state and the reply is built again; fixed upstream in 1.0).
+ * The connection is closed after each. */
 #define _GNU_SOURCE
 #include "api/http.h"
 
@@ -16,32 +23,44 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api/http_guard.h"
 #include "api/openapi.h"
-#include "api/problem.h"
 #include "engine/result_json.h"
 #include "service/auth.h"
+#include "service/problem.h"
 #include "service/settings.h"
 #include "util/buffer.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/time.h"
 
 #define JSON_CONTENT_TYPE "application/json"
 
-/* Connections served at once: each is a thread, and a slow client must not exhaust them. */
-#define HTTP_CONNECTION_LIMIT 256
-/* Seconds a connection may sit idle (headers or body trickling in) before it is closed. */
+/* Seconds a connection may sit idle (a body trickling in, or a client not reading its answer)
+ * before it is closed; the request head has its own, shorter bound (http_guard.h). */
 #define HTTP_IDLE_TIMEOUT_S 30
 /* How long /health waits for the engine's PONG, and /metrics for its STATS. */
 #define ENGINE_PROBE_TIMEOUT_MS 1000
+/* After SIGTERM, how long past the grace period running requests are waited for: the engine
+ * cancels what still runs when the grace period ends (and kills what does not end within
+ * 5 s of that), and every cancelled execution still answers, with status canceled. */
+#define DRAIN_SLACK_MS 15000
 
 /* The per-request state libmicrohttpd keeps for us between calls. */
 struct request {
         struct sbx_buffer body;
         bool body_too_large;
+        /* The tenants and tiers current when the request came in, held until it ends. */
+        const struct sbx_config *tenants;
 };
 
-/* Requests being handled: SIGTERM waits for them to finish. */
-static atomic_int requests_in_flight;
+/* Executions between their quota check and their answer: the drain waits for them. Other
+ * requests (a 503 while draining, a record read) are quick; stopping the daemon ends them. */
+static atomic_int executions_in_flight;
+/* SIGTERM arrived: every new request is answered 503 shutting-down at once, while the running
+ * ones finish; drain_ends_ms (monotonic) is when the engine's grace period ends. */
+static atomic_bool draining;
+static _Atomic uint64_t drain_ends_ms;
 
 static uint64_t wall_clock_ms(void)
 {
@@ -52,9 +71,7 @@ static uint64_t wall_clock_ms(void)
 
 static uint64_t monotonic_ms(void)
 {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+        return sbx_now_us() / 1000;
 }
 
 /* ---- responses ---- */
@@ -101,15 +118,57 @@ static enum MHD_Result respond_json(struct sbx_api *api, struct MHD_Connection *
                        n_headers);
 }
 
+/* A problem of the class slug; extra (stolen, may be NULL) adds members to the body. */
+static enum MHD_Result respond_problem_of(struct sbx_api *api, struct MHD_Connection *connection,
+                                          unsigned status, const char *slug, const char *detail,
+                                          const struct sbx_problem_field *fields, size_t n_fields,
+                                          const struct header *headers, size_t n_headers,
+                                          json_t *extra)
+{
+        json_t *body = sbx_problem_new(status, slug, detail, fields, n_fields);
+        if (body != NULL && extra != NULL)
+                json_object_update(body, extra);
+        json_decref(extra);
+        return respond_json(api, connection, status, SBX_PROBLEM_CONTENT_TYPE, body, headers,
+                            n_headers);
+}
+
 static enum MHD_Result respond_problem(struct sbx_api *api, struct MHD_Connection *connection,
                                        unsigned status, const char *detail,
                                        const struct sbx_problem_field *fields, size_t n_fields,
                                        const struct header *headers, size_t n_headers)
 {
-        json_t *body = sbx_problem_new(status, sbx_problem_default_slug(status), NULL, detail,
-                                       fields, n_fields);
-        return respond_json(api, connection, status, SBX_PROBLEM_CONTENT_TYPE, body, headers,
-                            n_headers);
+        return respond_problem_of(api, connection, status, sbx_problem_default_slug(status), detail,
+                                  fields, n_fields, headers, n_headers, NULL);
+}
+
+/* 503 of the class slug with Retry-After; execution_id (may be NULL) names the execution whose
+ * audit record tells what became of it. */
+static enum MHD_Result respond_unavailable(struct sbx_api *api, struct MHD_Connection *connection,
+                                           const char *slug, const char *detail,
+                                           uint64_t retry_after_s, const char *execution_id)
+{
+        char retry_after[32];
+        snprintf(retry_after, sizeof(retry_after), "%llu",
+                 (unsigned long long)(retry_after_s > 0 ? retry_after_s : 1));
+        const struct header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
+        json_t *extra =
+                execution_id != NULL ? json_pack("{s:s}", "execution_id", execution_id) : NULL;
+        return respond_problem_of(api, connection, 503, slug, detail, NULL, 0, &header, 1, extra);
+}
+
+/* Seconds until the drain ends (the engine's grace period), at least 1. */
+static uint64_t drain_retry_after_s(void)
+{
+        uint64_t now = monotonic_ms(), ends = atomic_load(&drain_ends_ms);
+        return ends > now ? (ends - now + 999) / 1000 : 1;
+}
+
+static enum MHD_Result respond_shutting_down(struct sbx_api *api, struct MHD_Connection *connection)
+{
+        return respond_unavailable(api, connection, SBX_PROBLEM_SHUTTING_DOWN,
+                                   "the server is shutting down: no new work is taken",
+                                   drain_retry_after_s(), NULL);
 }
 
 static enum MHD_Result respond_method_not_allowed(struct sbx_api *api,
@@ -124,11 +183,12 @@ static enum MHD_Result respond_method_not_allowed(struct sbx_api *api,
 
 /* ---- authentication ---- */
 
-static const struct sbx_tenant *authenticate(struct sbx_api *api, struct MHD_Connection *connection)
+static const struct sbx_tenant *authenticate(struct MHD_Connection *connection,
+                                             const struct request *request)
 {
         const char *authorization =
                 MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
-        return sbx_auth_find_tenant(api->config, sbx_auth_bearer_token(authorization));
+        return sbx_auth_find_tenant(request->tenants, sbx_auth_bearer_token(authorization));
 }
 
 static enum MHD_Result respond_unauthorized(struct sbx_api *api, struct MHD_Connection *connection)
@@ -144,16 +204,36 @@ static enum MHD_Result respond_unauthorized(struct sbx_api *api, struct MHD_Conn
 
 static enum MHD_Result handle_health(struct sbx_api *api, struct MHD_Connection *connection)
 {
+        if (atomic_load(&draining))
+                return respond_unavailable(api, connection, SBX_PROBLEM_SHUTTING_DOWN,
+                                           "draining: running executions are finishing and no "
+                                           "new work is taken",
+                                           drain_retry_after_s(), NULL);
         struct sbx_error err = {0};
         if (sbx_engine_client_ping(api->engine, ENGINE_PROBE_TIMEOUT_MS, &err) < 0)
-                return respond_problem(api, connection, 503, "the engine does not answer", NULL, 0,
-                                       NULL, 0);
+                return respond_unavailable(api, connection, "engine-unavailable",
+                                           "the engine does not answer", 1, NULL);
         return respond_json(api, connection, 200, JSON_CONTENT_TYPE,
                             json_pack("{s:s, s:s}", "status", "ok", "engine", "up"), NULL, 0);
 }
 
+/* Whether the request carries the metrics token (config server.metrics_token_sha256). */
+static bool metrics_token_given(struct sbx_api *api, struct MHD_Connection *connection)
+{
+        const char *token = sbx_auth_bearer_token(
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization"));
+        uint8_t digest[SBX_SHA256_SIZE];
+        struct sbx_error err = {0};
+        return token != NULL && sbx_auth_sha256(token, strlen(token), digest, &err) == 0 &&
+               sbx_auth_digest_equal(digest, api->config->server.metrics_token_sha256);
+}
+
 static enum MHD_Result handle_metrics(struct sbx_api *api, struct MHD_Connection *connection)
 {
+        /* The figures name every tenant: with a metrics token configured, only its holder (a
+         * Prometheus scraper) may read them. */
+        if (api->config->server.metrics_token_required && !metrics_token_given(api, connection))
+                return respond_unauthorized(api, connection);
         struct sbx_message_stats stats;
         struct sbx_error err = {0};
         if (sbx_engine_client_stats(api->engine, ENGINE_PROBE_TIMEOUT_MS, &stats, &err) == 0)
@@ -237,53 +317,137 @@ static json_t *redacted_request(const json_t *requested)
         return copy;
 }
 
-static void record_audit(struct sbx_api *api, const struct sbx_settings *settings,
-                         const struct sbx_result *result, json_t *response, uint64_t created_at_ms)
+/* Writes the audit record of an execution about to start (status running): before the engine
+ * gets it, so that whatever fails later, an execution that started has a record. */
+static int begin_audit(struct sbx_api *api, const struct sbx_settings *settings,
+                       uint64_t created_at_ms, struct sbx_error *err)
 {
         _cleanup_(json_decrefp) json_t *clamped = clamped_json(settings);
         _cleanup_(json_decrefp) json_t *requested = redacted_request(settings->requested);
-        struct sbx_audit_record record = {
+        _cleanup_(json_decrefp) json_t *effective = sbx_limits_to_json(&settings->limits);
+        const struct sbx_audit_record record = {
                 .id = settings->id,
                 .tenant = settings->tenant,
                 .created_at_ms = (int64_t)created_at_ms,
-                .finished_at_ms = (int64_t)wall_clock_ms(),
                 .language = settings->language,
-                .status = sbx_status_name(result->status),
-                .exit_code = result->run.exited ? result->run.exit_code : -1,
-                .signal = result->run.exited ? 0 : result->run.signal,
-                .error = result->status == SBX_STATUS_INTERNAL_ERROR ? result->error : NULL,
                 .requested = requested,
-                .effective = json_object_get(response, "limits"),
+                .effective = effective,
                 .clamped = clamped,
-                .usage = json_object_get(response, "usage"),
-                .evidence = json_object_get(response, "evidence"),
-                .timing = json_object_get(response, "timing"),
-                .stdout_data = result->run.out.data,
-                .stdout_size = result->run.out.len,
-                .stderr_data = result->run.err.data,
-                .stderr_size = result->run.err.len,
-                .store_output = api->config->server.store_output,
         };
+        return sbx_audit_begin(api->audit, &record, err);
+}
+
+/* Completes the record of an execution whose result never arrived (or could not be read): it
+ * may have run, so the record stays, as internal_error saying why. */
+static void finish_audit_without_result(struct sbx_api *api, const struct sbx_settings *settings,
+                                        const char *why)
+{
+        struct sbx_result result = {
+                .status = SBX_STATUS_INTERNAL_ERROR, .exit_code = -1, .limits = settings->limits};
+        snprintf(result.id, sizeof(result.id), "%s", settings->id);
+        snprintf(result.error, sizeof(result.error), "%.*s", (int)sizeof(result.error) - 1, why);
         struct sbx_error err = {0};
-        if (sbx_audit_record_execution(api->audit, &record, &err) < 0)
+        if (sbx_audit_finish_result(api->audit, &result, NULL, (int64_t)wall_clock_ms(), false,
+                                    &err) < 0)
+                sbx_warn("audit: execution %s: %s", settings->id, err.message);
+}
+
+/* Removes the record of an execution the engine refused: nothing ran. */
+static void forget_audit(struct sbx_api *api, const struct sbx_settings *settings)
+{
+        struct sbx_error err = {0};
+        if (sbx_audit_forget(api->audit, settings->id, &err) < 0)
                 sbx_warn("audit: execution %s: %s", settings->id, err.message);
 }
 
 static enum MHD_Result problem_from_settings(struct sbx_api *api, struct MHD_Connection *connection,
                                              const struct sbx_problem *problem)
 {
-        struct sbx_problem_field fields[SBX_PROBLEM_MAX_ERRORS];
-        for (size_t i = 0; i < problem->n_errors; i++)
-                fields[i] = (struct sbx_problem_field){problem->errors[i].field,
-                                                       problem->errors[i].message};
-        json_t *body = sbx_problem_new((unsigned)problem->status, problem->slug, problem->title,
-                                       problem->detail, fields, problem->n_errors);
-        return respond_json(api, connection, (unsigned)problem->status, SBX_PROBLEM_CONTENT_TYPE,
-                            body, NULL, 0);
+        return respond_json(api, connection, problem->status, SBX_PROBLEM_CONTENT_TYPE,
+                            sbx_problem_to_json(problem), NULL, 0);
 }
 
-static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
-                                     const struct sbx_tenant *tenant, struct sbx_settings *settings)
+/* The answer to a quota refusal: 429 for the tenant's own limits, 503 for the server's. */
+static enum MHD_Result respond_quota_refusal(struct sbx_api *api, struct MHD_Connection *connection,
+                                             const struct sbx_tenant *tenant,
+                                             const struct sbx_quota_decision *decision)
+{
+        sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
+                                          sbx_quota_verdict_name(decision->verdict));
+        char detail[160];
+        switch (decision->verdict) {
+        case SBX_QUOTA_OVER_CAPACITY:
+                snprintf(detail, sizeof(detail), "the server runs %llu executions, its maximum",
+                         (unsigned long long)api->config->server.max_sandboxes);
+                return respond_unavailable(api, connection, SBX_PROBLEM_AT_CAPACITY, detail,
+                                           decision->retry_after_s, NULL);
+        case SBX_QUOTA_OVER_CONCURRENCY:
+                snprintf(detail, sizeof(detail),
+                         "tenant %s has %llu executions running, its tier's maximum", tenant->name,
+                         (unsigned long long)tenant->tier->max_concurrency);
+                break;
+        case SBX_QUOTA_OVER_CPU_BUDGET:
+        case SBX_QUOTA_ALLOWED:
+                snprintf(detail, sizeof(detail),
+                         "tenant %s used its CPU budget of %llu ms for the window", tenant->name,
+                         (unsigned long long)tenant->tier->cpu_budget_ms);
+                break;
+        }
+        char retry_after[32];
+        snprintf(retry_after, sizeof(retry_after), "%llu",
+                 (unsigned long long)decision->retry_after_s);
+        const struct header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
+        return respond_problem(api, connection, 429, detail, NULL, 0, &header, 1);
+}
+
+/* The answer when the engine gave no RESULT (engine_client.h lists the codes), and what becomes
+ * of the audit record begun for it. */
+static enum MHD_Result respond_engine_failure(struct sbx_api *api,
+                                              struct MHD_Connection *connection,
+                                              const struct sbx_tenant *tenant,
+                                              const struct sbx_settings *settings,
+                                              const struct sbx_error *err)
+{
+        sbx_warn("execution %s: engine: %s", settings->id, err->message);
+        char detail[SBX_ERROR_MESSAGE_MAX + 96];
+        switch (err->code) {
+        case EBUSY: /* the capacity check should have kept this from happening */
+                forget_audit(api, settings);
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
+                                                  sbx_quota_verdict_name(SBX_QUOTA_OVER_CAPACITY));
+                return respond_unavailable(
+                        api, connection, SBX_PROBLEM_AT_CAPACITY, err->message,
+                        sbx_quota_capacity_retry_after(api->quota, monotonic_ms()), NULL);
+        case ESHUTDOWN:
+                forget_audit(api, settings);
+                return respond_shutting_down(api, connection);
+        case EAGAIN:
+        case EPIPE:
+                /* Refused, or never answered because the engine is gone: it ran nothing (a
+                 * worker of a dead engine still answers, with status canceled). */
+                forget_audit(api, settings);
+                snprintf(detail, sizeof(detail), "the engine is unavailable (%s); nothing was run",
+                         err->message);
+                return respond_unavailable(api, connection, "engine-unavailable", detail, 1, NULL);
+        case ETIMEDOUT:
+        case EBADMSG:
+                /* It may have run: the record stays, saying so. */
+                snprintf(detail, sizeof(detail),
+                         "%s; the execution may have run: its record says what is known",
+                         err->message);
+                finish_audit_without_result(api, settings, detail);
+                return respond_unavailable(api, connection, "engine-unavailable", detail, 1,
+                                           settings->id);
+        default: /* EPROTO, EINVAL, ENOMEM: nothing reached a sandbox */
+                forget_audit(api, settings);
+                snprintf(detail, sizeof(detail), "the request could not be run: %s", err->message);
+                return respond_problem(api, connection, 500, detail, NULL, 0, NULL, 0);
+        }
+}
+
+static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connection *connection,
+                                          const struct sbx_tenant *tenant,
+                                          struct sbx_settings *settings)
 {
         uint64_t created_at_ms = wall_clock_ms();
         struct sbx_quota_decision decision;
@@ -291,23 +455,14 @@ static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection 
         if (sbx_quota_reserve(api->quota, tenant, settings->limits.wall_ms, monotonic_ms(),
                               &decision, &err) < 0)
                 return respond_problem(api, connection, 500, err.message, NULL, 0, NULL, 0);
-        if (decision.verdict != SBX_QUOTA_ALLOWED) {
-                const char *reason = sbx_quota_verdict_name(decision.verdict);
-                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, reason);
-                char retry_after[32];
-                snprintf(retry_after, sizeof(retry_after), "%llu",
-                         (unsigned long long)decision.retry_after_s);
-                char detail[160];
-                snprintf(detail, sizeof(detail),
-                         decision.verdict == SBX_QUOTA_OVER_CONCURRENCY
-                                 ? "tenant %s has %llu executions running, its tier's maximum"
-                                 : "tenant %s used its CPU budget of %llu ms for the window",
-                         tenant->name,
-                         (unsigned long long)(decision.verdict == SBX_QUOTA_OVER_CONCURRENCY
-                                                      ? tenant->tier->max_concurrency
-                                                      : tenant->tier->cpu_budget_ms));
-                const struct header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
-                return respond_problem(api, connection, 429, detail, NULL, 0, &header, 1);
+        if (decision.verdict != SBX_QUOTA_ALLOWED)
+                return respond_quota_refusal(api, connection, tenant, &decision);
+        if (begin_audit(api, settings, created_at_ms, &err) < 0) {
+                sbx_quota_release(api->quota, tenant, decision.reservation, false, 0,
+                                  monotonic_ms());
+                sbx_warn("execution %s: %s", settings->id, err.message);
+                return respond_problem(api, connection, 500,
+                                       "the audit store failed; nothing was run", NULL, 0, NULL, 0);
         }
 
         struct sbx_request request;
@@ -315,37 +470,40 @@ static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection 
         struct sbx_engine_result outcome = {0};
         int rc = sbx_engine_client_run(api->engine, settings->id, &request, &outcome, &err);
         uint64_t cpu_ms = rc == 0 ? outcome.result.evidence.cpu_usage_us / 1000 : 0;
-        sbx_quota_release(api->quota, tenant, decision.reservation, cpu_ms, monotonic_ms());
-        if (rc < 0) {
-                sbx_warn("execution %s: engine: %s", settings->id, err.message);
-                /* ETIMEDOUT: the engine took the request but did not answer in time; the
-                 * execution may have run. EPIPE and the rest: it never reached a sandbox. */
-                return respond_problem(api, connection, 503,
-                                       err.code == ETIMEDOUT
-                                               ? "the engine did not answer in time; the "
-                                                 "execution may have run"
-                                               : "the engine is unavailable; nothing was run",
-                                       NULL, 0, NULL, 0);
-        }
+        sbx_quota_release(api->quota, tenant, decision.reservation, rc == 0, cpu_ms,
+                          monotonic_ms());
+        if (rc < 0)
+                return respond_engine_failure(api, connection, tenant, settings, &err);
 
         struct sbx_result *result = &outcome.result;
         json_t *response = sbx_result_to_json(result);
         if (response != NULL) {
                 json_object_set_new(response, "id", json_string(settings->id));
                 json_object_set_new(response, "clamped", clamped_json(settings));
-                record_audit(api, settings, result, response, created_at_ms);
         }
+        if (sbx_audit_finish_result(api->audit, result, response, (int64_t)wall_clock_ms(),
+                                    api->config->server.store_output, &err) < 0)
+                sbx_warn("audit: execution %s: %s", settings->id, err.message);
         sbx_metrics_count_execution(api->metrics, tenant->name, sbx_status_name(result->status));
         sbx_metrics_observe_timing(api->metrics, &result->timing);
         sbx_engine_result_free(&outcome);
         return respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
 }
 
+static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
+                                     const struct sbx_tenant *tenant, struct sbx_settings *settings)
+{
+        atomic_fetch_add(&executions_in_flight, 1);
+        enum MHD_Result result = execute_and_answer(api, connection, tenant, settings);
+        atomic_fetch_sub(&executions_in_flight, 1);
+        return result;
+}
+
 static enum MHD_Result handle_create_execution(struct sbx_api *api,
                                                struct MHD_Connection *connection,
                                                struct request *request)
 {
-        const struct sbx_tenant *tenant = authenticate(api, connection);
+        const struct sbx_tenant *tenant = authenticate(connection, request);
         if (tenant == NULL)
                 return respond_unauthorized(api, connection);
         if (request->body_too_large) {
@@ -359,6 +517,13 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
         if (!is_json_content_type(content_type))
                 return respond_problem(api, connection, 415, "the body must be application/json",
                                        NULL, 0, NULL, 0);
+        if (request->body.len == 0) {
+                const struct sbx_problem_field field = {"body", "empty"};
+                return respond_problem(api, connection, 400,
+                                       "the body is empty: send a JSON object (see "
+                                       "/v1/openapi.json)",
+                                       &field, 1, NULL, 0);
+        }
 
         json_error_t parse_error;
         /* Duplicate keys are ambiguous (which limit applies?): refuse them. NUL is allowed in
@@ -386,9 +551,9 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
 /* ---- GET /v1/executions/{id} ---- */
 
 static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Connection *connection,
-                                            const char *id)
+                                            const struct request *request, const char *id)
 {
-        const struct sbx_tenant *tenant = authenticate(api, connection);
+        const struct sbx_tenant *tenant = authenticate(connection, request);
         if (tenant == NULL)
                 return respond_unauthorized(api, connection);
         json_t *record = NULL;
@@ -409,28 +574,34 @@ static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Conn
 
 #define EXECUTIONS_PATH "/v1/executions"
 
+/* What a resource that can be read allows: GET, and HEAD (libmicrohttpd sends the headers of
+ * the GET answer without its body). */
+#define READ_METHODS "GET, HEAD"
+
 static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connection,
                              const char *url, const char *method, struct request *request)
 {
-        bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0;
+        bool read = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                    strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
         bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
         if (strcmp(url, "/health") == 0)
-                return get ? handle_health(api, connection)
-                           : respond_method_not_allowed(api, connection, method, "GET");
+                return read ? handle_health(api, connection)
+                            : respond_method_not_allowed(api, connection, method, READ_METHODS);
         if (strcmp(url, "/metrics") == 0)
-                return get ? handle_metrics(api, connection)
-                           : respond_method_not_allowed(api, connection, method, "GET");
+                return read ? handle_metrics(api, connection)
+                            : respond_method_not_allowed(api, connection, method, READ_METHODS);
         if (strcmp(url, "/v1/openapi.json") == 0)
-                return get ? handle_openapi(api, connection)
-                           : respond_method_not_allowed(api, connection, method, "GET");
+                return read ? handle_openapi(api, connection)
+                            : respond_method_not_allowed(api, connection, method, READ_METHODS);
         if (strcmp(url, EXECUTIONS_PATH) == 0)
                 return post ? handle_create_execution(api, connection, request)
                             : respond_method_not_allowed(api, connection, method, "POST");
         if (strncmp(url, EXECUTIONS_PATH "/", strlen(EXECUTIONS_PATH) + 1) == 0) {
                 const char *id = url + strlen(EXECUTIONS_PATH) + 1;
                 if (strchr(id, '/') == NULL && id[0] != '\0')
-                        return get ? handle_get_execution(api, connection, id)
-                                   : respond_method_not_allowed(api, connection, method, "GET");
+                        return read ? handle_get_execution(api, connection, request, id)
+                                    : respond_method_not_allowed(api, connection, method,
+                                                                 READ_METHODS);
         }
         return respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
 }
@@ -448,15 +619,19 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                 if (request == NULL)
                         return MHD_NO;
                 sbx_buffer_init(&request->body, api->config->server.max_body_bytes);
+                request->tenants = sbx_live_config_acquire(api->live);
                 *state = request;
-                atomic_fetch_add(&requests_in_flight, 1);
+                sbx_http_guard_request_started(connection);
                 /* Only an authenticated POST /v1/executions gets its body read: every other
                  * request is answered from its headers, so that nobody can make this process
                  * buffer max_body_bytes per connection without a token. */
                 if (strcmp(url, EXECUTIONS_PATH) != 0 || strcmp(method, MHD_HTTP_METHOD_POST) != 0)
                         return route(api, connection, url, method, request);
-                if (authenticate(api, connection) == NULL)
+                if (authenticate(connection, request) == NULL)
                         return respond_unauthorized(api, connection);
+                /* Draining: no new work, answered at once (the body is not even read). */
+                if (atomic_load(&draining))
+                        return respond_shutting_down(api, connection);
                 const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (length != NULL &&
@@ -483,13 +658,15 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
 static void request_completed(void *cls, struct MHD_Connection *connection, void **state,
                               enum MHD_RequestTerminationCode code)
 {
+        struct sbx_api *api = cls;
         struct request *request = *state;
         if (request == NULL)
                 return;
+        sbx_live_config_release(api->live, request->tenants);
         sbx_buffer_free(&request->body);
         free(request);
         *state = NULL;
-        atomic_fetch_sub(&requests_in_flight, 1);
+        sbx_http_guard_request_finished(connection);
 }
 
 /* libmicrohttpd's printf format: the attribute tells clang's -Wformat-nonliteral so. */
@@ -505,32 +682,51 @@ static void log_mhd_error(void *cls, const char *format, va_list ap)
 
 int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_error *err)
 {
+        struct sbx_http_guard *guard = sbx_http_guard_start(err);
+        if (guard == NULL)
+                return -1;
+        const struct sbx_server_config *server = &api->config->server;
         struct MHD_Daemon *daemon = MHD_start_daemon(
                 MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                         MHD_USE_POLL | MHD_USE_ERROR_LOG,
                 0, NULL, NULL, handle_request, api, MHD_OPTION_LISTEN_SOCKET, api->listen_fd,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned)HTTP_CONNECTION_LIMIT,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)server->max_connections,
+                MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)server->max_connections_per_ip,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)HTTP_IDLE_TIMEOUT_S,
+                MHD_OPTION_NOTIFY_CONNECTION, sbx_http_guard_notify, guard,
                 MHD_OPTION_NOTIFY_COMPLETED, request_completed, api, MHD_OPTION_EXTERNAL_LOGGER,
                 log_mhd_error, api, MHD_OPTION_END);
-        if (daemon == NULL)
+        if (daemon == NULL) {
+                sbx_http_guard_stop(guard);
                 return sbx_error_set(err, EIO, "http: cannot start the server");
+        }
+        sbx_info("http: serving on %s", server->listen);
 
         int signal_number = 0;
         while (sigwait(wait_signals, &signal_number) != 0)
                 ;
-        sbx_info("http: %s: no new connections; waiting for running requests",
-                 signal_number == SIGUSR1 ? "engine lost" : "signal");
+        bool engine_lost = signal_number == SIGUSR1;
+        sbx_info("http: %s: draining: new executions get 503, running ones may finish",
+                 engine_lost ? "engine lost" : "signal");
 
-        /* Stop accepting, then give running executions the grace period to finish. */
-        MHD_quiesce_daemon(daemon);
-        uint64_t deadline = monotonic_ms() + api->config->server.shutdown_grace_s * 1000;
-        while (atomic_load(&requests_in_flight) > 0 && monotonic_ms() < deadline) {
+        /* Keep accepting, so that new requests get their 503 at once instead of waiting in the
+         * listen queue; let the running ones finish. The engine cancels what still runs when
+         * its grace period ends, and every cancelled execution answers (status canceled), so
+         * the wait ends on its own well before its bound. */
+        uint64_t now = monotonic_ms();
+        atomic_store(&drain_ends_ms, now + server->shutdown_grace_s * 1000);
+        atomic_store(&draining, true);
+        uint64_t deadline = now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS;
+        while (atomic_load(&executions_in_flight) > 0 && monotonic_ms() < deadline) {
                 struct timespec pause = {0, 20 * 1000 * 1000};
                 nanosleep(&pause, NULL);
         }
+        if (atomic_load(&executions_in_flight) > 0)
+                sbx_warn("http: %d execution(s) still running after the drain; stopping anyway",
+                         atomic_load(&executions_in_flight));
         /* Waiting calls return at once from here on (EPIPE), so no thread blocks the stop. */
         sbx_engine_client_shutdown(api->engine);
         MHD_stop_daemon(daemon);
+        sbx_http_guard_stop(guard);
         return 0;
 }

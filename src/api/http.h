@@ -4,6 +4,7 @@
 #pragma once
 
 #include "api/engine_client.h"
+#include "api/live_config.h"
 #include "api/metrics.h"
 #include "service/audit.h"
 #include "service/config.h"
@@ -11,7 +12,8 @@
 #include "util/error.h"
 
 struct sbx_api {
-        const struct sbx_config *config;
+        const struct sbx_config *config; /* as started: its [server] keys are in force */
+        struct sbx_live_config *live;    /* the tenants and tiers, replaced on reload */
         struct sbx_audit *audit;
         struct sbx_metrics *metrics;
         struct sbx_quota *quota;

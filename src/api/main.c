@@ -7,14 +7,18 @@
  *   sandboxd-api token [TENANT]     what `sandboxd token` runs
  *
  * It loads the same configuration as the engine (the embedded one without --config; with
- * --create-local-tenant, because none is configured, it adds the tenant "local" with a fresh
- * token and prints that token), opens the audit store while still root, then drops to the API
- * uid with no capabilities for the rest of its life. Tokens are made here and only here: this is
+ * --create-local-tenant, because none is configured, it adds the tenant "local" with the token
+ * kept in <data_dir>/local-token, made on the first start, and prints that token), opens the
+ * audit store while still root, then drops to the API uid with no capabilities for the rest of
+ * its life. Before it serves, it records what an earlier API process left unfinished
+ * (api/recover.h). Tokens are made here and only here: this is
  * the one program that links the crypto library, which would cost every `sandboxd run` ~0.3 ms of
  * start-up (bench/results/exec_latency.md). */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <limits.h>
 #include <grp.h>
 #include <linux/capability.h>
 #include <pthread.h>
@@ -28,7 +32,10 @@
 
 #include "api/engine_client.h"
 #include "api/http.h"
+#include "api/live_config.h"
 #include "api/metrics.h"
+#include "api/recover.h"
+#include "engine/spool.h"
 #include "sandbox/native/caps.h"
 #include "service/audit.h"
 #include "service/auth.h"
@@ -39,6 +46,9 @@
 
 #define LISTEN_FD 3
 #define ENGINE_FD 4
+
+/* In the data directory: the local tenant's token (see local_token). */
+#define LOCAL_TOKEN_FILE "local-token"
 
 /* The process gives up root for good: no supplementary groups, the API uid/gid, an empty
  * bounding set, no capabilities, no_new_privs. A bug in HTTP or JSON handling then runs with the
@@ -66,35 +76,70 @@ static void engine_lost(void *ctx)
         kill(getpid(), SIGUSR1);
 }
 
-/* Creates the tenant "local" with a fresh token, and tells the operator. */
-static int create_local_tenant(struct sbx_config *config, struct sbx_error *err)
+/* The local tenant's token, kept in the data directory so that it stays the same from one start
+ * to the next: read when the file holds one, else made and written (mode 0600, root's). */
+static int local_token(const char *data_dir, char token[SBX_TOKEN_LENGTH + 1],
+                       struct sbx_error *err)
+{
+        char path[PATH_MAX];
+        if (snprintf(path, sizeof(path), "%s/%s", data_dir, LOCAL_TOKEN_FILE) >= (int)sizeof(path))
+                return sbx_error_set(err, ENAMETOOLONG, "path of the local token");
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0) {
+                char text[SBX_TOKEN_LENGTH + 2] = "";
+                ssize_t n = read(fd, text, sizeof(text) - 1);
+                if (n >= SBX_TOKEN_LENGTH && strncmp(text, SBX_TOKEN_PREFIX, 4) == 0 &&
+                    (n == SBX_TOKEN_LENGTH || text[SBX_TOKEN_LENGTH] == '\n')) {
+                        memcpy(token, text, SBX_TOKEN_LENGTH);
+                        token[SBX_TOKEN_LENGTH] = '\0';
+                        return 0;
+                }
+                sbx_warn("local token: %s does not hold a token; making a new one", path);
+        }
+        if (sbx_auth_token_new(token, err) < 0)
+                return -1;
+        /* A new file each time (rename), so a reader never sees half a token. */
+        char temporary[PATH_MAX + 8];
+        snprintf(temporary, sizeof(temporary), "%s.new", path);
+        _cleanup_close_ int out =
+                open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (out < 0 || dprintf(out, "%s\n", token) < 0 || rename(temporary, path) < 0)
+                return sbx_error_set(err, errno, "write %s", path);
+        return 0;
+}
+
+/* Creates the tenant "local" with its kept token (its hash in digest), and tells the operator. */
+static int create_local_tenant(struct sbx_config *config, uint8_t digest[SBX_SHA256_SIZE],
+                               struct sbx_error *err)
 {
         char token[SBX_TOKEN_LENGTH + 1];
-        uint8_t digest[SBX_SHA256_SIZE];
-        if (sbx_auth_token_new(token, err) < 0 ||
+        if (local_token(config->server.data_dir, token, err) < 0 ||
             sbx_auth_sha256(token, strlen(token), digest, err) < 0 ||
             sbx_config_add_local_tenant(config, digest, err) < 0)
                 return -1;
-        printf("sandboxd: no tenants configured; created tenant \"local\" (tier %s)\n"
-               "  token: %s\n"
+        printf("sandboxd: no tenants configured; tenant \"local\" (tier %s)\n"
+               "  token: %s   (kept in %s/%s: delete it for a new one)\n"
                "  try:   curl -s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
                "\\\n"
                "           -d '{\"language\":\"python\",\"code\":\"print(2+2)\"}' "
                "http://%s/v1/executions\n",
-               config->tiers[0].name, token, token, config->server.listen);
+               config->tiers[0].name, token, config->server.data_dir, LOCAL_TOKEN_FILE, token,
+               config->server.listen);
         fflush(stdout);
         return 0;
 }
 
+/* Loads the config; with create_local, adds the local tenant, its token's hash in
+ * local_digest. */
 static int load_config(const char *path, bool create_local, struct sbx_config *config,
-                       struct sbx_error *err)
+                       uint8_t local_digest[SBX_SHA256_SIZE], struct sbx_error *err)
 {
         int rc = path != NULL ? sbx_config_load_file(path, config, err)
                               : sbx_config_load_string(sbx_config_default_text, "<embedded>",
                                                        config, err);
         if (rc < 0 || !create_local)
                 return rc;
-        return create_local_tenant(config, err);
+        return create_local_tenant(config, local_digest, err);
 }
 
 /* `sandboxd token [TENANT]`. */
@@ -112,7 +157,24 @@ static int print_token(int argc, char **argv)
         return 0;
 }
 
-static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigset_t *signals)
+/* What the engine read again on SIGHUP: the new tiers and tenants. */
+struct reload_context {
+        struct sbx_live_config *live;
+        const char *name;
+};
+
+static void config_arrived(void *ctx, const char *text, size_t size)
+{
+        struct reload_context *reload = ctx;
+        struct sbx_error err = {0};
+        if (sbx_live_config_reload(reload->live, text, size, reload->name, &err) < 0)
+                sbx_warn("reload refused, the tenants and tiers stay as they were: %s",
+                         err.message);
+}
+
+/* Serves with config (moved into the live configuration). */
+static int serve(struct sbx_config *config, const char *config_path, const uint8_t *local_digest,
+                 struct sbx_audit *audit, const sigset_t *signals)
 {
         struct sbx_error err = {0};
         _cleanup_free_ const char **tenants = calloc(config->n_tenants + 1, sizeof(*tenants));
@@ -121,16 +183,23 @@ static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigse
         for (size_t i = 0; i < config->n_tenants; i++)
                 tenants[i] = config->tenants[i].name;
         struct sbx_metrics *metrics = sbx_metrics_new(tenants, config->n_tenants, &err);
-        struct sbx_quota *quota = sbx_quota_new();
+        struct sbx_quota *quota = sbx_quota_new(config->server.max_sandboxes);
+        struct sbx_live_config *live =
+                metrics ? sbx_live_config_new(config, local_digest, metrics) : NULL;
+        struct reload_context reload = {.live = live,
+                                        .name = config_path ? config_path : "<embedded>"};
+        const struct sbx_engine_client_events events = {
+                .on_lost = engine_lost, .on_config = config_arrived, .ctx = &reload};
         struct sbx_engine_client *engine = NULL;
         int rc = 1;
-        if (metrics == NULL || quota == NULL) {
+        if (metrics == NULL || quota == NULL || live == NULL) {
                 fprintf(stderr, "sandboxd-api: out of memory\n");
-        } else if (sbx_engine_client_start(ENGINE_FD, engine_lost, NULL, &engine, &err) < 0) {
+        } else if (sbx_engine_client_start(ENGINE_FD, &events, &engine, &err) < 0) {
                 fprintf(stderr, "sandboxd-api: engine client: %s\n", err.message);
         } else {
                 struct sbx_api api = {
-                        .config = config,
+                        .config = sbx_live_config_initial(live),
+                        .live = live,
                         .audit = audit,
                         .metrics = metrics,
                         .quota = quota,
@@ -141,7 +210,8 @@ static int serve(struct sbx_config *config, struct sbx_audit *audit, const sigse
                 if (rc != 0)
                         fprintf(stderr, "sandboxd-api: %s\n", err.message);
         }
-        sbx_engine_client_free(engine);
+        sbx_engine_client_free(engine); /* no reload can arrive after this */
+        sbx_live_config_free(live);
         sbx_quota_free(quota);
         sbx_metrics_free(metrics);
         return rc;
@@ -167,9 +237,12 @@ int main(int argc, char **argv)
                 else
                         return 64;
         }
-        sbx_log_init();
-        /* A client that hangs up mid-response must not kill the server. */
+        sbx_log_init(SBX_LOG_INFO); /* as the engine's `serve`, which runs it */
+        /* A client that hangs up mid-response must not kill the server. SIGHUP is the engine's
+         * to act on (it sends the config file read again); one sent to the whole process group
+         * must not end this process. */
         signal(SIGPIPE, SIG_IGN);
+        signal(SIGHUP, SIG_IGN);
 
         /* The signals sigwait() takes are blocked before any thread exists: all inherit it. */
         sigset_t signals;
@@ -181,7 +254,8 @@ int main(int argc, char **argv)
 
         struct sbx_error err = {0};
         struct sbx_config config = {0};
-        if (load_config(config_path, create_local, &config, &err) < 0) {
+        uint8_t local_digest[SBX_SHA256_SIZE];
+        if (load_config(config_path, create_local, &config, local_digest, &err) < 0) {
                 fprintf(stderr, "sandboxd-api: config: %s\n", err.message);
                 return 78;
         }
@@ -192,10 +266,16 @@ int main(int argc, char **argv)
                 return 1;
         }
         int rc = 1;
+        char spool_dir[PATH_MAX];
+        snprintf(spool_dir, sizeof(spool_dir), "%s/%s", config.server.data_dir, SBX_SPOOL_DIR_NAME);
+        struct sbx_recovery recovery;
         if (drop_privileges(config.server.api_uid, &err) < 0)
                 fprintf(stderr, "sandboxd-api: drop privileges: %s\n", err.message);
+        else if (sbx_api_recover(audit, spool_dir, config.server.store_output, &recovery, &err) < 0)
+                fprintf(stderr, "sandboxd-api: recover: %s\n", err.message);
         else
-                rc = serve(&config, audit, &signals);
+                rc = serve(&config, config_path, create_local ? local_digest : NULL, audit,
+                           &signals);
         sbx_audit_close(audit);
         sbx_config_free(&config);
         return rc;

@@ -12,7 +12,7 @@
 #include "util/cleanup.h"
 
 /* Every enum sbx_status value has a name; they run from SBX_STATUS_OK to the last one. */
-#define STATUS_COUNT ((size_t)SBX_STATUS_INTERNAL_ERROR + 1)
+#define STATUS_COUNT SBX_STATUS_COUNT
 
 /* HTTP status codes are three digits with a first digit of 1 to 5 (RFC 9110 section 15). */
 #define HTTP_CODE_FIRST 100u
@@ -42,7 +42,7 @@ static const struct bucket buckets[] = {
 
 #define BUCKET_COUNT SBX_ARRAY_SIZE(buckets)
 
-static const char *const quota_reasons[] = {"concurrency", "cpu_budget"};
+static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity"};
 
 #define REASON_COUNT SBX_ARRAY_SIZE(quota_reasons)
 
@@ -93,6 +93,51 @@ struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants
                 metrics->n_tenants = i + 1; /* what sbx_metrics_free() must free so far */
         }
         return metrics;
+}
+
+/* A copy of a counter table of n_tenants + 1 rows with a zeroed row inserted before the last
+ * ("other"), or NULL. */
+static uint64_t *table_with_new_row(const uint64_t *table, size_t n_tenants, size_t columns)
+{
+        uint64_t *grown = calloc((n_tenants + 2) * columns, sizeof(*grown));
+        if (grown == NULL)
+                return NULL;
+        memcpy(grown, table, n_tenants * columns * sizeof(*grown));
+        memcpy(grown + (n_tenants + 1) * columns, table + n_tenants * columns,
+               columns * sizeof(*grown));
+        return grown;
+}
+
+int sbx_metrics_add_tenant(struct sbx_metrics *metrics, const char *tenant, struct sbx_error *err)
+{
+        pthread_mutex_lock(&metrics->lock);
+        int rc = 0;
+        for (size_t i = 0; i < metrics->n_tenants; i++)
+                if (strcmp(metrics->tenants[i], tenant) == 0)
+                        goto out;
+        size_t n = metrics->n_tenants;
+        char *name = strdup(tenant);
+        char **tenants = realloc(metrics->tenants, (n + 2) * sizeof(*tenants));
+        if (tenants != NULL)
+                metrics->tenants = tenants;
+        uint64_t *executions = table_with_new_row(metrics->executions, n, STATUS_COUNT + 1);
+        uint64_t *rejections = table_with_new_row(metrics->quota_rejections, n, REASON_COUNT + 1);
+        if (name == NULL || tenants == NULL || executions == NULL || rejections == NULL) {
+                free(name);
+                free(executions);
+                free(rejections);
+                rc = sbx_error_set(err, ENOMEM, "metrics: add tenant %s", tenant);
+                goto out;
+        }
+        free(metrics->executions);
+        free(metrics->quota_rejections);
+        metrics->executions = executions;
+        metrics->quota_rejections = rejections;
+        metrics->tenants[n] = name;
+        metrics->n_tenants = n + 1;
+out:
+        pthread_mutex_unlock(&metrics->lock);
+        return rc;
 }
 
 void sbx_metrics_free(struct sbx_metrics *metrics)

@@ -4,7 +4,8 @@
  *   sandboxd_executions_total{tenant,status}          counter
  *   sandboxd_phase_duration_seconds{phase}            histogram (acquire, setup, run, teardown,
  *                                                     total), buckets 1 ms .. 10 s
- *   sandboxd_quota_rejections_total{tenant,reason}    counter (reason: concurrency, cpu_budget)
+ *   sandboxd_quota_rejections_total{tenant,reason}    counter (reason: concurrency, cpu_budget,
+ *                                                     capacity)
  *   sandboxd_sandboxes_alive                          gauge, set from the engine's STATS reply
  *   sandboxd_pool_entries{state}                      gauge (idle, starting, in_use), likewise
  *   sandboxd_pool_{created,destroyed,hits,misses}_total  counters, likewise
@@ -12,9 +13,9 @@
  *   sandboxd_http_requests_total{code}                counter
  *
  * Label cardinality is bounded by construction, so no client can grow the registry: tenants are
- * the ones named at creation (the config's), statuses the fixed set of sbx_status_name(), reasons
- * the two above, codes 100..599. Any other value is counted under the label value "other" (a
- * configured tenant that is itself called "other" shares that series).
+ * the config's (named at creation, and added by a config reload), statuses the fixed set of
+ * sbx_status_name(), reasons the three below, codes 100..599. Any other value is counted under the
+ * label value "other" (a configured tenant that is itself called "other" shares that series).
  *
  * Every function is thread-safe (one mutex; the HTTP server runs a thread per connection). */
 #pragma once
@@ -39,6 +40,10 @@ struct sbx_metrics;
 struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
                                     struct sbx_error *err);
 
+/* Adds tenant to the label values of the tenant label (a tenant a config reload added); its
+ * counters start at zero. Nothing happens for a known one. -1 with err when memory runs out. */
+int sbx_metrics_add_tenant(struct sbx_metrics *metrics, const char *tenant, struct sbx_error *err);
+
 /* Frees the registry. NULL is a no-op. Nothing may use it concurrently. */
 void sbx_metrics_free(struct sbx_metrics *metrics);
 
@@ -49,7 +54,7 @@ void sbx_metrics_count_execution(struct sbx_metrics *metrics, const char *tenant
 /* Adds one observation of each phase of timing (microseconds) to the phase histograms. */
 void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_timing *timing);
 
-/* Counts one request refused by a quota; reason is "concurrency" or "cpu_budget". */
+/* Counts one request refused by a quota; reason is "concurrency", "cpu_budget" or "capacity". */
 void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *tenant,
                                        const char *reason);
 

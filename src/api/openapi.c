@@ -17,7 +17,7 @@ static const char openapi_document[] = JSON_TEXT(
     "title": "sandboxd",
     "version": "1.0.0",
     "summary": "Run untrusted code in a kernel-enforced sandbox.",
-    "description": "Errors are RFC 9457 application/problem+json bodies. A request to a path that does not exist answers 404, a method a path does not support answers 405 with an Allow header; both with a problem body.",
+    "description": "Errors are RFC 9457 application/problem+json bodies. A request to a path that does not exist answers 404, a method a path does not support answers 405 with an Allow header; both with a problem body. Every GET also answers HEAD (the same headers, no body). A request the server has no room for, or takes while shutting down, answers 503 with Retry-After; nothing was run then, and no audit record is kept.",
     "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"}
   },
   "security": [{"bearer": []}],
@@ -35,7 +35,7 @@ static const char openapi_document[] = JSON_TEXT(
         },
         "responses": {
           "200": {
-            "description": "The execution ran (or sandboxd failed to set it up: status internal_error).",
+            "description": "The execution ran, or started: status internal_error when sandboxd failed to set it up, canceled when the server's shutdown stopped it. Either way it has an audit record.",
             "content": {
               "application/json": {"schema": {"$ref": "#/components/schemas/ExecutionResult"}}
             }
@@ -47,14 +47,14 @@ static const char openapi_document[] = JSON_TEXT(
           "415": {"$ref": "#/components/responses/UnsupportedMediaType"},
           "429": {"$ref": "#/components/responses/QuotaExceeded"},
           "500": {"$ref": "#/components/responses/Internal"},
-          "503": {"$ref": "#/components/responses/EngineUnavailable"}
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
     "/v1/executions/{id}": {
       "get": {
         "operationId": "getExecution",
-        "summary": "The audit record of a past execution of the caller's tenant.",
+        "summary": "The audit record of an execution of the caller's tenant (status running while it runs).",
         "parameters": [
           {
             "name": "id",
@@ -89,7 +89,7 @@ static const char openapi_document[] = JSON_TEXT(
               "application/json": {"schema": {"$ref": "#/components/schemas/Health"}}
             }
           },
-          "503": {"$ref": "#/components/responses/EngineUnavailable"}
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
@@ -97,12 +97,14 @@ static const char openapi_document[] = JSON_TEXT(
       "get": {
         "operationId": "getMetrics",
         "summary": "Prometheus metrics, text exposition format 0.0.4.",
-        "security": [],
+        "description": "Open to anyone unless the server is configured with server.metrics_token_sha256; then only the bearer of that token (not a tenant's) may read it: the figures name every tenant.",
+        "security": [{}, {"bearer": []}],
         "responses": {
           "200": {
             "description": "sandboxd_executions_total, sandboxd_phase_duration_seconds, sandboxd_quota_rejections_total, sandboxd_sandboxes_alive, sandboxd_pool_entries, sandboxd_pool_created_total, sandboxd_pool_destroyed_total, sandboxd_pool_hits_total, sandboxd_pool_misses_total, sandboxd_pool_refill_seconds, sandboxd_http_requests_total.",
             "content": {"text/plain": {"schema": {"type": "string"}}}
-          }
+          },
+          "401": {"$ref": "#/components/responses/Unauthorized"}
         }
       }
     },
@@ -130,7 +132,7 @@ static const char openapi_document[] = JSON_TEXT(
     },
     "headers": {
       "RetryAfter": {
-        "description": "Seconds until the quota that refused the request has room again.",
+        "description": "Seconds until the quota or the server that refused the request is expected to have room again: from how long recent executions took, never past the running ones' deadlines, at least 1.",
         "required": true,
         "schema": {"type": "integer", "minimum": 1}
       },
@@ -203,8 +205,9 @@ static const char openapi_document[] = JSON_TEXT(
           "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         }
       },
-      "EngineUnavailable": {
-        "description": "The engine process does not answer.",
+      "Unavailable": {
+        "description": "Nothing was run (unless execution_id names a record that says otherwise). type at-capacity: the server runs server.max_sandboxes executions; shutting-down: SIGTERM arrived and running executions are finishing; engine-unavailable: the engine process is gone or did not answer in time (then execution_id names the execution, which may have run: its record says what is known).",
+        "headers": {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}},
         "content": {
           "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         }
@@ -289,7 +292,7 @@ static const char openapi_document[] = JSON_TEXT(
       },
       "Status": {
         "type": "string",
-        "enum": ["ok", "exit_nonzero", "signaled", "timeout", "memory_limit", "pids_limit", "output_limit", "disk_full", "compile_error", "internal_error"]
+        "enum": ["ok", "exit_nonzero", "signaled", "timeout", "memory_limit", "pids_limit", "output_limit", "disk_full", "compile_error", "internal_error", "canceled"]
       },
       "ExecutionId": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
       "ExecutionResult": {
@@ -316,9 +319,9 @@ static const char openapi_document[] = JSON_TEXT(
           "timing": {"$ref": "#/components/schemas/Timing"},
           "backend": {"type": "string", "enum": ["native"]},
           "pooled": {"type": "boolean"},
-          "error": {"type": "string", "description": "What failed; present exactly when status is internal_error."}
+          "error": {"type": "string", "description": "What failed, or why it was stopped; present exactly when status is internal_error or canceled."}
         },
-        "if": {"properties": {"status": {"const": "internal_error"}}},
+        "if": {"properties": {"status": {"enum": ["internal_error", "canceled"]}}},
         "then": {"required": ["error"]},
         "else": {"not": {"required": ["error"]}}
       },
@@ -387,16 +390,16 @@ static const char openapi_document[] = JSON_TEXT(
       },
       "AuditRecord": {
         "type": "object",
-        "description": "One row of the audit log. Every key is present; a value that was not recorded is null. stdout and stderr are null unless the server stores output (server.store_output).",
+        "description": "One row of the audit log, written when the execution starts (status running, its outcome null) and completed when it ends. Every key is present; a value that was not recorded is null. stdout and stderr are null unless the server stores output (server.store_output).",
         "additionalProperties": false,
         "required": ["id", "tenant", "created_at", "finished_at", "language", "status", "exit_code", "signal", "error", "requested", "effective", "clamped", "usage", "evidence", "timing", "stdout_bytes", "stderr_bytes", "stdout_sha256", "stderr_sha256", "stdout", "stderr"],
         "properties": {
           "id": {"$ref": "#/components/schemas/ExecutionId"},
           "tenant": {"type": "string"},
           "created_at": {"type": "integer", "minimum": 0, "description": "Request accepted, milliseconds since the Unix epoch."},
-          "finished_at": {"type": "integer", "minimum": 0, "description": "Result known, milliseconds since the Unix epoch."},
+          "finished_at": {"type": ["integer", "null"], "minimum": 0, "description": "Result known, milliseconds since the Unix epoch; null while running."},
           "language": {"type": "string"},
-          "status": {"$ref": "#/components/schemas/Status"},
+          "status": {"anyOf": [{"$ref": "#/components/schemas/Status"}, {"const": "running"}]},
           "exit_code": {"type": ["integer", "null"], "minimum": 0, "maximum": 255},
           "signal": {"type": ["integer", "null"], "minimum": 1},
           "error": {"type": ["string", "null"]},
@@ -411,10 +414,10 @@ static const char openapi_document[] = JSON_TEXT(
           "usage": {"oneOf": [{"$ref": "#/components/schemas/Usage"}, {"type": "null"}]},
           "evidence": {"oneOf": [{"$ref": "#/components/schemas/Evidence"}, {"type": "null"}]},
           "timing": {"oneOf": [{"$ref": "#/components/schemas/Timing"}, {"type": "null"}]},
-          "stdout_bytes": {"type": "integer", "minimum": 0},
-          "stderr_bytes": {"type": "integer", "minimum": 0},
-          "stdout_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the output bytes the program wrote (after the cap)."},
-          "stderr_sha256": {"type": "string", "pattern": "^[0-9a-f]{64}$"},
+          "stdout_bytes": {"type": ["integer", "null"], "minimum": 0},
+          "stderr_bytes": {"type": ["integer", "null"], "minimum": 0},
+          "stdout_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the output bytes the program wrote (after the cap)."},
+          "stderr_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"},
           "stdout": {"type": ["string", "null"]},
           "stderr": {"type": ["string", "null"]}
         }
@@ -443,9 +446,12 @@ static const char openapi_document[] = JSON_TEXT(
               "https://sandboxd.dev/problems/unsupported-media-type",
               "https://sandboxd.dev/problems/quota-exceeded",
               "https://sandboxd.dev/problems/engine-unavailable",
+              "https://sandboxd.dev/problems/at-capacity",
+              "https://sandboxd.dev/problems/shutting-down",
               "https://sandboxd.dev/problems/internal"
             ]
           },
+          "execution_id": {"$ref": "#/components/schemas/ExecutionId", "description": "On a 503 for an execution that may have run: its audit record."},
           "title": {"type": "string"},
           "status": {"type": "integer", "minimum": 400, "maximum": 599},
           "detail": {"type": "string"},

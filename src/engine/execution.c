@@ -272,10 +272,13 @@ static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sa
         result->timing.teardown_us = t4 - t3;
         result->timing.total_us = t4 - t0;
 
-        if (result->run.canceled) {
-                /* Whatever the program did before, it did not finish: the caller asked to stop. */
-                struct sbx_error canceled = {.message = "canceled"};
-                fail_internal(result, &canceled);
+        if (result->run.canceled && result->status != SBX_STATUS_INTERNAL_ERROR) {
+                /* Whatever the program did before, it did not finish: the caller asked to stop.
+                 * Its usage and evidence so far stand. */
+                result->status = SBX_STATUS_CANCELED;
+                result->exit_code = -1;
+                result->signal = 0;
+                snprintf(result->error, sizeof(result->error), "canceled before the program ended");
         } else if (result->status != SBX_STATUS_INTERNAL_ERROR) {
                 result->status = sbx_classify(&result->run, &result->evidence, &result->limits);
                 result->exit_code = result->run.exited ? result->run.exit_code : -1;

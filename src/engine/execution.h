@@ -54,7 +54,7 @@ struct sbx_request {
         struct sbx_limits limits;
         const char *backend; /* NULL = "native" */
         struct sbx_test_hooks test;
-        /* Readable = cancel: the sandbox is killed and the result is internal_error "canceled"
+        /* Readable = cancel: the sandbox is killed and the result's status is canceled
          * (the engine's worker passes a signalfd for SIGTERM). Set -1 for none; 0 also means none,
          * so a zero-initialised request is never cancelled by a readable stdin. Not closed here. */
         int cancel_fd;

@@ -29,7 +29,23 @@ static const char *const type_names[] = {
         [SBX_MESSAGE_PONG] = "PONG",
         [SBX_MESSAGE_STATS] = "STATS",
         [SBX_MESSAGE_STATS_REPLY] = "STATS_REPLY",
+        [SBX_MESSAGE_REFUSED] = "REFUSED",
+        [SBX_MESSAGE_CONFIG] = "CONFIG",
 };
+
+static const char *const refusal_names[] = {
+        [SBX_REFUSAL_BUSY] = "busy",
+        [SBX_REFUSAL_STOPPING] = "stopping",
+        [SBX_REFUSAL_INVALID] = "invalid",
+        [SBX_REFUSAL_FAILED] = "failed",
+};
+
+const char *sbx_refusal_name(enum sbx_refusal reason)
+{
+        if ((size_t)reason >= SBX_ARRAY_SIZE(refusal_names) || refusal_names[reason] == NULL)
+                return "unknown";
+        return refusal_names[reason];
+}
 
 const char *sbx_message_type_name(uint16_t type)
 {
@@ -302,6 +318,25 @@ int sbx_message_encode_result(uint64_t request_id, const struct sbx_result *resu
         put_opt_string(&w, "backend", result->backend);
         put_flag(&w, result->pooled);
         put_blob(&w, "error", result->error, strnlen(result->error, sizeof(result->error)));
+        return writer_finish(&w, out, out_len, err);
+}
+
+int sbx_message_encode_refused(uint64_t request_id, enum sbx_refusal reason, const char *detail,
+                               void **out, size_t *out_len, struct sbx_error *err)
+{
+        struct writer w;
+        writer_begin(&w, SBX_MESSAGE_REFUSED, request_id);
+        put_u32(&w, (uint32_t)reason);
+        put_blob(&w, "detail", detail, detail ? strnlen(detail, SBX_ERROR_MESSAGE_MAX - 1) : 0);
+        return writer_finish(&w, out, out_len, err);
+}
+
+int sbx_message_encode_config(const char *text, size_t size, void **out, size_t *out_len,
+                              struct sbx_error *err)
+{
+        struct writer w;
+        writer_begin(&w, SBX_MESSAGE_CONFIG, 0);
+        put_blob(&w, "text", text, size);
         return writer_finish(&w, out, out_len, err);
 }
 
@@ -686,7 +721,7 @@ static int decode_result(struct reader *r, struct sbx_result *result)
         uint32_t status;
         if (get_u32(r, "status", &status) < 0)
                 return -1;
-        if (status > SBX_STATUS_INTERNAL_ERROR)
+        if (status >= SBX_STATUS_COUNT)
                 return malformed(r->err, "%s: status: %u is not a status", r->type, status);
         result->status = (enum sbx_status)status;
         if (get_int_in(r, "exit_code", -1, 255, &result->exit_code) < 0 ||
@@ -725,6 +760,26 @@ static int decode_result(struct reader *r, struct sbx_result *result)
         if (get_string(r, "error", sizeof(result->error) - 1, &error) < 0)
                 return -1;
         snprintf(result->error, sizeof(result->error), "%s", error);
+        return 0;
+}
+
+static int decode_refused(struct reader *r, struct sbx_message_refused *refused)
+{
+        uint32_t reason;
+        if (get_u32(r, "reason", &reason) < 0)
+                return -1;
+        if (reason >= SBX_ARRAY_SIZE(refusal_names) || refusal_names[reason] == NULL)
+                return malformed(r->err, "%s: reason: %u is not a reason", r->type, reason);
+        refused->reason = (enum sbx_refusal)reason;
+        return get_string(r, "detail", SBX_ERROR_MESSAGE_MAX - 1, &refused->detail);
+}
+
+static int decode_config(struct reader *r, struct sbx_message_config *config)
+{
+        const uint8_t *text;
+        if (get_blob(r, "text", SBX_MESSAGE_MAX_CONFIG_BYTES, &text, &config->size) < 0)
+                return -1;
+        config->text = (const char *)text;
         return 0;
 }
 
@@ -799,6 +854,16 @@ int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
                 break;
         case SBX_MESSAGE_RESULT:
                 rc = decode_result(&r, &message->body.result);
+                break;
+        case SBX_MESSAGE_REFUSED:
+                rc = decode_refused(&r, &message->body.refused);
+                break;
+        case SBX_MESSAGE_CONFIG:
+                /* Unasked: no request of the API's may seem answered by it. */
+                rc = message->header.request_id != 0
+                             ? malformed(err, "CONFIG: request_id %llu, not 0",
+                                         (unsigned long long)message->header.request_id)
+                             : decode_config(&r, &message->body.config);
                 break;
         case SBX_MESSAGE_STATS_REPLY:
                 rc = decode_stats(&r, &message->body.stats);

@@ -28,12 +28,18 @@
  *                disk_known flag, disk_used_bytes u64, disk_total_bytes u64, inodes_free u64,
  *                wall_us u64}, evidence (8 u64 in struct order), limits, timing (5 u64 in struct
  *                order), backend opt(string), pooled flag, error string
- *   STATS_REPLY  5 u64 in the order of struct sbx_message_stats
+ *   REFUSED      reason u32 (enum sbx_refusal), detail string
+ *   CONFIG       text blob (at most SBX_MESSAGE_MAX_CONFIG_BYTES): the config file, as read
+ *   STATS_REPLY  13 u64 in the order of struct sbx_message_stats
  *   CANCEL, PING, PONG, STATS: empty body
  *
- * Requests carry a request_id chosen by the API; the reply (RESULT to RUN, PONG to PING,
- * STATS_REPLY to STATS) carries the same one. CANCEL names the RUN to cancel by its request_id and
- * has no reply: the RUN's RESULT says "canceled".
+ * Requests carry a request_id chosen by the API; the reply (RESULT or REFUSED to RUN, PONG to
+ * PING, STATS_REPLY to STATS) carries the same one. REFUSED means the RUN never reached a
+ * sandbox: nothing ran, so the API answers with a problem (503) and keeps no audit record. A
+ * RESULT means it did run, even when only as far as an internal_error. CANCEL names the RUN to
+ * cancel by its request_id and has no reply: the RUN's RESULT says "canceled". CONFIG (request_id
+ * 0, no reply) carries the config file the engine read again on SIGHUP, for the API process to
+ * take its tiers and tenants from (the file may be readable by root alone).
  *
  * Transport: one message per SOCK_SEQPACKET record. The kernel cannot carry a record much larger
  * than 4 MiB (the record is one physically contiguous allocation; measured on 6.18: 4 MiB goes,
@@ -53,7 +59,7 @@
 #include "util/error.h"
 
 #define SBX_PROTOCOL_MAGIC   0x53425844u /* "SBXD" read as a big-endian word */
-#define SBX_PROTOCOL_VERSION 1
+#define SBX_PROTOCOL_VERSION 2
 
 #define SBX_MESSAGE_HEADER_BYTES 24
 /* The largest message either side accepts. A RUN at its bounds (4 MiB code, 4 MiB stdin, args and
@@ -65,6 +71,7 @@
 
 /* Bounds the decoder adds to the SBX_MAX_* of execution.h. */
 #define SBX_MESSAGE_MAX_NAME_BYTES   64                      /* language and backend names */
+#define SBX_MESSAGE_MAX_CONFIG_BYTES (1024u * 1024u)         /* a config file (CONFIG) */
 #define SBX_MESSAGE_MAX_OUTPUT_BYTES (1024u * 1024u * 1024u) /* per stream: a result's cap */
 #define SBX_MESSAGE_MAX_WALL_MS      (24ull * 3600 * 1000) /* a run that never ends holds a worker */
 
@@ -76,6 +83,16 @@ enum sbx_message_type {
         SBX_MESSAGE_PONG = 5,        /* engine -> API */
         SBX_MESSAGE_STATS = 6,       /* API -> engine: counters, please */
         SBX_MESSAGE_STATS_REPLY = 7, /* engine -> API */
+        SBX_MESSAGE_REFUSED = 8,     /* engine -> API: the RUN was not started; nothing ran */
+        SBX_MESSAGE_CONFIG = 9,      /* engine -> API: the config file, read again (SIGHUP) */
+};
+
+/* Why the engine refused a RUN (REFUSED). */
+enum sbx_refusal {
+        SBX_REFUSAL_BUSY = 1,     /* max_sandboxes executions are running: retry later */
+        SBX_REFUSAL_STOPPING = 2, /* the engine is shutting down */
+        SBX_REFUSAL_INVALID = 3,  /* the RUN failed the engine's own checks (an API bug) */
+        SBX_REFUSAL_FAILED = 4,   /* the engine could not start a worker (fork failed) */
 };
 
 struct sbx_message_header {
@@ -99,6 +116,18 @@ struct sbx_message_run {
         const char *env[SBX_MAX_ENV];
 };
 
+/* A decoded REFUSED; detail points into the message buffer. */
+struct sbx_message_refused {
+        enum sbx_refusal reason;
+        const char *detail;
+};
+
+/* A decoded CONFIG; text points into the message buffer (NUL-terminated after size bytes). */
+struct sbx_message_config {
+        const char *text;
+        size_t size;
+};
+
 /* The engine's counters (STATS_REPLY). */
 struct sbx_message_stats {
         uint64_t sandboxes_alive;     /* workers that may still own a sandbox (one each at most) */
@@ -118,15 +147,21 @@ struct sbx_message_stats {
 };
 
 /* Any decoded message. Which body member is valid follows header.type: run for RUN, result for
- * RESULT, stats for STATS_REPLY, none for the empty ones. */
+ * RESULT, refused for REFUSED, config for CONFIG, stats for STATS_REPLY, none for the empty ones.
+ */
 struct sbx_message {
         struct sbx_message_header header;
         union {
                 struct sbx_message_run run;
                 struct sbx_result result;
+                struct sbx_message_refused refused;
+                struct sbx_message_config config;
                 struct sbx_message_stats stats;
         } body;
 };
+
+/* The name of a refusal reason ("busy"), or "unknown". */
+const char *sbx_refusal_name(enum sbx_refusal reason);
 
 /* The name of a message type ("RUN"), or "unknown". */
 const char *sbx_message_type_name(uint16_t type);
@@ -148,6 +183,14 @@ int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
 /* RESULT: result, including its stdout and stderr bytes and error text. */
 int sbx_message_encode_result(uint64_t request_id, const struct sbx_result *result, void **out,
                               size_t *out_len, struct sbx_error *err);
+
+/* REFUSED: reason, and detail (at most SBX_ERROR_MESSAGE_MAX - 1 bytes are sent). */
+int sbx_message_encode_refused(uint64_t request_id, enum sbx_refusal reason, const char *detail,
+                               void **out, size_t *out_len, struct sbx_error *err);
+
+/* CONFIG: size bytes of config text (request_id 0). */
+int sbx_message_encode_config(const char *text, size_t size, void **out, size_t *out_len,
+                              struct sbx_error *err);
 
 /* STATS_REPLY. */
 int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message_stats *stats,

@@ -1,6 +1,7 @@
 #include "engine/result.h"
 
 #include <signal.h>
+#include <stdio.h>
 
 #include "util/cleanup.h"
 
@@ -19,6 +20,7 @@ static const char *const status_names[] = {
         [SBX_STATUS_DISK_FULL] = "disk_full",
         [SBX_STATUS_COMPILE_ERROR] = "compile_error",
         [SBX_STATUS_INTERNAL_ERROR] = "internal_error",
+        [SBX_STATUS_CANCELED] = "canceled",
 };
 
 const char *sbx_status_name(enum sbx_status status)
@@ -26,6 +28,11 @@ const char *sbx_status_name(enum sbx_status status)
         if ((size_t)status >= SBX_ARRAY_SIZE(status_names) || status_names[status] == NULL)
                 return "internal_error";
         return status_names[status];
+}
+
+bool sbx_status_has_error(enum sbx_status status)
+{
+        return status == SBX_STATUS_INTERNAL_ERROR || status == SBX_STATUS_CANCELED;
 }
 
 static bool scratch_full(const struct sbx_run *run)
@@ -86,8 +93,25 @@ int sbx_result_cli_exit_code(const struct sbx_result *result)
                 return 1;
         case SBX_STATUS_INTERNAL_ERROR:
                 return 70;
+        case SBX_STATUS_CANCELED:
+                return 75; /* EX_TEMPFAIL: nothing wrong with the program; run it again */
         }
         return 70;
+}
+
+void sbx_result_set_internal_error(struct sbx_result *result, const char *execution_id,
+                                   const struct sbx_limits *limits, const char *backend,
+                                   const char *error)
+{
+        *result = (struct sbx_result){
+                .status = SBX_STATUS_INTERNAL_ERROR,
+                .exit_code = -1,
+                .backend = backend,
+        };
+        if (limits != NULL)
+                result->limits = *limits;
+        snprintf(result->id, sizeof(result->id), "%s", execution_id ? execution_id : "");
+        snprintf(result->error, sizeof(result->error), "%s", error);
 }
 
 void sbx_result_free(struct sbx_result *result)

@@ -18,7 +18,11 @@ enum sbx_status {
         SBX_STATUS_DISK_FULL,      /* the scratch tmpfs filled up, or SIGXFSZ */
         SBX_STATUS_COMPILE_ERROR,  /* reserved for compiled languages */
         SBX_STATUS_INTERNAL_ERROR, /* sandboxd failed; the program did not run (fail closed) */
+        SBX_STATUS_CANCELED,       /* stopped before it ended: shutdown, or its caller gave up */
 };
+
+/* The number of statuses: each one's number is also its code on the engine protocol's wire. */
+#define SBX_STATUS_COUNT ((size_t)SBX_STATUS_CANCELED + 1)
 
 struct sbx_timing {
         uint64_t acquire_us;  /* slot + cgroups + limits */
@@ -39,11 +43,15 @@ struct sbx_result {
         struct sbx_timing timing;
         const char *backend;
         bool pooled;
-        char error[SBX_ERROR_MESSAGE_MAX]; /* internal_error: what failed */
+        char error[SBX_ERROR_MESSAGE_MAX]; /* internal_error: what failed; canceled: why */
 };
 
 /* The name of a status as it appears in JSON ("memory_limit"). */
 const char *sbx_status_name(enum sbx_status status);
+
+/* Whether a result of this status says what went wrong in its error text (internal_error,
+ * canceled) rather than in the program's exit code or signal. */
+bool sbx_status_has_error(enum sbx_status status);
 
 /* Pure: decides the status from what the supervisor saw and the kernel's counters. A cap's
  * status wins over the exit code, most specific first: output_limit, timeout (wall), memory_limit
@@ -55,6 +63,12 @@ enum sbx_status sbx_classify(const struct sbx_run *run, const struct sbx_evidenc
 /* The documented exit code of `sandboxd run` for a result: the program's exit code for ok and
  * exit_nonzero, 128+signal for signaled, and a fixed code per cap (see README). */
 int sbx_result_cli_exit_code(const struct sbx_result *result);
+
+/* Makes result an internal_error of execution_id (NULL: none) saying error, with limits (NULL:
+ * zeroed) and backend, and no output. */
+void sbx_result_set_internal_error(struct sbx_result *result, const char *execution_id,
+                                   const struct sbx_limits *limits, const char *backend,
+                                   const char *error);
 
 /* Frees the output buffers. */
 void sbx_result_free(struct sbx_result *result);

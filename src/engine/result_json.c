@@ -68,7 +68,7 @@ json_t *sbx_json_string_from_bytes(const void *bytes, size_t len)
         return json_stringn(clean, out);
 }
 
-static json_t *limits_json(const struct sbx_limits *l)
+json_t *sbx_limits_to_json(const struct sbx_limits *l)
 {
         return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "wall_ms",
                          (json_int_t)l->wall_ms, "cpu_ms", (json_int_t)l->cpu_ms, "memory_mb",
@@ -111,9 +111,9 @@ static json_t *timing_json(const struct sbx_timing *t)
 
 json_t *sbx_result_to_json(const struct sbx_result *r)
 {
-        bool exited = r->status != SBX_STATUS_INTERNAL_ERROR && r->run.exited;
-        bool signaled =
-                r->status != SBX_STATUS_INTERNAL_ERROR && !r->run.exited && r->run.signal != 0;
+        bool has_error = sbx_status_has_error(r->status);
+        bool exited = !has_error && r->run.exited;
+        bool signaled = !has_error && !r->run.exited && r->run.signal != 0;
         json_t *object = json_pack(
                 "{s:s, s:s, s:o, s:o, s:o, s:o, s:{s:b, s:b}, s:o, s:o, s:o, s:o, s:s, s:b}", "id",
                 r->id, "status", sbx_status_name(r->status), "exit_code",
@@ -122,10 +122,10 @@ json_t *sbx_result_to_json(const struct sbx_result *r)
                 sbx_json_string_from_bytes(r->run.out.data, r->run.out.len), "stderr",
                 sbx_json_string_from_bytes(r->run.err.data, r->run.err.len), "truncated", "stdout",
                 r->run.out.overflow, "stderr", r->run.err.overflow, "usage", usage_json(r),
-                "limits", limits_json(&r->limits), "evidence", evidence_json(r), "timing",
+                "limits", sbx_limits_to_json(&r->limits), "evidence", evidence_json(r), "timing",
                 timing_json(&r->timing), "backend", r->backend ? r->backend : "native", "pooled",
                 r->pooled);
-        if (object != NULL && r->status == SBX_STATUS_INTERNAL_ERROR)
+        if (object != NULL && has_error)
                 json_object_set_new(object, "error", json_string(r->error));
         return object;
 }

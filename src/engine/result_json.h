@@ -9,6 +9,10 @@
  * valid UTF-8 has each invalid byte replaced by U+FFFD. */
 json_t *sbx_result_to_json(const struct sbx_result *result);
 
+/* The "limits" object of a result: the limits in the request's units (memory_mb, disk_mb, cpus).
+ * A new reference, or NULL when memory runs out. */
+json_t *sbx_limits_to_json(const struct sbx_limits *limits);
+
 /* A new JSON string of len bytes of program output (NULL when memory runs out): JSON strings are
  * UTF-8, so each byte that is not part of a valid UTF-8 sequence (RFC 3629: no overlong forms,
  * no surrogates, nothing past U+10FFFF) becomes U+FFFD. */

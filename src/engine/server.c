@@ -3,6 +3,7 @@
 #include "engine/server.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,73 +20,28 @@
 
 #include "engine/execution.h"
 #include "engine/protocol.h"
+#include "engine/server_state.h"
+#include "engine/worker.h"
 #include "sandbox/sandbox.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 #include "util/log.h"
 #include "util/time.h"
-
-/* A worker's exit code: 0 means its RESULT was sent; anything else (or a signal) makes the engine
- * send one for it. */
-#define WORKER_EXIT_NO_RESULT 1
 
 /* After SIGKILL the workers are gone within milliseconds; this only bounds a kernel surprise so
  * that shutdown always returns. */
 #define KILL_WAIT_MS 5000
 
-/* After a pool worker fails to get ready, refills wait this long (doubling, up to the maximum),
- * so that a broken runtime costs a log line a minute, not a fork loop. */
-#define POOL_RETRY_FIRST_MS 1000
-#define POOL_RETRY_MAX_MS   60000
+static void engine_freep(struct engine **e)
+{
+        if (*e == NULL)
+                return;
+        free((*e)->workers);
+        free((*e)->fds);
+        free(*e);
+}
 
-/* How often the loop wakes to retire idle pool workers and retry refills. */
-#define POOL_TICK_MS 1000
-
-/* Room for everything of a RESULT but its two output streams (error text, names, counters). */
-#define RESULT_OVERHEAD_BYTES (64u * 1024u)
-
-struct worker {
-        uint64_t request_id; /* 0: a pool worker no request was given to yet */
-        char execution_id[SBX_EXECUTION_ID_CHARS + 1];
-        pid_t pid;
-        int pidfd; /* -1 when pidfd_open failed; the worker is then killed and only reaped */
-        /* Pool workers only (pool != NULL): a warm sandbox waiting for its one request. */
-        const struct sbx_engine_pool *pool;
-        int control_fd;          /* the engine's end of its control socket, until assigned */
-        bool ready;              /* it said "R": its sandbox and loader are up */
-        bool retiring;           /* idle too long: told to go, never assigned */
-        uint64_t ready_since_us; /* for max_idle_s */
-        uint64_t spawned_us;     /* for the refill time */
-};
-
-struct engine {
-        int api_fd;
-        int signal_fd;
-        pid_t api_pid;
-        struct worker *workers;
-        size_t n_workers;
-        size_t max_workers; /* executions at once (max_sandboxes); idle pool workers not counted */
-        size_t capacity;    /* the workers table: max_workers plus every pool's max_idle */
-        uint64_t grace_ms;
-
-        bool api_open;          /* still reading api_fd */
-        bool stopping;          /* shutdown begun: no new workers */
-        bool canceled;          /* draining ran out of grace: running executions were canceled */
-        bool killed;            /* the grace period ran out and SIGKILL went out */
-        bool unclean;           /* a worker died without cleaning up: reconcile at the end */
-        uint64_t deadline_us;   /* SIGKILL at this time while stopping; give up at it once killed */
-        struct sbx_error fatal; /* the API socket's failure, reported after the cleanup */
-        bool failed;
-
-        struct sbx_message_stats stats;
-        struct sbx_message message; /* decode scratch: the loop handles one message at a time */
-
-        const struct sbx_engine_pool *pools;
-        size_t n_pools;
-        unsigned pool_failures; /* pool workers that died before ready, in a row */
-        uint64_t pool_retry_us; /* after failures, no refill before this time */
-};
-
-static int pidfd_open(pid_t pid)
+int engine_pidfd_open(pid_t pid)
 {
         return (int)syscall(SYS_pidfd_open, pid, 0);
 }
@@ -95,210 +51,12 @@ static int pidfd_send_signal(int pidfd, int sig)
         return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
 }
 
-/* ---- The worker ---------------------------------------------------------------------------- */
-
-/* Closes every fd but 0-2, keep_a and keep_b (-1: none): the other workers' pidfds, the engine's
- * signalfd and whatever else the engine holds are none of this execution's business. */
-static int close_fds_except(int keep_a, int keep_b)
+struct sbx_worker_context engine_worker_context(const struct engine *e)
 {
-        int keeps[2] = {keep_a < keep_b ? keep_a : keep_b, keep_a < keep_b ? keep_b : keep_a};
-        unsigned next = 3; /* the lowest fd not yet decided */
-        for (size_t i = 0; i < 2; i++) {
-                if (keeps[i] < (int)next) /* -1, 0-2 or the same fd twice */
-                        continue;
-                if (keeps[i] > (int)next && close_range(next, (unsigned)keeps[i] - 1, 0) < 0)
-                        return -1;
-                next = (unsigned)keeps[i] + 1;
-        }
-        return close_range(next, ~0U, 0);
-}
-
-/* Default dispositions, except SIGPIPE which stays ignored: a program that closes its stdin must
- * show up as EPIPE in the supervisor, not kill it. Then the mask holds SIGTERM alone, which is
- * read through the returned signalfd: the request's cancel fd. */
-static int worker_signals(void)
-{
-        for (int sig = 1; sig < NSIG; sig++) {
-                if (sig == SIGKILL || sig == SIGSTOP)
-                        continue;
-                signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL); /* EINVAL for glibc's own */
-        }
-        sigset_t cancel;
-        sigemptyset(&cancel);
-        sigaddset(&cancel, SIGTERM);
-        /* The signalfd comes first: SIGTERM is blocked (inherited from the engine) all along, so
-         * one that arrived since fork() is still pending and makes the fd readable at once. */
-        int fd = signalfd(-1, &cancel, SFD_CLOEXEC | SFD_NONBLOCK);
-        if (fd < 0)
-                return -1;
-        if (sigprocmask(SIG_SETMASK, &cancel, NULL) < 0) {
-                close(fd);
-                return -1;
-        }
-        return fd;
-}
-
-/* Cuts the output streams so that the RESULT fits in one message; a cut stream is marked
- * truncated like one that hit its cap. Only reachable with output caps over ~24 MiB. */
-static void fit_output(struct sbx_result *result)
-{
-        const size_t budget = SBX_MESSAGE_MAX_BYTES - RESULT_OVERHEAD_BYTES;
-        struct sbx_buffer *out = &result->run.out, *err = &result->run.err;
-        if (out->len + err->len <= budget)
-                return;
-        size_t half = budget / 2;
-        size_t out_len = out->len, err_len = err->len;
-        if (out_len <= half)
-                err_len = budget - out_len;
-        else if (err_len <= half)
-                out_len = budget - err_len;
-        else
-                out_len = err_len = half;
-        if (out_len < out->len) {
-                out->len = out_len;
-                out->overflow = true;
-        }
-        if (err_len < err->len) {
-                err->len = err_len;
-                err->overflow = true;
-        }
-}
-
-static void result_internal_error(struct sbx_result *result, const char *execution_id,
-                                  const struct sbx_limits *limits, const char *backend,
-                                  const char *error)
-{
-        *result = (struct sbx_result){
-                .status = SBX_STATUS_INTERNAL_ERROR,
-                .exit_code = -1,
-                .backend = backend,
-        };
-        if (limits != NULL)
-                result->limits = *limits;
-        snprintf(result->id, sizeof(result->id), "%s", execution_id ? execution_id : "");
-        snprintf(result->error, sizeof(result->error), "%s", error);
-}
-
-/* Encodes and sends result; when the outputs are too large for a message they are cut, and when
- * it cannot be encoded at all an internal_error without output goes instead. */
-static int send_result(int api_fd, uint64_t request_id, struct sbx_result *result,
-                       struct sbx_error *err)
-{
-        _cleanup_free_ void *buf = NULL;
-        size_t len = 0;
-        int rc = sbx_message_encode_result(request_id, result, &buf, &len, err);
-        if (rc < 0 && err->code == EMSGSIZE) {
-                fit_output(result);
-                rc = sbx_message_encode_result(request_id, result, &buf, &len, err);
-        }
-        if (rc < 0) {
-                sbx_error_prefix(err, "engine: cannot encode the result");
-                struct sbx_result fallback;
-                result_internal_error(&fallback, result->id, &result->limits, result->backend,
-                                      err->message);
-                if (sbx_message_encode_result(request_id, &fallback, &buf, &len, err) < 0)
-                        return -1;
-        }
-        return sbx_message_send(api_fd, buf, len, err);
-}
-
-/* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
- * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
- * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
-static int become_worker_or_die(pid_t engine_pid, int keep_a, int keep_b)
-{
-        /* Dies with the engine: SIGTERM, i.e. cancel and clean up. Checked after setting it, in
-         * case the engine died in between (we would then belong to someone else already). */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != engine_pid)
-                _exit(WORKER_EXIT_NO_RESULT);
-        /* The sandbox's init and anything re-parented below it are reaped here. */
-        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
-                sbx_warn("worker: PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
-        /* Out of the terminal's session: Ctrl-C and hang-ups reach the engine, which cancels us
-         * through SIGTERM; a direct SIGINT would kill us without cleaning up. */
-        (void)setsid();
-        if (close_fds_except(keep_a, keep_b) < 0)
-                _exit(WORKER_EXIT_NO_RESULT);
-        return worker_signals();
-}
-
-/* The forked worker: one execution, its RESULT sent on api_fd, then _exit. Never returns. */
-static _Noreturn void worker_run_and_exit(int api_fd, pid_t engine_pid, uint64_t request_id,
-                                          const struct sbx_message_run *run)
-{
-        int cancel_fd = become_worker_or_die(engine_pid, api_fd, -1);
-
-        struct sbx_request request = run->request;
-        request.cancel_fd = cancel_fd;
-        struct sbx_result result;
-        struct sbx_error err = {0};
-        if (cancel_fd < 0) {
-                sbx_error_set(&err, errno, "engine: worker: cancel signalfd");
-                result_internal_error(&result, run->execution_id, &request.limits, request.backend,
-                                      err.message);
-        } else if (sbx_execute(&request, &result, &err) < 0) {
-                result_internal_error(&result, run->execution_id, &request.limits, request.backend,
-                                      err.message);
-        }
-        snprintf(result.id, sizeof(result.id), "%s", run->execution_id);
-        if (send_result(api_fd, request_id, &result, &err) < 0) {
-                sbx_warn("worker: request %llu: %s", (unsigned long long)request_id, err.message);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        _exit(0);
-}
-
-/* A pool worker: makes a warm sandbox (pool mode), says "R" on control_fd, waits for the engine to
- * forward one RUN on it (or for SIGTERM: retire), runs it, sends the RESULT on api_fd, _exits. */
-static _Noreturn void pool_worker_run_and_exit(int api_fd, int control_fd, pid_t engine_pid,
-                                               const struct sbx_engine_pool *pool)
-{
-        int cancel_fd = become_worker_or_die(engine_pid, api_fd, control_fd);
-        if (cancel_fd < 0)
-                _exit(WORKER_EXIT_NO_RESULT);
-
-        struct sbx_pool_entry *entry = NULL;
-        struct sbx_error err = {0};
-        if (sbx_pool_entry_create(pool->language, NULL, &entry, &err) < 0) {
-                sbx_warn("pool worker (%s): %s", pool->language, err.message);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        if (write(control_fd, "R", 1) != 1) {
-                sbx_pool_entry_destroy(entry);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        struct pollfd fds[2] = {{.fd = control_fd, .events = POLLIN},
-                                {.fd = cancel_fd, .events = POLLIN}};
-        while (poll(fds, 2, -1) < 0 && errno == EINTR)
-                ;
-        void *buf = NULL;
-        size_t len = 0;
-        struct sbx_message message;
-        /* A RUN that arrived is run even when SIGTERM came too (its execution is then canceled
-         * at once and answered): the engine counts on an answer from an assigned worker. */
-        if ((fds[0].revents & POLLIN) == 0 ||
-            sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
-            sbx_message_decode(buf, len, &message, &err) < 0 ||
-            message.header.type != SBX_MESSAGE_RUN) {
-                /* Retired, or the engine is gone: nothing ran, nothing to answer. */
-                sbx_pool_entry_destroy(entry);
-                _exit(0);
-        }
-        close(control_fd);
-        const struct sbx_message_run *run = &message.body.run;
-        struct sbx_request request = run->request;
-        request.cancel_fd = cancel_fd;
-        struct sbx_result result;
-        if (sbx_pool_entry_execute(entry, &request, &result, &err) < 0)
-                result_internal_error(&result, run->execution_id, &request.limits, request.backend,
-                                      err.message);
-        snprintf(result.id, sizeof(result.id), "%s", run->execution_id);
-        if (send_result(api_fd, message.header.request_id, &result, &err) < 0) {
-                sbx_warn("pool worker: request %llu: %s",
-                         (unsigned long long)message.header.request_id, err.message);
-                _exit(WORKER_EXIT_NO_RESULT);
-        }
-        _exit(0);
+        return (struct sbx_worker_context){.api_fd = e->api_fd,
+                                           .engine_pid = e->pid,
+                                           .spool_dir = e->spool_dir,
+                                           .spool_owner = e->spool_owner};
 }
 
 /* ---- The engine's replies ------------------------------------------------------------------ */
@@ -313,7 +71,7 @@ static void send_message(struct engine *e, void *buf, size_t len)
         free(buf);
 }
 
-/* A RESULT internal_error for a RUN that gets no worker (or whose worker failed). */
+/* A RESULT internal_error for a RUN whose worker ended without sending one. */
 static void reply_error(struct engine *e, uint64_t request_id, const char *execution_id,
                         const struct sbx_request *request, const char *fmt, ...)
         __attribute__((format(printf, 5, 6)));
@@ -327,12 +85,35 @@ static void reply_error(struct engine *e, uint64_t request_id, const char *execu
         vsnprintf(text, sizeof(text), fmt, ap);
         va_end(ap);
         struct sbx_result result;
-        result_internal_error(&result, execution_id, request ? &request->limits : NULL,
-                              request ? request->backend : NULL, text);
+        sbx_result_set_internal_error(&result, execution_id, request ? &request->limits : NULL,
+                                      request ? request->backend : NULL, text);
         void *buf;
         size_t len;
         struct sbx_error err = {0};
         if (sbx_message_encode_result(request_id, &result, &buf, &len, &err) < 0) {
+                sbx_warn("engine: request %llu: %s", (unsigned long long)request_id, err.message);
+                return;
+        }
+        send_message(e, buf, len);
+}
+
+/* REFUSED: the RUN gets no worker; nothing ran. */
+static void reply_refused(struct engine *e, uint64_t request_id, enum sbx_refusal reason,
+                          const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+static void reply_refused(struct engine *e, uint64_t request_id, enum sbx_refusal reason,
+                          const char *fmt, ...)
+{
+        char detail[SBX_ERROR_MESSAGE_MAX];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(detail, sizeof(detail), fmt, ap);
+        va_end(ap);
+        e->stats.executions_rejected++;
+        void *buf;
+        size_t len;
+        struct sbx_error err = {0};
+        if (sbx_message_encode_refused(request_id, reason, detail, &buf, &len, &err) < 0) {
                 sbx_warn("engine: request %llu: %s", (unsigned long long)request_id, err.message);
                 return;
         }
@@ -357,18 +138,7 @@ static void reply_stats(struct engine *e, uint64_t request_id)
          * alive bound the sandboxes alive from above. */
         e->stats.workers_alive = e->n_workers;
         e->stats.sandboxes_alive = e->n_workers;
-        e->stats.pool_idle = e->stats.pool_starting = e->stats.pool_in_use = 0;
-        for (size_t i = 0; i < e->n_workers; i++) {
-                const struct worker *w = &e->workers[i];
-                if (w->pool == NULL)
-                        continue;
-                if (w->request_id != 0)
-                        e->stats.pool_in_use++;
-                else if (w->ready && !w->retiring)
-                        e->stats.pool_idle++;
-                else if (!w->retiring)
-                        e->stats.pool_starting++;
-        }
+        pools_count(e, &e->stats);
         void *buf;
         size_t len;
         struct sbx_error err = {0};
@@ -397,32 +167,74 @@ static struct worker *find_worker_by_pid(struct engine *e, pid_t pid)
         return NULL;
 }
 
-/* Signals a worker that has not been reaped: its pid cannot have been reused, so kill() is a
- * safe fallback when there is no pidfd. */
-static void signal_worker(const struct worker *w, int sig)
+/* A worker not reaped yet cannot have had its pid reused, so kill() is a safe fallback when
+ * there is no pidfd. */
+void engine_signal_worker(const struct worker *w, int sig)
 {
         int rc = w->pidfd >= 0 ? pidfd_send_signal(w->pidfd, sig) : kill(w->pid, sig);
         if (rc < 0 && errno != ESRCH)
                 sbx_warn("engine: signal %d to worker %d: %s", sig, (int)w->pid, strerror(errno));
 }
 
+struct worker *engine_add_worker(struct engine *e)
+{
+        if (e->n_workers == e->workers_allocated) {
+                size_t allocated = e->workers_allocated * 2;
+                struct worker *workers = realloc(e->workers, allocated * sizeof(*workers));
+                if (workers == NULL)
+                        return NULL;
+                e->workers = workers;
+                e->workers_allocated = allocated;
+        }
+        struct worker *w = &e->workers[e->n_workers++];
+        *w = (struct worker){.pidfd = -1, .control_fd = -1};
+        return w;
+}
+
+int engine_control_socket_pair(int pair[2])
+{
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                return -1;
+        if (fcntl(pair[0], F_SETFL, O_NONBLOCK) < 0) {
+                close(pair[0]);
+                close(pair[1]);
+                return -1;
+        }
+        return 0;
+}
+
 static void spawn_worker(struct engine *e, uint64_t request_id)
 {
         const struct sbx_message_run *run = &e->message.body.run;
-        pid_t engine_pid = getpid();
-        pid_t pid = fork();
-        if (pid < 0) {
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, run->execution_id, &run->request,
-                            "engine: fork a worker: %s", strerror(errno));
+        int pair[2];
+        struct worker *w = engine_add_worker(e);
+        if (w == NULL || engine_control_socket_pair(pair) < 0) {
+                if (w != NULL)
+                        e->n_workers--;
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: start a worker: %s",
+                              strerror(w == NULL ? ENOMEM : errno));
                 return;
         }
-        if (pid == 0)
-                worker_run_and_exit(e->api_fd, engine_pid, request_id, run);
-
-        struct worker *w = &e->workers[e->n_workers++];
-        *w = (struct worker){
-                .request_id = request_id, .pid = pid, .pidfd = pidfd_open(pid), .control_fd = -1};
+        pid_t pid = fork();
+        if (pid < 0) {
+                int saved = errno;
+                e->n_workers--;
+                close(pair[0]);
+                close(pair[1]);
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: fork a worker: %s",
+                              strerror(saved));
+                return;
+        }
+        if (pid == 0) {
+                close(pair[0]);
+                const struct sbx_worker_context context = engine_worker_context(e);
+                sbx_worker_run_and_exit(&context, pair[1], request_id, run);
+        }
+        close(pair[1]);
+        *w = (struct worker){.request_id = request_id,
+                             .pid = pid,
+                             .pidfd = engine_pidfd_open(pid),
+                             .control_fd = pair[0]};
         memcpy(w->execution_id, run->execution_id, sizeof(w->execution_id));
         e->stats.executions_started++;
         if (w->pidfd < 0) {
@@ -432,28 +244,17 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
                          strerror(errno));
                 kill(pid, SIGKILL);
         }
-        sbx_debug("engine: request %llu: worker %d runs execution %s",
-                  (unsigned long long)request_id, (int)pid, run->execution_id);
+        sbx_debug("engine: execution %s started (request %llu, worker %d)", run->execution_id,
+                  (unsigned long long)request_id, (int)pid);
 }
 
-/* Forgets a reaped worker; answers its request when it did not. */
+/* Forgets a reaped worker (closing its fds); answers its request when it did not. */
 static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *info)
 {
+        sbx_closep(&w->control_fd);
         if (w->pool != NULL && w->request_id == 0) {
-                /* A pool worker that ran nothing: retired, or it failed to get ready. */
-                e->stats.pool_destroyed++;
-                if (!w->ready && !e->stopping) {
-                        e->pool_failures++;
-                        uint64_t backoff = POOL_RETRY_FIRST_MS
-                                           << (e->pool_failures < 7 ? e->pool_failures - 1 : 6);
-                        if (backoff > POOL_RETRY_MAX_MS)
-                                backoff = POOL_RETRY_MAX_MS;
-                        e->pool_retry_us = sbx_now_us() + backoff * 1000;
-                }
-                if (w->control_fd >= 0)
-                        close(w->control_fd);
-                if (w->pidfd >= 0)
-                        close(w->pidfd);
+                pools_worker_ended(e, w);
+                sbx_closep(&w->pidfd);
                 *w = e->workers[--e->n_workers];
                 return;
         }
@@ -471,8 +272,7 @@ static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *in
                 reply_error(e, w->request_id, w->execution_id, NULL,
                             "engine: the worker ended without a result (%s)", how);
         }
-        if (w->pidfd >= 0)
-                close(w->pidfd);
+        sbx_closep(&w->pidfd);
         e->stats.executions_finished++;
         *w = e->workers[--e->n_workers];
 }
@@ -513,133 +313,48 @@ static void reap_children(struct engine *e)
         }
 }
 
-/* ---- Warm pools ---------------------------------------------------------------------------- */
-
-static void spawn_pool_worker(struct engine *e, const struct sbx_engine_pool *pool)
-{
-        int pair[2];
-        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0) {
-                sbx_warn("engine: pool %s: socketpair: %s", pool->language, strerror(errno));
-                return;
-        }
-        pid_t engine_pid = getpid();
-        pid_t pid = fork();
-        if (pid < 0) {
-                sbx_warn("engine: pool %s: fork: %s", pool->language, strerror(errno));
-                close(pair[0]);
-                close(pair[1]);
-                return;
-        }
-        if (pid == 0) {
-                close(pair[0]);
-                pool_worker_run_and_exit(e->api_fd, pair[1], engine_pid, pool);
-        }
-        close(pair[1]);
-        struct worker *w = &e->workers[e->n_workers++];
-        *w = (struct worker){.pid = pid,
-                             .pidfd = pidfd_open(pid),
-                             .pool = pool,
-                             .control_fd = pair[0],
-                             .spawned_us = sbx_now_us()};
-        if (w->pidfd < 0) {
-                sbx_warn("engine: pidfd_open(%d): %s; killing the pool worker", (int)pid,
-                         strerror(errno));
-                kill(pid, SIGKILL);
-        }
-}
-
-/* Idle = a pool worker nobody was given a request: starting up, or ready. */
-static bool worker_idle(const struct worker *w)
-{
-        return w->pool != NULL && w->request_id == 0 && !w->retiring;
-}
-
-/* Keeps every pool at min_idle idle workers (never over max_idle, nor over max_sandboxes), and
- * retires ready ones idle for longer than max_idle_s. */
-static void maintain_pools(struct engine *e)
-{
-        uint64_t now = sbx_now_us();
-        for (size_t i = 0; i < e->n_workers; i++) {
-                struct worker *w = &e->workers[i];
-                if (worker_idle(w) && w->ready && w->pool->max_idle_s > 0 &&
-                    now - w->ready_since_us > (uint64_t)w->pool->max_idle_s * 1000000) {
-                        w->retiring = true;
-                        signal_worker(w, SIGTERM);
-                }
-        }
-        if (e->stopping || now < e->pool_retry_us)
-                return;
-        for (size_t p = 0; p < e->n_pools; p++) {
-                const struct sbx_engine_pool *pool = &e->pools[p];
-                unsigned idle = 0;
-                for (size_t i = 0; i < e->n_workers; i++)
-                        if (e->workers[i].pool == pool && worker_idle(&e->workers[i]))
-                                idle++;
-                unsigned target = pool->min_idle < pool->max_idle ? pool->min_idle : pool->max_idle;
-                while (idle < target && e->n_workers < e->capacity) {
-                        spawn_pool_worker(e, pool);
-                        idle++;
-                }
-        }
-}
-
-/* Workers running (or about to run) an execution: every worker but the idle pool ones. */
+/* Workers running an execution: given a request and not done. These, and only these, count
+ * against max_sandboxes: idle pool workers never keep a request out, and a worker that said "D"
+ * has destroyed its sandbox and is only sending its RESULT and exiting. Because "D" comes
+ * before the RESULT, the API's count of executions in flight (from sending a RUN to reading
+ * its RESULT) is never below this one: an API that keeps its own count under max_sandboxes is
+ * never refused for being busy. */
 static size_t running_workers(const struct engine *e)
 {
         size_t running = 0;
         for (size_t i = 0; i < e->n_workers; i++)
-                if (!worker_idle(&e->workers[i]) && !e->workers[i].retiring)
+                if (e->workers[i].request_id != 0 && !e->workers[i].done)
                         running++;
         return running;
 }
 
-/* A ready, idle pool worker for language, or NULL. */
-static struct worker *find_ready_pool_worker(struct engine *e, const char *language)
+/* Whether the loop waits for the worker to say something: "R" from a starting pool worker, "D"
+ * from one running an execution. */
+static bool worker_listened_to(const struct worker *w)
 {
-        for (size_t i = 0; i < e->n_workers; i++) {
-                struct worker *w = &e->workers[i];
-                if (worker_idle(w) && w->ready && strcmp(w->pool->language, language) == 0)
-                        return w;
-        }
-        return NULL;
+        if (w->control_fd < 0)
+                return false;
+        return w->request_id != 0 ? !w->done : w->pool != NULL && !w->ready && !w->retiring;
 }
 
-/* Reads a starting pool worker's "R". */
-static void read_pool_control(struct engine *e, struct worker *w)
+/* Reads what the worker said on its control socket, if anything (it never blocks). */
+static void read_control(struct engine *e, struct worker *w)
 {
         char byte = 0;
-        ssize_t n = read(w->control_fd, &byte, 1);
-        if (n == 1 && byte == 'R') {
-                w->ready = true;
-                w->ready_since_us = sbx_now_us();
-                e->pool_failures = 0;
-                e->stats.pool_created++;
-                e->stats.pool_refill_us += w->ready_since_us - w->spawned_us;
+        ssize_t n = recv(w->control_fd, &byte, 1, MSG_DONTWAIT);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n == 1 && byte == SBX_WORKER_READY && w->request_id == 0 && w->pool != NULL) {
+                pools_worker_ready(e, w);
                 return;
         }
-        /* It hung up before ready: it failed (and says why in the log); the reaper forgets it. */
-        close(w->control_fd);
-        w->control_fd = -1;
-        w->retiring = true;
-}
-
-/* Hands the RUN in buf to a ready pool worker: it runs it and answers the API itself. */
-static bool assign_pool_worker(struct engine *e, struct worker *w, const void *buf, size_t len,
-                               uint64_t request_id)
-{
-        struct sbx_error err = {0};
-        if (sbx_message_send(w->control_fd, buf, len, &err) < 0) {
-                sbx_warn("engine: pool worker %d: %s", (int)w->pid, err.message);
+        /* "D", or it hung up: either way it runs nothing any more. A pool worker that hangs up
+         * before it is ready failed (it says why in the log); the reaper forgets it. */
+        sbx_closep(&w->control_fd);
+        if (w->request_id != 0)
+                w->done = true;
+        else
                 w->retiring = true;
-                signal_worker(w, SIGTERM);
-                return false;
-        }
-        close(w->control_fd);
-        w->control_fd = -1;
-        w->request_id = request_id;
-        memcpy(w->execution_id, e->message.body.run.execution_id, sizeof(w->execution_id));
-        e->stats.executions_started++;
-        return true;
 }
 
 /* ---- Shutdown ------------------------------------------------------------------------------ */
@@ -658,8 +373,8 @@ static void begin_stop(struct engine *e, const char *why, bool drain)
         if (drain && e->api_pid > 0)
                 kill(e->api_pid, SIGTERM); /* it stops accepting, drains, then hangs up */
         for (size_t i = 0; i < e->n_workers; i++)
-                if (!drain || worker_idle(&e->workers[i]))
-                        signal_worker(&e->workers[i], SIGTERM);
+                if (!drain || pool_worker_idle(&e->workers[i]))
+                        engine_signal_worker(&e->workers[i], SIGTERM);
         e->canceled = !drain;
         e->deadline_us = sbx_now_us() + e->grace_ms * 1000;
 }
@@ -670,7 +385,7 @@ static void cancel_running_workers(struct engine *e)
         sbx_warn("engine: %zu execution(s) still running after %llu ms; cancelling them",
                  e->n_workers, (unsigned long long)e->grace_ms);
         for (size_t i = 0; i < e->n_workers; i++)
-                signal_worker(&e->workers[i], SIGTERM);
+                engine_signal_worker(&e->workers[i], SIGTERM);
         e->canceled = true;
         e->deadline_us = sbx_now_us() + KILL_WAIT_MS * 1000ull;
 }
@@ -680,7 +395,7 @@ static void kill_all_workers(struct engine *e)
         sbx_warn("engine: %zu worker(s) still running after %llu ms; killing them", e->n_workers,
                  (unsigned long long)e->grace_ms);
         for (size_t i = 0; i < e->n_workers; i++)
-                signal_worker(&e->workers[i], SIGKILL);
+                engine_signal_worker(&e->workers[i], SIGKILL);
         e->killed = true;
         e->unclean = true;
         e->deadline_us = sbx_now_us() + KILL_WAIT_MS * 1000ull;
@@ -688,61 +403,52 @@ static void kill_all_workers(struct engine *e)
 
 /* ---- Messages from the API ----------------------------------------------------------------- */
 
+/* Reads every "D" already said: called when the engine looks full, since a worker's "D" may not
+ * have been read yet when the RUN that follows its RESULT arrives (see running_workers). */
+static void read_done_notices(struct engine *e)
+{
+        for (size_t i = 0; i < e->n_workers; i++)
+                if (e->workers[i].request_id != 0 && worker_listened_to(&e->workers[i]))
+                        read_control(e, &e->workers[i]);
+}
+
 static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t request_id)
 {
         struct sbx_error err = {0};
         if (sbx_message_decode(buf, len, &e->message, &err) < 0) {
                 sbx_warn("engine: request %llu: refused: %s", (unsigned long long)request_id,
                          err.message);
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, NULL, NULL, "engine: invalid RUN message: %s",
-                            err.message);
+                reply_refused(e, request_id, SBX_REFUSAL_INVALID, "engine: invalid RUN: %s",
+                              err.message);
                 return;
         }
         const struct sbx_message_run *run = &e->message.body.run;
-        if (running_workers(e) >= e->max_workers || e->n_workers >= e->capacity) {
-                /* A worker sends its RESULT just before it exits, so the API can answer with a new
-                 * RUN before the loop has seen that exit: reap what is already gone first. */
-                for (size_t i = e->n_workers; i-- > 0;)
-                        if (e->workers[i].pidfd >= 0)
-                                reap_worker(e, i);
+        if (e->stopping) {
+                reply_refused(e, request_id, SBX_REFUSAL_STOPPING, "engine shutting down");
+                return;
         }
-        bool room = running_workers(e) < e->max_workers;
-        if (!e->stopping && room && find_worker_by_request(e, request_id) == NULL &&
-            sbx_pool_request_eligible(&run->request)) {
-                struct worker *w = find_ready_pool_worker(e, run->request.language);
-                if (w != NULL && assign_pool_worker(e, w, buf, len, request_id)) {
+        if (find_worker_by_request(e, request_id) != NULL) {
+                reply_refused(e, request_id, SBX_REFUSAL_INVALID,
+                              "engine: request id %llu is already running",
+                              (unsigned long long)request_id);
+                return;
+        }
+        if (running_workers(e) >= e->max_workers)
+                read_done_notices(e);
+        if (running_workers(e) >= e->max_workers) {
+                reply_refused(e, request_id, SBX_REFUSAL_BUSY,
+                              "engine busy: %zu executions running, the maximum", e->max_workers);
+                return;
+        }
+        if (sbx_pool_request_eligible(&run->request)) {
+                struct worker *w = pools_find_ready(e, run->request.language);
+                if (w != NULL && pools_assign(e, w, buf, len, request_id)) {
                         e->stats.pool_hits++;
-                        maintain_pools(e); /* refill behind it at once */
+                        pools_maintain(e); /* refill behind it at once */
                         return;
                 }
                 if (sbx_pool_supports(run->request.language))
                         e->stats.pool_misses++;
-        }
-        const char *refusal = NULL;
-        if (e->stopping)
-                refusal = "engine shutting down";
-        else if (!room)
-                refusal = "engine busy";
-        else if (find_worker_by_request(e, request_id) != NULL)
-                refusal = "engine: request id already running";
-        if (refusal != NULL) {
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, run->execution_id, &run->request, "%s", refusal);
-                return;
-        }
-        if (e->n_workers >= e->capacity) {
-                /* Idle pool workers fill the table: one makes room (it retires at once). */
-                for (size_t i = 0; i < e->n_workers; i++) {
-                        if (worker_idle(&e->workers[i])) {
-                                e->workers[i].retiring = true;
-                                signal_worker(&e->workers[i], SIGTERM);
-                                break;
-                        }
-                }
-                e->stats.executions_rejected++;
-                reply_error(e, request_id, run->execution_id, &run->request, "engine busy");
-                return;
         }
         spawn_worker(e, request_id);
 }
@@ -755,8 +461,8 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 sbx_warn("engine: dropped a message: %s", err.message);
                 /* A RUN with a sound start but a broken header still gets an answer. */
                 if (header.magic == SBX_PROTOCOL_MAGIC && header.type == SBX_MESSAGE_RUN)
-                        reply_error(e, header.request_id, NULL, NULL,
-                                    "engine: invalid RUN message: %s", err.message);
+                        reply_refused(e, header.request_id, SBX_REFUSAL_INVALID,
+                                      "engine: invalid RUN: %s", err.message);
                 return;
         }
         /* Request id 0 is how the table marks an idle pool worker: no request may use it. */
@@ -775,7 +481,7 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 if (len != SBX_MESSAGE_HEADER_BYTES)
                         sbx_warn("engine: CANCEL with a body dropped");
                 else if (w != NULL)
-                        signal_worker(w, SIGTERM);
+                        engine_signal_worker(w, SIGTERM);
                 return;
         }
         case SBX_MESSAGE_PING:
@@ -791,6 +497,8 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                         reply_stats(e, header.request_id);
                 return;
         case SBX_MESSAGE_RESULT:
+        case SBX_MESSAGE_REFUSED:
+        case SBX_MESSAGE_CONFIG:
         case SBX_MESSAGE_PONG:
         case SBX_MESSAGE_STATS_REPLY:
                 break;
@@ -824,6 +532,34 @@ static void read_api(struct engine *e)
         }
 }
 
+/* SIGHUP: reads the config file again and hands it to the API process, which takes its tiers
+ * and tenants from it (the file may be readable by root alone). The engine's own settings
+ * (listen, max_sandboxes, pools) take a restart. */
+static void forward_config(struct engine *e)
+{
+        if (e->config_path == NULL) {
+                sbx_info("engine: SIGHUP: no config file to read again (embedded defaults)");
+                return;
+        }
+        struct sbx_error err = {0};
+        _cleanup_close_ int fd = open(e->config_path, O_RDONLY | O_CLOEXEC);
+        _cleanup_free_ char *text = NULL;
+        size_t size = 0;
+        void *buf;
+        size_t len;
+        if (fd < 0) {
+                sbx_error_set(&err, errno, "open %s", e->config_path);
+        } else if (sbx_read_all_fd(fd, SBX_MESSAGE_MAX_CONFIG_BYTES, &text, &size, &err) == 0 &&
+                   sbx_message_encode_config(text, size, &buf, &len, &err) == 0) {
+                sbx_info("engine: SIGHUP: %s read again; the API process takes its tiers and "
+                         "tenants",
+                         e->config_path);
+                send_message(e, buf, len);
+                return;
+        }
+        sbx_warn("engine: SIGHUP: %s; nothing changes", err.message);
+}
+
 static void read_signals(struct engine *e)
 {
         struct signalfd_siginfo info;
@@ -832,6 +568,8 @@ static void read_signals(struct engine *e)
                         begin_stop(e, "SIGTERM", true);
                 else if (info.ssi_signo == SIGINT)
                         begin_stop(e, "SIGINT", true);
+                else if (info.ssi_signo == SIGHUP && !e->stopping)
+                        forward_config(e);
                 /* SIGCHLD: reap_children runs after every wake-up anyway. */
         }
 }
@@ -848,9 +586,27 @@ static int poll_timeout_ms(const struct engine *e)
         return (int)((e->deadline_us - now + 999) / 1000);
 }
 
-static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
+/* poll's array, with room for the signalfd, the API socket and two fds per worker. */
+static struct pollfd *poll_array(struct engine *e)
+{
+        size_t needed = 2 * e->n_workers + 2;
+        if (needed > e->fds_allocated) {
+                struct pollfd *fds = realloc(e->fds, needed * 2 * sizeof(*fds));
+                if (fds == NULL)
+                        return NULL;
+                e->fds = fds;
+                e->fds_allocated = needed * 2;
+        }
+        return e->fds;
+}
+
+static int run_loop(struct engine *e, struct sbx_error *err)
 {
         while (!e->stopping || e->n_workers > 0) {
+                /* Stays put for this iteration: workers added meanwhile wait for the next one. */
+                struct pollfd *fds = poll_array(e);
+                if (fds == NULL)
+                        return sbx_error_set(err, ENOMEM, "engine: allocate the poll array");
                 nfds_t n = 0;
                 fds[n++] = (struct pollfd){.fd = e->signal_fd, .events = POLLIN};
                 nfds_t api_slot = 0;
@@ -862,10 +618,10 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
                 size_t polled = e->n_workers;
                 for (size_t i = 0; i < polled; i++)
                         fds[n++] = (struct pollfd){.fd = e->workers[i].pidfd, .events = POLLIN};
-                /* Pool workers still starting: their "R" says they are ready. */
+                /* Starting pool workers ("R") and running workers ("D"). */
                 nfds_t first_control = n;
                 for (size_t i = 0; i < polled; i++)
-                        if (e->workers[i].control_fd >= 0 && !e->workers[i].ready)
+                        if (worker_listened_to(&e->workers[i]))
                                 fds[n++] = (struct pollfd){.fd = e->workers[i].control_fd,
                                                            .events = POLLIN};
                 nfds_t end_control = n;
@@ -876,13 +632,14 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
 
                 if (ready > 0 && fds[0].revents != 0)
                         read_signals(e);
-                /* Before the API: a RUN in the same wake-up may then use a worker just ready. */
+                /* Before the API: a RUN in the same wake-up may then use a worker just ready, or
+                 * the room of one just done. */
                 for (nfds_t i = first_control; ready > 0 && i < end_control; i++) {
                         if (fds[i].revents == 0)
                                 continue;
                         for (size_t k = 0; k < e->n_workers; k++) {
-                                if (e->workers[k].control_fd == fds[i].fd && !e->workers[k].ready) {
-                                        read_pool_control(e, &e->workers[k]);
+                                if (e->workers[k].control_fd == fds[i].fd) {
+                                        read_control(e, &e->workers[k]);
                                         break;
                                 }
                         }
@@ -902,7 +659,7 @@ static int run_loop(struct engine *e, struct pollfd *fds, struct sbx_error *err)
                         }
                 }
                 reap_children(e);
-                maintain_pools(e);
+                pools_maintain(e);
 
                 if (e->stopping && e->n_workers > 0 && sbx_now_us() >= e->deadline_us) {
                         if (e->killed) {
@@ -947,6 +704,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         sigemptyset(&handled);
         sigaddset(&handled, SIGTERM);
         sigaddset(&handled, SIGINT);
+        sigaddset(&handled, SIGHUP);
         sigaddset(&handled, SIGCHLD);
         /* Blocked before the signalfd exists, so that none is lost or acted on by default. */
         if (sigprocmask(SIG_BLOCK, &handled, NULL) < 0)
@@ -958,23 +716,25 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 return sbx_error_set(err, errno, "engine: PR_SET_CHILD_SUBREAPER");
 
-        _cleanup_free_ struct engine *e = calloc(1, sizeof(*e));
-        size_t capacity = max;
+        _cleanup_(engine_freep) struct engine *e = calloc(1, sizeof(*e));
+        if (e == NULL)
+                return sbx_error_set(err, ENOMEM, "engine: allocate");
+        /* A first size that usually suffices: every running worker, a few done ones and the
+         * pools (add_worker grows it). */
+        e->workers_allocated = 2 * (size_t)max + 8;
         for (size_t i = 0; i < options->n_pools; i++)
-                capacity += options->pools[i].max_idle > options->pools[i].min_idle
-                                    ? options->pools[i].max_idle
-                                    : options->pools[i].min_idle;
-        _cleanup_free_ struct worker *workers = calloc(capacity, sizeof(*workers));
-        /* signalfd, API socket, a pidfd per worker and a control fd per pool worker. */
-        _cleanup_free_ struct pollfd *fds = calloc(2 * capacity + 2, sizeof(*fds));
-        if (e == NULL || workers == NULL || fds == NULL)
+                e->workers_allocated += options->pools[i].max_idle + options->pools[i].min_idle;
+        e->workers = calloc(e->workers_allocated, sizeof(*e->workers));
+        if (e->workers == NULL)
                 return sbx_error_set(err, ENOMEM, "engine: allocate");
         e->api_fd = api_fd;
         e->signal_fd = signal_fd;
+        e->pid = getpid();
         e->api_pid = options->api_pid;
-        e->workers = workers;
+        e->spool_dir = options->spool_dir;
+        e->spool_owner = options->spool_owner;
+        e->config_path = options->config_path;
         e->max_workers = max;
-        e->capacity = capacity;
         e->grace_ms = options->shutdown_grace_ms ? options->shutdown_grace_ms
                                                  : SBX_ENGINE_DEFAULT_GRACE_MS;
         e->api_open = true;
@@ -986,7 +746,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         sbx_info("engine: serving (max_sandboxes=%u, grace=%llu ms)", max,
                  (unsigned long long)e->grace_ms);
 
-        int rc = run_loop(e, fds, err);
+        int rc = run_loop(e, err);
         if (rc < 0) {
                 /* poll itself failed: without it there is no grace period to wait out, but
                  * still nothing may be left behind. */
@@ -1002,10 +762,8 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         if (e->unclean && e->n_workers == 0)
                 reconcile(); /* killed workers could not remove their cgroups */
         for (size_t i = 0; i < e->n_workers; i++) {
-                if (e->workers[i].pidfd >= 0)
-                        close(e->workers[i].pidfd);
-                if (e->workers[i].control_fd >= 0)
-                        close(e->workers[i].control_fd);
+                sbx_closep(&e->workers[i].pidfd);
+                sbx_closep(&e->workers[i].control_fd);
         }
         sbx_info("engine: stopped (%llu started, %llu finished, %llu rejected)",
                  (unsigned long long)e->stats.executions_started,

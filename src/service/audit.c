@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,6 +53,37 @@ static const char *const audit_migrations[] = {
         " stderr BLOB"
         ") STRICT;"
         "CREATE INDEX executions_by_tenant ON executions (tenant, created_at);",
+        /* 2: rows are written when an execution begins (status 'running') and completed when
+         * it ends, so the outcome columns may be NULL. SQLite cannot drop NOT NULL in place:
+         * the table is rebuilt. The partial index finds the rows still running at start. */
+        "CREATE TABLE executions_v2 ("
+        " id TEXT PRIMARY KEY NOT NULL,"
+        " tenant TEXT NOT NULL,"
+        " created_at INTEGER NOT NULL,"
+        " finished_at INTEGER,"
+        " language TEXT NOT NULL,"
+        " status TEXT NOT NULL,"
+        " exit_code INTEGER,"
+        " signal INTEGER,"
+        " error TEXT,"
+        " requested TEXT,"
+        " effective TEXT,"
+        " clamped TEXT,"
+        " usage TEXT,"
+        " evidence TEXT,"
+        " timing TEXT,"
+        " stdout_bytes INTEGER,"
+        " stderr_bytes INTEGER,"
+        " stdout_sha256 TEXT,"
+        " stderr_sha256 TEXT,"
+        " stdout BLOB,"
+        " stderr BLOB"
+        ") STRICT;"
+        "INSERT INTO executions_v2 SELECT * FROM executions;"
+        "DROP TABLE executions;"
+        "ALTER TABLE executions_v2 RENAME TO executions;"
+        "CREATE INDEX executions_by_tenant ON executions (tenant, created_at);"
+        "CREATE INDEX executions_running ON executions (id) WHERE status = 'running';",
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,
@@ -118,10 +150,25 @@ static const struct {
         [COLUMN_STDERR] = {"stderr", COLUMN_OUTPUT},
 };
 
+/* The columns each write statement sets, in the numbering of enum column (?N is column N-1). */
+static const enum column begin_columns[] = {
+        COLUMN_ID,     COLUMN_TENANT,    COLUMN_CREATED_AT, COLUMN_LANGUAGE,
+        COLUMN_STATUS, COLUMN_REQUESTED, COLUMN_EFFECTIVE,  COLUMN_CLAMPED,
+};
+static const enum column outcome_columns[] = {
+        COLUMN_FINISHED_AT,   COLUMN_STATUS,       COLUMN_EXIT_CODE,    COLUMN_SIGNAL,
+        COLUMN_ERROR,         COLUMN_EFFECTIVE,    COLUMN_USAGE,        COLUMN_EVIDENCE,
+        COLUMN_TIMING,        COLUMN_STDOUT_BYTES, COLUMN_STDERR_BYTES, COLUMN_STDOUT_SHA256,
+        COLUMN_STDERR_SHA256, COLUMN_STDOUT,       COLUMN_STDERR,
+};
+
 struct sbx_audit {
         pthread_mutex_t lock; /* serialises every use of db and of the statements */
         sqlite3 *db;
-        sqlite3_stmt *insert;
+        sqlite3_stmt *begin;     /* INSERT of begin_columns */
+        sqlite3_stmt *finish;    /* UPDATE of outcome_columns WHERE id = ?1 AND running */
+        sqlite3_stmt *forget;    /* DELETE WHERE id = ?1 AND running */
+        sqlite3_stmt *interrupt; /* UPDATE status, error, finished_at of every running row */
         sqlite3_stmt *select;
 };
 
@@ -239,39 +286,73 @@ rollback:
         return -1;
 }
 
-/* Builds "INSERT ... VALUES (?1, ...)" and "SELECT ... WHERE tenant = ?1 AND id = ?2" from
- * audit_columns, so both statements and the fetch loop share one column order. */
+/* Appends printf-style text to buf (size bytes, NUL-terminated); false when it does not fit. */
+static bool append(char *buf, size_t size, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static bool append(char *buf, size_t size, const char *fmt, ...)
+{
+        size_t len = strlen(buf);
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(buf + len, size - len, fmt, ap);
+        va_end(ap);
+        return n >= 0 && (size_t)n < size - len;
+}
+
+static int audit_prepare(struct sbx_audit *audit, const char *sql, sqlite3_stmt **statement,
+                         struct sbx_error *err)
+{
+        /* PERSISTENT: the statements live as long as the connection. */
+        if (sqlite3_prepare_v3(audit->db, sql, -1, SQLITE_PREPARE_PERSISTENT, statement, NULL) !=
+            SQLITE_OK)
+                return audit_sqlite_error(err, audit->db, sql);
+        return 0;
+}
+
+/* Builds every statement from audit_columns and the column lists above, so that the statements,
+ * the binding and the fetch loop share one column numbering: parameter ?N is column N-1. */
 static int audit_prepare_statements(struct sbx_audit *audit, struct sbx_error *err)
 {
-        char insert[1024] = "INSERT INTO executions (";
-        char select[1024] = "SELECT ";
-        for (size_t i = 0; i < COLUMN_COUNT; i++) {
-                const char *separator = i + 1 < COLUMN_COUNT ? ", " : "";
-                size_t len = strlen(select);
-                snprintf(select + len, sizeof(select) - len, "%s%s", audit_columns[i].name,
-                         separator);
-                len = strlen(insert);
-                snprintf(insert + len, sizeof(insert) - len, "%s%s", audit_columns[i].name,
-                         separator);
+        char begin[512] = "INSERT INTO executions (";
+        char values[256] = ") VALUES (";
+        bool fits = true;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(begin_columns); i++) {
+                const char *separator = i + 1 < SBX_ARRAY_SIZE(begin_columns) ? ", " : "";
+                fits &= append(begin, sizeof(begin), "%s%s", audit_columns[begin_columns[i]].name,
+                               separator);
+                fits &= append(values, sizeof(values), "?%d%s", (int)begin_columns[i] + 1,
+                               separator);
         }
-        size_t len = strlen(insert);
-        snprintf(insert + len, sizeof(insert) - len, ") VALUES (");
-        for (size_t i = 0; i < COLUMN_COUNT; i++) {
-                len = strlen(insert);
-                snprintf(insert + len, sizeof(insert) - len, "?%zu%s", i + 1,
-                         i + 1 < COLUMN_COUNT ? ", " : ")");
-        }
-        len = strlen(select);
-        snprintf(select + len, sizeof(select) - len,
-                 " FROM executions WHERE tenant = ?1 AND id = ?2");
+        fits &= append(begin, sizeof(begin), "%s)", values);
 
-        /* PERSISTENT: both statements live as long as the connection. */
-        if (sqlite3_prepare_v3(audit->db, insert, -1, SQLITE_PREPARE_PERSISTENT, &audit->insert,
-                               NULL) != SQLITE_OK)
-                return audit_sqlite_error(err, audit->db, "prepare insert");
-        if (sqlite3_prepare_v3(audit->db, select, -1, SQLITE_PREPARE_PERSISTENT, &audit->select,
-                               NULL) != SQLITE_OK)
-                return audit_sqlite_error(err, audit->db, "prepare select");
+        char finish[1024] = "UPDATE executions SET ";
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(outcome_columns); i++)
+                fits &= append(finish, sizeof(finish), "%s = ?%d%s",
+                               audit_columns[outcome_columns[i]].name, (int)outcome_columns[i] + 1,
+                               i + 1 < SBX_ARRAY_SIZE(outcome_columns) ? ", " : "");
+        fits &= append(finish, sizeof(finish), " WHERE id = ?1 AND status = '%s'",
+                       SBX_AUDIT_STATUS_RUNNING);
+
+        char select[1024] = "SELECT ";
+        for (size_t i = 0; i < COLUMN_COUNT; i++)
+                fits &= append(select, sizeof(select), "%s%s", audit_columns[i].name,
+                               i + 1 < COLUMN_COUNT ? ", " : "");
+        fits &= append(select, sizeof(select), " FROM executions WHERE tenant = ?1 AND id = ?2");
+        if (!fits)
+                return sbx_error_set(err, ENAMETOOLONG, "audit: a statement is too long");
+
+        static const char forget[] =
+                "DELETE FROM executions WHERE id = ?1 AND status = '" SBX_AUDIT_STATUS_RUNNING "'";
+        static const char interrupt[] =
+                "UPDATE executions SET status = 'internal_error', error = ?1, finished_at = ?2 "
+                "WHERE status = '" SBX_AUDIT_STATUS_RUNNING "'";
+        if (audit_prepare(audit, begin, &audit->begin, err) < 0 ||
+            audit_prepare(audit, finish, &audit->finish, err) < 0 ||
+            audit_prepare(audit, forget, &audit->forget, err) < 0 ||
+            audit_prepare(audit, interrupt, &audit->interrupt, err) < 0 ||
+            audit_prepare(audit, select, &audit->select, err) < 0)
+                return -1;
         return 0;
 }
 
@@ -327,7 +408,10 @@ void sbx_audit_close(struct sbx_audit *audit)
 {
         if (audit == NULL)
                 return;
-        sqlite3_finalize(audit->insert);
+        sqlite3_finalize(audit->begin);
+        sqlite3_finalize(audit->finish);
+        sqlite3_finalize(audit->forget);
+        sqlite3_finalize(audit->interrupt);
         sqlite3_finalize(audit->select);
         /* The last connection to close checkpoints the WAL into the database and removes it. */
         if (sqlite3_close(audit->db) != SQLITE_OK)
@@ -366,68 +450,181 @@ static int bind_output(sqlite3_stmt *statement, enum column column, const void *
         return sqlite3_bind_blob64(statement, (int)column + 1, data, size, SQLITE_STATIC);
 }
 
-/* Binds every column of record to the insert statement; the first SQLite error code, or
- * SQLITE_OK. */
-static int audit_bind_record(sqlite3_stmt *s, const struct sbx_audit_record *r,
-                             const char *stdout_sha256, const char *stderr_sha256)
+/* The output digests sbx_audit_finish stores beside the record's own fields. */
+struct outcome_digests {
+        char stdout_sha256[SBX_AUDIT_SHA256_HEX_SIZE];
+        char stderr_sha256[SBX_AUDIT_SHA256_HEX_SIZE];
+};
+
+/* Binds one column of record to parameter ?column+1 of s; an SQLite result code. */
+static int bind_column(sqlite3_stmt *s, enum column column, const struct sbx_audit_record *r,
+                       const struct outcome_digests *digests)
 {
-        int rc = SQLITE_OK;
-#define BIND(call)                                                                                 \
-        do {                                                                                       \
-                if (rc == SQLITE_OK)                                                               \
-                        rc = (call);                                                               \
-        } while (0)
-        BIND(bind_text(s, COLUMN_ID, r->id));
-        BIND(bind_text(s, COLUMN_TENANT, r->tenant));
-        BIND(sqlite3_bind_int64(s, COLUMN_CREATED_AT + 1, r->created_at_ms));
-        BIND(sqlite3_bind_int64(s, COLUMN_FINISHED_AT + 1, r->finished_at_ms));
-        BIND(bind_text(s, COLUMN_LANGUAGE, r->language));
-        BIND(bind_text(s, COLUMN_STATUS, r->status));
-        BIND(r->exit_code >= 0 ? sqlite3_bind_int(s, COLUMN_EXIT_CODE + 1, r->exit_code)
-                               : sqlite3_bind_null(s, COLUMN_EXIT_CODE + 1));
-        BIND(r->signal > 0 ? sqlite3_bind_int(s, COLUMN_SIGNAL + 1, r->signal)
-                           : sqlite3_bind_null(s, COLUMN_SIGNAL + 1));
-        BIND(bind_text(s, COLUMN_ERROR, r->error));
-        BIND(bind_json(s, COLUMN_REQUESTED, r->requested));
-        BIND(bind_json(s, COLUMN_EFFECTIVE, r->effective));
-        BIND(bind_json(s, COLUMN_CLAMPED, r->clamped));
-        BIND(bind_json(s, COLUMN_USAGE, r->usage));
-        BIND(bind_json(s, COLUMN_EVIDENCE, r->evidence));
-        BIND(bind_json(s, COLUMN_TIMING, r->timing));
-        BIND(sqlite3_bind_int64(s, COLUMN_STDOUT_BYTES + 1, (sqlite3_int64)r->stdout_size));
-        BIND(sqlite3_bind_int64(s, COLUMN_STDERR_BYTES + 1, (sqlite3_int64)r->stderr_size));
-        BIND(bind_text(s, COLUMN_STDOUT_SHA256, stdout_sha256));
-        BIND(bind_text(s, COLUMN_STDERR_SHA256, stderr_sha256));
-        BIND(bind_output(s, COLUMN_STDOUT, r->stdout_data, r->stdout_size, r->store_output));
-        BIND(bind_output(s, COLUMN_STDERR, r->stderr_data, r->stderr_size, r->store_output));
-#undef BIND
-        return rc;
+        int parameter = (int)column + 1;
+        switch (column) {
+        case COLUMN_ID:
+                return bind_text(s, column, r->id);
+        case COLUMN_TENANT:
+                return bind_text(s, column, r->tenant);
+        case COLUMN_CREATED_AT:
+                return sqlite3_bind_int64(s, parameter, r->created_at_ms);
+        case COLUMN_FINISHED_AT:
+                return sqlite3_bind_int64(s, parameter, r->finished_at_ms);
+        case COLUMN_LANGUAGE:
+                return bind_text(s, column, r->language);
+        case COLUMN_STATUS:
+                return bind_text(s, column, r->status);
+        case COLUMN_EXIT_CODE:
+                return r->exit_code >= 0 ? sqlite3_bind_int(s, parameter, r->exit_code)
+                                         : sqlite3_bind_null(s, parameter);
+        case COLUMN_SIGNAL:
+                return r->signal > 0 ? sqlite3_bind_int(s, parameter, r->signal)
+                                     : sqlite3_bind_null(s, parameter);
+        case COLUMN_ERROR:
+                return bind_text(s, column, r->error);
+        case COLUMN_REQUESTED:
+                return bind_json(s, column, r->requested);
+        case COLUMN_EFFECTIVE:
+                return bind_json(s, column, r->effective);
+        case COLUMN_CLAMPED:
+                return bind_json(s, column, r->clamped);
+        case COLUMN_USAGE:
+                return bind_json(s, column, r->usage);
+        case COLUMN_EVIDENCE:
+                return bind_json(s, column, r->evidence);
+        case COLUMN_TIMING:
+                return bind_json(s, column, r->timing);
+        case COLUMN_STDOUT_BYTES:
+                return sqlite3_bind_int64(s, parameter, (sqlite3_int64)r->stdout_size);
+        case COLUMN_STDERR_BYTES:
+                return sqlite3_bind_int64(s, parameter, (sqlite3_int64)r->stderr_size);
+        case COLUMN_STDOUT_SHA256:
+                return bind_text(s, column, digests->stdout_sha256);
+        case COLUMN_STDERR_SHA256:
+                return bind_text(s, column, digests->stderr_sha256);
+        case COLUMN_STDOUT:
+                return bind_output(s, column, r->stdout_data, r->stdout_size, r->store_output);
+        case COLUMN_STDERR:
+                return bind_output(s, column, r->stderr_data, r->stderr_size, r->store_output);
+        case COLUMN_COUNT:
+                break;
+        }
+        return SQLITE_MISUSE;
 }
 
-int sbx_audit_record_execution(struct sbx_audit *audit, const struct sbx_audit_record *record,
-                               struct sbx_error *err)
+/* Binds the columns of statement s, steps it and resets it, under the lock. Returns the number of
+ * rows it changed, or -1 with err (what names the statement in the message). */
+static int audit_write(struct sbx_audit *audit, sqlite3_stmt *s, const enum column *columns,
+                       size_t n_columns, const struct sbx_audit_record *record,
+                       const struct outcome_digests *digests, const char *what,
+                       struct sbx_error *err)
 {
-        if (record->id == NULL || record->tenant == NULL || record->language == NULL ||
-            record->status == NULL)
-                return sbx_error_set(err, EINVAL,
-                                     "audit: record lacks id, tenant, language or "
-                                     "status");
-        char stdout_sha256[SBX_AUDIT_SHA256_HEX_SIZE], stderr_sha256[SBX_AUDIT_SHA256_HEX_SIZE];
-        if (sbx_audit_sha256_hex(record->stdout_data, record->stdout_size, stdout_sha256, err) <
-                    0 ||
-            sbx_audit_sha256_hex(record->stderr_data, record->stderr_size, stderr_sha256, err) < 0)
-                return -1;
-
         pthread_mutex_lock(&audit->lock);
-        int rc = audit_bind_record(audit->insert, record, stdout_sha256, stderr_sha256);
+        int rc = SQLITE_OK;
+        for (size_t i = 0; i < n_columns && rc == SQLITE_OK; i++)
+                rc = bind_column(s, columns[i], record, digests);
         if (rc == SQLITE_OK)
-                rc = sqlite3_step(audit->insert);
-        int result = 0;
+                rc = sqlite3_step(s);
+        int result = rc == SQLITE_DONE ? sqlite3_changes(audit->db) : -1;
         if (rc != SQLITE_DONE)
-                result = sbx_error_set(err, 0, "audit: insert execution %s: %s", record->id,
+                sbx_error_set(err, 0, "audit: %s execution %s: %s", what,
+                              record->id ? record->id : "", sqlite3_errstr(rc));
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        pthread_mutex_unlock(&audit->lock);
+        return result;
+}
+
+int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                    struct sbx_error *err)
+{
+        if (record->id == NULL || record->tenant == NULL || record->language == NULL)
+                return sbx_error_set(err, EINVAL, "audit: record lacks id, tenant or language");
+        struct sbx_audit_record running = *record;
+        running.status = SBX_AUDIT_STATUS_RUNNING;
+        int rc = audit_write(audit, audit->begin, begin_columns, SBX_ARRAY_SIZE(begin_columns),
+                             &running, NULL, "begin", err);
+        return rc < 0 ? -1 : 0;
+}
+
+int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                     struct sbx_error *err)
+{
+        if (record->id == NULL || record->status == NULL)
+                return sbx_error_set(err, EINVAL, "audit: outcome lacks id or status");
+        struct outcome_digests digests;
+        if (sbx_audit_sha256_hex(record->stdout_data, record->stdout_size, digests.stdout_sha256,
+                                 err) < 0 ||
+            sbx_audit_sha256_hex(record->stderr_data, record->stderr_size, digests.stderr_sha256,
+                                 err) < 0)
+                return -1;
+        /* The id is ?1 in the WHERE clause: bound with the outcome. */
+        enum column columns[SBX_ARRAY_SIZE(outcome_columns) + 1];
+        memcpy(columns, outcome_columns, sizeof(outcome_columns));
+        columns[SBX_ARRAY_SIZE(outcome_columns)] = COLUMN_ID;
+        int rc = audit_write(audit, audit->finish, columns, SBX_ARRAY_SIZE(columns), record,
+                             &digests, "finish", err);
+        return rc < 0 ? -1 : rc > 0;
+}
+
+int sbx_audit_finish_result(struct sbx_audit *audit, const struct sbx_result *result,
+                            const json_t *result_json, int64_t finished_at_ms, bool store_output,
+                            struct sbx_error *err)
+{
+        _cleanup_(json_decrefp) json_t *made = NULL;
+        if (result_json == NULL) {
+                made = sbx_result_to_json(result);
+                if (made == NULL)
+                        return sbx_error_set(err, ENOMEM, "audit: result %s as JSON", result->id);
+                result_json = made;
+        }
+        bool exited = !sbx_status_has_error(result->status) && result->run.exited;
+        const struct sbx_audit_record record = {
+                .id = result->id,
+                .effective = json_object_get(result_json, "limits"),
+                .finished_at_ms = finished_at_ms,
+                .status = sbx_status_name(result->status),
+                .exit_code = exited ? result->run.exit_code : -1,
+                .signal = exited || sbx_status_has_error(result->status) ? 0 : result->run.signal,
+                .error = sbx_status_has_error(result->status) ? result->error : NULL,
+                .usage = json_object_get(result_json, "usage"),
+                .evidence = json_object_get(result_json, "evidence"),
+                .timing = json_object_get(result_json, "timing"),
+                .stdout_data = result->run.out.data,
+                .stdout_size = result->run.out.len,
+                .stderr_data = result->run.err.data,
+                .stderr_size = result->run.err.len,
+                .store_output = store_output,
+        };
+        return sbx_audit_finish(audit, &record, err);
+}
+
+int sbx_audit_forget(struct sbx_audit *audit, const char *id, struct sbx_error *err)
+{
+        const struct sbx_audit_record record = {.id = id};
+        static const enum column columns[] = {COLUMN_ID};
+        int rc = audit_write(audit, audit->forget, columns, 1, &record, NULL, "forget", err);
+        return rc < 0 ? -1 : rc > 0;
+}
+
+int sbx_audit_interrupt_running(struct sbx_audit *audit, const char *error, int64_t finished_at_ms,
+                                uint64_t *count, struct sbx_error *err)
+{
+        *count = 0;
+        pthread_mutex_lock(&audit->lock);
+        int rc = sqlite3_bind_text(audit->interrupt, 1, error, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_int64(audit->interrupt, 2, finished_at_ms);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_step(audit->interrupt);
+        int result = 0;
+        if (rc == SQLITE_DONE)
+                *count = (uint64_t)sqlite3_changes(audit->db);
+        else
+                result = sbx_error_set(err, 0, "audit: interrupt running executions: %s",
                                        sqlite3_errstr(rc));
-        sqlite3_reset(audit->insert);
-        sqlite3_clear_bindings(audit->insert);
+        sqlite3_reset(audit->interrupt);
+        sqlite3_clear_bindings(audit->interrupt);
         pthread_mutex_unlock(&audit->lock);
         return result;
 }

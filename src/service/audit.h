@@ -1,6 +1,13 @@
 /* The audit store: one row per execution in SQLite (<data_dir>/audit.db), read back by
  * GET /v1/executions/{id}.
  *
+ * A row is written in two steps, so that an execution that starts always leaves one, whatever
+ * fails later: sbx_audit_begin() before the execution is handed to the engine (status
+ * "running", the request and its settings), sbx_audit_finish() with its outcome. A row whose
+ * execution was refused before it started is removed (sbx_audit_forget); one still running when
+ * the API process died is completed at the next start, from the engine's spool when the engine
+ * kept the result there, else as internal_error (sbx_audit_interrupt_running).
+ *
  * The database runs in WAL mode so that a reader (an operator's sqlite3 shell, a backup) never
  * blocks the server's writes, with synchronous=NORMAL (in WAL mode a power cut can lose the last
  * commits but never corrupts the file; an audit row is not worth an fsync per request) and a busy
@@ -23,6 +30,7 @@
 
 #include <jansson.h>
 
+#include "engine/result.h"
 #include "service/auth.h"
 #include "util/error.h"
 
@@ -33,25 +41,31 @@
 #define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
-#define SBX_AUDIT_SCHEMA_VERSION 1
+#define SBX_AUDIT_SCHEMA_VERSION 2
+
+/* The status of a row whose execution has begun and not ended (yet). */
+#define SBX_AUDIT_STATUS_RUNNING "running"
 
 struct sbx_audit;
 
-/* One finished execution. Everything is borrowed for the duration of the call. */
+/* One execution. Everything is borrowed for the duration of the call. sbx_audit_begin() reads
+ * the fields up to clamped; sbx_audit_finish() reads id and the fields from finished_at_ms on
+ * (and effective, which the engine's result confirms). */
 struct sbx_audit_record {
-        const char *id;         /* the execution id (32 hex characters); the primary key */
-        const char *tenant;     /* who ran it; fetches only ever see their own tenant's rows */
-        int64_t created_at_ms;  /* request accepted, milliseconds since the Unix epoch */
-        int64_t finished_at_ms; /* result known, milliseconds since the Unix epoch */
+        const char *id;        /* the execution id (32 hex characters); the primary key */
+        const char *tenant;    /* who ran it; fetches only ever see their own tenant's rows */
+        int64_t created_at_ms; /* request accepted, milliseconds since the Unix epoch */
         const char *language;
-        const char *status; /* sbx_status_name() */
-        int exit_code;      /* -1 when the program did not exit normally: stored as NULL */
-        int signal;         /* 0 unless killed by a signal: stored as NULL */
-        const char *error;  /* what failed, for internal_error; NULL otherwise */
-        /* JSON columns, stored as compact text (json_dumps); NULL is stored as NULL. */
         const json_t *requested; /* the request as received (after validation) */
         const json_t *effective; /* the effective limits after defaults and clamping */
         const json_t *clamped;   /* array of the limit names that were clamped */
+        /* The outcome. */
+        int64_t finished_at_ms; /* result known, milliseconds since the Unix epoch */
+        const char *status;     /* sbx_status_name() */
+        int exit_code;          /* -1 when the program did not exit normally: stored as NULL */
+        int signal;             /* 0 unless killed by a signal: stored as NULL */
+        const char *error;      /* what failed (internal_error) or why it stopped (canceled) */
+        /* JSON columns, stored as compact text (json_dumps); NULL is stored as NULL. */
         const json_t *usage;
         const json_t *evidence;
         const json_t *timing;
@@ -75,15 +89,40 @@ struct sbx_audit *sbx_audit_open(const char *directory, struct sbx_error *err);
 /* Closes the store. NULL is a no-op. No other thread may still use it. */
 void sbx_audit_close(struct sbx_audit *audit);
 
-/* Inserts one row. Computes the output sizes and hashes itself. Fails (-1 with err) when the id
- * already exists, a required field (id, tenant, language, status) is NULL, or SQLite fails. */
-int sbx_audit_record_execution(struct sbx_audit *audit, const struct sbx_audit_record *record,
-                               struct sbx_error *err);
+/* Inserts the row of an execution about to start, with status SBX_AUDIT_STATUS_RUNNING and no
+ * outcome. Fails (-1 with err) when the id already exists, id, tenant or language is NULL, or
+ * SQLite fails. */
+int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                    struct sbx_error *err);
+
+/* Completes the running row of record->id with the outcome; computes the output sizes and hashes
+ * itself. Returns 1 when it did, 0 when no row of that id is running (never begun, or completed
+ * already: the first outcome stands), -1 with err when status is NULL or SQLite fails. */
+int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                     struct sbx_error *err);
+
+/* sbx_audit_finish with the outcome of result (its id, status, usage, evidence, timing, limits
+ * and output): result_json is sbx_result_to_json(result) when the caller has it, NULL to have it
+ * made here. The error column gets result->error for the statuses that carry one. */
+int sbx_audit_finish_result(struct sbx_audit *audit, const struct sbx_result *result,
+                            const json_t *result_json, int64_t finished_at_ms, bool store_output,
+                            struct sbx_error *err);
+
+/* Removes the running row of id: its execution was refused before it started. 1 when removed,
+ * 0 when no row of that id is running, -1 with err. */
+int sbx_audit_forget(struct sbx_audit *audit, const char *id, struct sbx_error *err);
+
+/* Completes every row still running as internal_error with error, finished at finished_at_ms,
+ * and says how many in *count: for the executions an earlier API process began but never saw
+ * end. Call it before serving, after what the engine's spool holds has been finished. */
+int sbx_audit_interrupt_running(struct sbx_audit *audit, const char *error, int64_t finished_at_ms,
+                                uint64_t *count, struct sbx_error *err);
 
 /* Looks up execution id of tenant. Returns 1 and sets *out to a new JSON object (caller owns the
  * reference) when found; 0 with *out NULL when there is no such id for this tenant (also when
  * the id belongs to another tenant: the two are indistinguishable on purpose); -1 with err when
- * SQLite fails or a stored JSON column does not parse. The object has every column as a key:
+ * SQLite fails or a stored JSON column does not parse. A running execution's row has status
+ * "running" and null for every outcome column. The object has every column as a key:
  *   id, tenant, created_at, finished_at (ms since epoch), language, status, exit_code, signal,
  *   error, requested, effective, clamped, usage, evidence, timing (embedded JSON values),
  *   stdout_bytes, stderr_bytes, stdout_sha256, stderr_sha256, stdout, stderr

@@ -14,16 +14,20 @@
 
 #include "engine/execution.h"
 #include "engine/language.h"
+#include "engine/protocol.h"
 #include "engine/server.h"
 #include "util/cleanup.h"
 #include "util/hex.h"
 #include "util/parse.h"
 
+/* SIGHUP: the engine sends the file to the API process in one message. */
+_Static_assert(SBX_CONFIG_FILE_MAX <= SBX_MESSAGE_MAX_CONFIG_BYTES,
+               "a config file must fit in a CONFIG message");
+
 #define MIB (1024ull * 1024ull)
 
 /* A config file is a few dozen lines; the cap only keeps a wrong path (a log, a device) from
  * being read into memory whole. */
-#define CONFIG_FILE_MAX (1024 * 1024)
 
 #define DAY_MS (24ull * 3600ull * 1000ull)
 
@@ -313,6 +317,8 @@ static void server_set_defaults(struct sbx_server_config *server)
         server->max_sandboxes = 64;
         server->shutdown_grace_s = 10;
         server->store_output = false;
+        server->max_connections = 512;
+        server->max_connections_per_ip = 128;
 }
 
 static void tier_set_defaults(struct sbx_tier *tier)
@@ -362,6 +368,15 @@ static int begin_tier(struct loader *loader, const char *name)
         config->n_tiers++;
         tier_set_defaults(tier);
         return 1;
+}
+
+/* The tier called "default" exists in every configuration, with the built-in limits unless a
+ * [tier.default] section says otherwise: so the lines `sandboxd token` prints (tier = default)
+ * work in any config. It goes last, so that a config's first tier stays its first. */
+static void add_builtin_default_tier(struct loader *loader)
+{
+        if (!tier_name_taken(loader->config, SBX_DEFAULT_TIER_NAME))
+                begin_tier(loader, SBX_DEFAULT_TIER_NAME);
 }
 
 static int begin_tenant(struct loader *loader, const char *name)
@@ -504,16 +519,41 @@ static bool mark_key_seen(struct loader *loader, unsigned index)
         return true;
 }
 
+/* The keys of [server], in the order of their bits in loader->seen_keys. */
+enum server_key_index {
+        SERVER_LISTEN,
+        SERVER_DATA_DIR,
+        SERVER_API_UID,
+        SERVER_MAX_BODY_BYTES,
+        SERVER_MAX_SANDBOXES,
+        SERVER_SHUTDOWN_GRACE_S,
+        SERVER_STORE_OUTPUT,
+        SERVER_MAX_CONNECTIONS,
+        SERVER_MAX_CONNECTIONS_PER_IP,
+        SERVER_METRICS_TOKEN_SHA256,
+        SERVER_KEY_COUNT,
+};
+
+static const char *const server_keys[SERVER_KEY_COUNT] = {
+        [SERVER_LISTEN] = "listen",
+        [SERVER_DATA_DIR] = "data_dir",
+        [SERVER_API_UID] = "api_uid",
+        [SERVER_MAX_BODY_BYTES] = "max_body_bytes",
+        [SERVER_MAX_SANDBOXES] = "max_sandboxes",
+        [SERVER_SHUTDOWN_GRACE_S] = "shutdown_grace_s",
+        [SERVER_STORE_OUTPUT] = "store_output",
+        [SERVER_MAX_CONNECTIONS] = "max_connections",
+        [SERVER_MAX_CONNECTIONS_PER_IP] = "max_connections_per_ip",
+        [SERVER_METRICS_TOKEN_SHA256] = "metrics_token_sha256",
+};
+
 static int server_key(struct loader *loader, const char *key, const char *value)
 {
-        static const char *const keys[] = {"listen",         "data_dir",      "api_uid",
-                                           "max_body_bytes", "max_sandboxes", "shutdown_grace_s",
-                                           "store_output"};
         struct sbx_server_config *server = &loader->config->server;
         unsigned index = 0;
-        while (index < SBX_ARRAY_SIZE(keys) && strcmp(keys[index], key) != 0)
+        while (index < SERVER_KEY_COUNT && strcmp(server_keys[index], key) != 0)
                 index++;
-        if (index == SBX_ARRAY_SIZE(keys))
+        if (index == SERVER_KEY_COUNT)
                 return loader_fail(loader, loader->line, key, "unknown key");
         if (!mark_key_seen(loader, index))
                 return loader_fail(loader, loader->line, key,
@@ -521,11 +561,11 @@ static int server_key(struct loader *loader, const char *key, const char *value)
         char why[SBX_ERROR_MESSAGE_MAX] = "";
         uint64_t number;
         int r = 0;
-        switch (index) {
-        case 0:
+        switch ((enum server_key_index)index) {
+        case SERVER_LISTEN:
                 r = parse_listen(value, server, why, sizeof(why));
                 break;
-        case 1:
+        case SERVER_DATA_DIR:
                 if (value[0] != '/' || strlen(value) >= 4096) {
                         snprintf(why, sizeof(why), "'%s' is not an absolute path", value);
                         r = -1;
@@ -538,25 +578,44 @@ static int server_key(struct loader *loader, const char *key, const char *value)
                         r = -1;
                 }
                 break;
-        case 2:
+        case SERVER_API_UID:
                 /* Never 0: the API process parses untrusted input and must not be root; and
                  * never (uid_t)-1, which set*id() reads as "unchanged". */
                 r = parse_number(value, 1, 4294967294u, &number, why, sizeof(why));
                 server->api_uid = (uid_t)number;
                 break;
-        case 3:
+        case SERVER_MAX_BODY_BYTES:
                 /* At least a small request; at most the engine's largest message (48 MiB): a
                  * bigger body could not be forwarded anyway. */
                 r = parse_bytes(value, 1024, 48 * MIB, &server->max_body_bytes, why, sizeof(why));
                 break;
-        case 4:
-                r = parse_number(value, 1, 65536, &server->max_sandboxes, why, sizeof(why));
+        case SERVER_MAX_SANDBOXES:
+                r = parse_number(value, 1, SBX_ENGINE_MAX_SANDBOXES_LIMIT, &server->max_sandboxes,
+                                 why, sizeof(why));
                 break;
-        case 5:
+        case SERVER_SHUTDOWN_GRACE_S:
                 r = parse_number(value, 0, 3600, &server->shutdown_grace_s, why, sizeof(why));
                 break;
-        case 6:
+        case SERVER_STORE_OUTPUT:
                 r = parse_bool(value, &server->store_output, why, sizeof(why));
+                break;
+        case SERVER_MAX_CONNECTIONS:
+                /* A thread each (libmicrohttpd's thread-per-connection mode). */
+                r = parse_number(value, 1, 16384, &server->max_connections, why, sizeof(why));
+                break;
+        case SERVER_MAX_CONNECTIONS_PER_IP:
+                r = parse_number(value, 1, 16384, &server->max_connections_per_ip, why,
+                                 sizeof(why));
+                break;
+        case SERVER_METRICS_TOKEN_SHA256:
+                if (strlen(value) != SBX_SHA256_HEX_SIZE ||
+                    !sbx_hex_decode(value, server->metrics_token_sha256, SBX_SHA256_SIZE)) {
+                        snprintf(why, sizeof(why), "not %d hex digits", SBX_SHA256_HEX_SIZE);
+                        r = -1;
+                }
+                server->metrics_token_required = r == 0;
+                break;
+        case SERVER_KEY_COUNT:
                 break;
         }
         if (r != 0)
@@ -825,6 +884,8 @@ static int load_text(const char *text, size_t size, const char *name, struct sbx
                             "syntax error: expected [section], key = value or a comment");
         }
         if (!loader.failed)
+                add_builtin_default_tier(&loader);
+        if (!loader.failed)
                 finish_tenants(&loader);
         for (size_t i = 0; i < config->n_tenants; i++)
                 free(loader.sources[i].tier_name);
@@ -842,18 +903,27 @@ int sbx_config_load_string(const char *text, const char *name, struct sbx_config
         return load_text(text, strlen(text), name, config, err);
 }
 
+int sbx_config_load_buffer(const char *text, size_t size, const char *name,
+                           struct sbx_config *config, struct sbx_error *err)
+{
+        if (size > SBX_CONFIG_FILE_MAX)
+                return sbx_error_set(err, EFBIG, "config %s is larger than %d bytes", name,
+                                     SBX_CONFIG_FILE_MAX);
+        return load_text(text, size, name, config, err);
+}
+
 int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx_error *err)
 {
         *config = (struct sbx_config){0};
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return sbx_error_set(err, errno, "open config %s", path);
-        _cleanup_free_ char *text = malloc(CONFIG_FILE_MAX + 1);
+        _cleanup_free_ char *text = malloc(SBX_CONFIG_FILE_MAX + 1);
         if (text == NULL)
                 return sbx_error_set(err, ENOMEM, "read config %s", path);
         size_t size = 0;
         for (;;) {
-                ssize_t n = read(fd, text + size, CONFIG_FILE_MAX + 1 - size);
+                ssize_t n = read(fd, text + size, SBX_CONFIG_FILE_MAX + 1 - size);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n < 0)
@@ -861,9 +931,9 @@ int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx
                 if (n == 0)
                         break;
                 size += (size_t)n;
-                if (size > CONFIG_FILE_MAX)
+                if (size > SBX_CONFIG_FILE_MAX)
                         return sbx_error_set(err, EFBIG, "config %s is larger than %d bytes", path,
-                                             CONFIG_FILE_MAX);
+                                             SBX_CONFIG_FILE_MAX);
         }
         return load_text(text, size, path, config, err);
 }

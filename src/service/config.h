@@ -14,6 +14,7 @@
 #include "sandbox/sandbox.h"
 #include "util/error.h"
 
+#define SBX_CONFIG_FILE_MAX    (1024 * 1024) /* the largest config file loaded */
 #define SBX_SHA256_SIZE        32
 #define SBX_SHA256_HEX_SIZE    64 /* without the terminating NUL */
 #define SBX_CONFIG_NAME_MAX    64 /* tier and tenant names; they become metric labels */
@@ -56,9 +57,14 @@ struct sbx_server_config {
         char *data_dir; /* absolute */
         uid_t api_uid;  /* the API process's uid and gid; never 0 */
         uint64_t max_body_bytes;
-        uint64_t max_sandboxes;    /* concurrent workers in the engine */
-        uint64_t shutdown_grace_s; /* SIGTERM: how long running executions may finish */
-        bool store_output;         /* keep stdout/stderr in the audit log */
+        uint64_t max_sandboxes;          /* concurrent workers in the engine */
+        uint64_t shutdown_grace_s;       /* SIGTERM: how long running executions may finish */
+        bool store_output;               /* keep stdout/stderr in the audit log */
+        uint64_t max_connections;        /* HTTP connections at once */
+        uint64_t max_connections_per_ip; /* ... from one client address */
+        /* GET /metrics needs this token's hash when set (it names every tenant). */
+        bool metrics_token_required;
+        uint8_t metrics_token_sha256[SBX_SHA256_SIZE];
 };
 
 struct sbx_tier {
@@ -100,8 +106,11 @@ struct sbx_config {
         size_t n_tenants;
 };
 
+/* The tier every configuration has (the built-in limits unless [tier.default] changes them). */
+#define SBX_DEFAULT_TIER_NAME "default"
+
 /* The configuration `sandboxd serve` uses without --config: listen 127.0.0.1:8080, data_dir
- * /var/lib/sandboxd, one tier "default" and no tenant. */
+ * /var/lib/sandboxd, the tier "default" and no tenant. */
 extern const char sbx_config_default_text[];
 
 /* Loads the INI file at path into config; free it with sbx_config_free(). Fails on I/O errors
@@ -114,6 +123,10 @@ int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx
  * ("<embedded>"). */
 int sbx_config_load_string(const char *text, const char *name, struct sbx_config *config,
                            struct sbx_error *err);
+
+/* Like sbx_config_load_string for size bytes of text (at most SBX_CONFIG_FILE_MAX). */
+int sbx_config_load_buffer(const char *text, size_t size, const char *name,
+                           struct sbx_config *config, struct sbx_error *err);
 
 /* Frees everything config owns and zeroes it. Safe on a zeroed or partly loaded config. */
 void sbx_config_free(struct sbx_config *config);

@@ -7,6 +7,7 @@
 
 struct in_flight {
         uint64_t reservation;
+        uint64_t started_ms;
         uint64_t deadline_ms;
 };
 
@@ -24,6 +25,7 @@ struct tenant_quota {
         size_t n_charges;
         size_t charges_capacity;
         uint64_t charged_ms; /* sum of charges[].cpu_ms */
+        uint64_t typical_ms; /* moving average of its executions' wall time; 0 = none yet */
 };
 
 struct sbx_quota {
@@ -31,7 +33,21 @@ struct sbx_quota {
         struct tenant_quota *tenants; /* looked up by name: a config has few tenants */
         size_t n_tenants;
         uint64_t last_reservation;
+        uint64_t max_in_flight; /* over all tenants; 0 = no bound */
+        uint64_t in_flight;     /* over all tenants */
+        uint64_t typical_ms;    /* as tenant_quota's, over all tenants */
 };
+
+/* The weight of the newest observation in a moving average: 1/8, so that a change in what runs
+ * shows within a few executions while one outlier moves it little. */
+#define TYPICAL_WEIGHT 8
+
+static uint64_t moving_average(uint64_t average, uint64_t observed)
+{
+        if (average == 0)
+                return observed > 0 ? observed : 1;
+        return (average * (TYPICAL_WEIGHT - 1) + observed) / TYPICAL_WEIGHT;
+}
 
 static uint64_t saturating_add(uint64_t a, uint64_t b)
 {
@@ -42,17 +58,19 @@ static uint64_t saturating_add(uint64_t a, uint64_t b)
  * a client to retry in a tight loop. */
 static uint64_t seconds_until(uint64_t at_ms, uint64_t now_ms)
 {
-        if (at_ms <= now_ms)
+        if (at_ms <= now_ms || at_ms == UINT64_MAX) /* UINT64_MAX: nothing in flight to wait for */
                 return 1;
         uint64_t seconds = (at_ms - now_ms + 999) / 1000;
         return seconds > 0 ? seconds : 1;
 }
 
-struct sbx_quota *sbx_quota_new(void)
+struct sbx_quota *sbx_quota_new(uint64_t max_in_flight)
 {
         struct sbx_quota *quota = calloc(1, sizeof(*quota));
-        if (quota != NULL)
-                pthread_mutex_init(&quota->lock, NULL);
+        if (quota == NULL)
+                return NULL;
+        pthread_mutex_init(&quota->lock, NULL);
+        quota->max_in_flight = max_in_flight;
         return quota;
 }
 
@@ -108,13 +126,40 @@ static void expire_charges(struct tenant_quota *tenant, uint64_t window_ms, uint
                 tenant->n_charges * sizeof(*tenant->charges));
 }
 
-/* When the running execution that ends first reaches its wall deadline. */
-static uint64_t concurrency_frees_at(const struct tenant_quota *tenant)
+/* When the execution is expected to end (quota.h): after the typical wall time, never past its
+ * deadline, and now when it is already over the typical time. */
+static uint64_t expected_end(const struct in_flight *execution, uint64_t typical_ms,
+                             uint64_t now_ms)
+{
+        if (typical_ms == 0)
+                return execution->deadline_ms;
+        uint64_t end = saturating_add(execution->started_ms, typical_ms);
+        if (end < now_ms)
+                end = now_ms;
+        return end < execution->deadline_ms ? end : execution->deadline_ms;
+}
+
+/* When the first of the tenant's executions in flight is expected to end, or UINT64_MAX. */
+static uint64_t first_end(const struct tenant_quota *tenant, uint64_t typical_ms, uint64_t now_ms)
 {
         uint64_t earliest = UINT64_MAX;
-        for (size_t i = 0; i < tenant->n_in_flight; i++)
-                if (tenant->in_flight[i].deadline_ms < earliest)
-                        earliest = tenant->in_flight[i].deadline_ms;
+        for (size_t i = 0; i < tenant->n_in_flight; i++) {
+                uint64_t end = expected_end(&tenant->in_flight[i], typical_ms, now_ms);
+                if (end < earliest)
+                        earliest = end;
+        }
+        return earliest;
+}
+
+/* The same over every tenant, with the server-wide typical time. Called with the lock held. */
+static uint64_t capacity_frees_at(const struct sbx_quota *quota, uint64_t now_ms)
+{
+        uint64_t earliest = UINT64_MAX;
+        for (size_t i = 0; i < quota->n_tenants; i++) {
+                uint64_t end = first_end(&quota->tenants[i], quota->typical_ms, now_ms);
+                if (end < earliest)
+                        earliest = end;
+        }
         return earliest;
 }
 
@@ -131,7 +176,8 @@ static uint64_t budget_frees_at(const struct tenant_quota *tenant, uint64_t budg
         return 0; /* not reached while charged_ms >= budget_ms */
 }
 
-static int add_in_flight(struct tenant_quota *tenant, uint64_t reservation, uint64_t deadline_ms)
+static int add_in_flight(struct tenant_quota *tenant, uint64_t reservation, uint64_t now_ms,
+                         uint64_t deadline_ms)
 {
         if (tenant->n_in_flight == tenant->in_flight_capacity) {
                 size_t capacity = tenant->in_flight_capacity ? 2 * tenant->in_flight_capacity : 4;
@@ -141,8 +187,8 @@ static int add_in_flight(struct tenant_quota *tenant, uint64_t reservation, uint
                 tenant->in_flight = grown;
                 tenant->in_flight_capacity = capacity;
         }
-        tenant->in_flight[tenant->n_in_flight++] =
-                (struct in_flight){.reservation = reservation, .deadline_ms = deadline_ms};
+        tenant->in_flight[tenant->n_in_flight++] = (struct in_flight){
+                .reservation = reservation, .started_ms = now_ms, .deadline_ms = deadline_ms};
         return 0;
 }
 
@@ -163,7 +209,8 @@ int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, 
         bool over_concurrency = state->n_in_flight >= tier->max_concurrency;
         bool over_budget = state->charged_ms >= tier->cpu_budget_ms;
         if (over_concurrency || over_budget) {
-                uint64_t concurrency_at = over_concurrency ? concurrency_frees_at(state) : 0;
+                uint64_t concurrency_at =
+                        over_concurrency ? first_end(state, state->typical_ms, now_ms) : 0;
                 uint64_t budget_at =
                         over_budget ? budget_frees_at(state, tier->cpu_budget_ms, window_ms) : 0;
                 /* Capacity is back only when both constraints free; name the one that frees
@@ -176,11 +223,17 @@ int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, 
                         seconds_until(budget_binds ? budget_at : concurrency_at, now_ms);
                 goto out;
         }
+        if (quota->max_in_flight > 0 && quota->in_flight >= quota->max_in_flight) {
+                decision->verdict = SBX_QUOTA_OVER_CAPACITY;
+                decision->retry_after_s = seconds_until(capacity_frees_at(quota, now_ms), now_ms);
+                goto out;
+        }
         uint64_t reservation = ++quota->last_reservation;
-        if (add_in_flight(state, reservation, saturating_add(now_ms, wall_ms)) != 0) {
+        if (add_in_flight(state, reservation, now_ms, saturating_add(now_ms, wall_ms)) != 0) {
                 r = sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
                 goto out;
         }
+        quota->in_flight++;
         decision->reservation = reservation;
 out:
         pthread_mutex_unlock(&quota->lock);
@@ -219,21 +272,38 @@ static void add_charge(struct tenant_quota *state, uint64_t cpu_ms, uint64_t now
 }
 
 void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
-                       uint64_t reservation, uint64_t cpu_ms, uint64_t now_ms)
+                       uint64_t reservation, bool ran, uint64_t cpu_ms, uint64_t now_ms)
 {
         pthread_mutex_lock(&quota->lock);
         struct tenant_quota *state = find_tenant(quota, tenant->name, true);
         if (state != NULL) {
                 for (size_t i = 0; i < state->n_in_flight; i++) {
-                        if (state->in_flight[i].reservation == reservation) {
-                                state->in_flight[i] = state->in_flight[--state->n_in_flight];
-                                break;
+                        struct in_flight *execution = &state->in_flight[i];
+                        if (execution->reservation != reservation)
+                                continue;
+                        if (ran) {
+                                uint64_t took = now_ms > execution->started_ms
+                                                        ? now_ms - execution->started_ms
+                                                        : 0;
+                                state->typical_ms = moving_average(state->typical_ms, took);
+                                quota->typical_ms = moving_average(quota->typical_ms, took);
                         }
+                        *execution = state->in_flight[--state->n_in_flight];
+                        quota->in_flight--;
+                        break;
                 }
                 expire_charges(state, tenant->tier->cpu_window_s * 1000, now_ms);
                 add_charge(state, cpu_ms, now_ms);
         }
         pthread_mutex_unlock(&quota->lock);
+}
+
+uint64_t sbx_quota_capacity_retry_after(struct sbx_quota *quota, uint64_t now_ms)
+{
+        pthread_mutex_lock(&quota->lock);
+        uint64_t at = capacity_frees_at(quota, now_ms);
+        pthread_mutex_unlock(&quota->lock);
+        return seconds_until(at, now_ms);
 }
 
 void sbx_quota_usage(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t now_ms,
@@ -259,6 +329,8 @@ const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict)
                 return "concurrency";
         case SBX_QUOTA_OVER_CPU_BUDGET:
                 return "cpu_budget";
+        case SBX_QUOTA_OVER_CAPACITY:
+                return "capacity";
         }
         return "unknown";
 }

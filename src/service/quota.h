@@ -1,17 +1,27 @@
-/* Per-tenant quotas, checked before an execution starts and charged after it ends:
+/* Quotas, checked before an execution starts and charged after it ends. Per tenant:
  *
  *   concurrency  executions in flight <= tier.max_concurrency
  *   CPU budget   CPU charged by executions that finished within the last tier.cpu_window_s
  *                seconds < tier.cpu_budget_ms (charged with the CPU each really used)
  *
- * Over either, the request is refused at once (no silent queueing) with the seconds after which
- * capacity frees: for concurrency the earliest wall deadline of the tenant's running executions,
- * for the budget the moment enough charge leaves the window. The clock is a parameter (ms on any
- * monotonic clock), so tests can drive time. Thread-safe: one mutex around all state; every call
- * is a few comparisons. Charges finishing within the same second are merged, which bounds a
- * tenant's memory by the window's length in seconds. */
+ * and for the whole server, capacity: executions in flight <= max_in_flight (the engine's
+ * max_sandboxes, so that the API never sends the engine more than it accepts).
+ *
+ * Over any, the request is refused at once (no silent queueing) with the seconds after which
+ * room frees. For the budget that is the moment enough charge leaves the window. For
+ * concurrency and capacity it is when the first of the executions in flight is expected to end:
+ * each is expected to take as long as the recent executions did (a moving average of the wall
+ * time of those released, the tenant's own for concurrency, everyone's for capacity), but never
+ * past its own wall deadline, and an execution already over that time is expected to end now.
+ * Without any history the deadlines are the estimate. Retry-After is at least 1 second: 0 would
+ * invite a client to retry in a tight loop.
+ *
+ * The clock is a parameter (ms on any monotonic clock), so tests can drive time. Thread-safe:
+ * one mutex around all state; every call is a few comparisons. Charges finishing within the same
+ * second are merged, which bounds a tenant's memory by the window's length in seconds. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "service/config.h"
@@ -21,6 +31,7 @@ enum sbx_quota_verdict {
         SBX_QUOTA_ALLOWED,
         SBX_QUOTA_OVER_CONCURRENCY,
         SBX_QUOTA_OVER_CPU_BUDGET,
+        SBX_QUOTA_OVER_CAPACITY, /* the server runs max_in_flight executions: HTTP 503 */
 };
 
 struct sbx_quota_decision {
@@ -37,27 +48,34 @@ struct sbx_quota_usage {
 
 struct sbx_quota;
 
-/* A quota tracker with no tenant state yet, or NULL when memory runs out. */
-struct sbx_quota *sbx_quota_new(void);
+/* A quota tracker with no tenant state yet, or NULL when memory runs out. max_in_flight bounds
+ * the executions in flight over all tenants; 0 for no bound. */
+struct sbx_quota *sbx_quota_new(uint64_t max_in_flight);
 
 /* Frees the tracker. NULL is a no-op. */
 void sbx_quota_free(struct sbx_quota *quota);
 
 /* Decides whether tenant (its tier gives the limits) may start an execution whose wall deadline
- * is wall_ms after now_ms. When allowed, the execution counts as in flight until released.
- * Returns -1 only when memory runs out (nothing reserved then). */
+ * is wall_ms after now_ms; the tenant's own limits are checked before the server's capacity.
+ * When allowed, the execution counts as in flight until released. Returns -1 only when memory
+ * runs out (nothing reserved then). */
 int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t wall_ms,
                       uint64_t now_ms, struct sbx_quota_decision *decision, struct sbx_error *err);
 
-/* Ends the reservation and charges the cpu_ms the execution really used, as finished at now_ms.
+/* Ends the reservation and charges the cpu_ms the execution really used, as finished at now_ms;
+ * its wall time joins the estimates when it ran (ran false: it was refused before it started).
  * Call it exactly once per allowed reservation, also when the execution failed. An unknown
  * reservation only charges. */
 void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
-                       uint64_t reservation, uint64_t cpu_ms, uint64_t now_ms);
+                       uint64_t reservation, bool ran, uint64_t cpu_ms, uint64_t now_ms);
+
+/* Seconds until the server is expected to have room for one more execution (see above), at
+ * least 1: for a refusal by the engine itself, which the capacity check should have prevented. */
+uint64_t sbx_quota_capacity_retry_after(struct sbx_quota *quota, uint64_t now_ms);
 
 /* The tenant's usage at now_ms. */
 void sbx_quota_usage(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t now_ms,
                      struct sbx_quota_usage *usage);
 
-/* The verdict's metric label: "allowed", "concurrency" or "cpu_budget". */
+/* The verdict's metric label: "allowed", "concurrency", "cpu_budget" or "capacity". */
 const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict);

@@ -63,56 +63,16 @@ struct pipeline {
 
 /* ---- problems --------------------------------------------------------------------------- */
 
-/* Cuts text at its end so it does not stop inside a UTF-8 sequence: snprintf truncates by
- * bytes, and a half character would make the problem body invalid JSON. */
-static void cut_to_utf8_boundary(char *text)
-{
-        size_t length = strlen(text);
-        size_t start = length;
-        while (start > 0 && ((unsigned char)text[start - 1] & 0xC0) == 0x80)
-                start--;
-        if (start == 0 || ((unsigned char)text[start - 1] & 0x80) == 0)
-                return; /* ASCII last, or nothing but continuation bytes (not produced here) */
-        unsigned char lead = (unsigned char)text[start - 1];
-        size_t expected = lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : 2;
-        if (length - (start - 1) < expected)
-                text[start - 1] = '\0';
-}
-
-static void problem_set_status(struct sbx_problem *problem, int status)
-{
-        problem->status = status;
-        switch (status) {
-        case 400:
-                problem->slug = "invalid-request";
-                problem->title = "Invalid request";
-                break;
-        case 403:
-                problem->slug = "forbidden";
-                problem->title = "Not allowed for this tier";
-                break;
-        default:
-                problem->slug = "internal";
-                problem->title = "Internal error";
-                break;
-        }
-}
-
 __attribute__((format(printf, 3, 4))) static void report(struct pipeline *p, const char *field,
                                                          const char *fmt, ...)
 {
         p->n_problems++;
-        struct sbx_problem *problem = p->problem;
-        if (problem->n_errors == SBX_PROBLEM_MAX_ERRORS)
-                return;
-        struct sbx_problem_error *error = &problem->errors[problem->n_errors++];
-        snprintf(error->field, sizeof(error->field), "%s", field);
-        cut_to_utf8_boundary(error->field);
+        char message[256];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(error->message, sizeof(error->message), fmt, ap);
+        vsnprintf(message, sizeof(message), fmt, ap);
         va_end(ap);
-        cut_to_utf8_boundary(error->message);
+        sbx_problem_add_error(p->problem, field, "%s", message);
 }
 
 /* Ends the pipeline with status if any field was reported. */
@@ -121,21 +81,18 @@ static int finish_step(struct pipeline *p, int status)
         if (p->n_problems == 0)
                 return 0;
         struct sbx_problem *problem = p->problem;
-        problem_set_status(problem, status);
         if (p->n_problems == 1)
-                snprintf(problem->detail, sizeof(problem->detail), "%s: %s",
-                         problem->errors[0].field, problem->errors[0].message);
+                sbx_problem_set(problem, (unsigned)status, "%s: %s", problem->errors[0].field,
+                                problem->errors[0].message);
         else
-                snprintf(problem->detail, sizeof(problem->detail),
-                         "%zu problems in the request, listed in errors", p->n_problems);
-        cut_to_utf8_boundary(problem->detail);
+                sbx_problem_set(problem, (unsigned)status,
+                                "%zu problems in the request, listed in errors", p->n_problems);
         return -1;
 }
 
 static int fail_internal(struct pipeline *p, const char *what)
 {
-        problem_set_status(p->problem, 500);
-        snprintf(p->problem->detail, sizeof(p->problem->detail), "%s", what);
+        sbx_problem_set(p->problem, 500, "%s", what);
         return -1;
 }
 
@@ -447,9 +404,7 @@ static int step_validate(struct pipeline *p)
                 "args",     "env",  "limits", "network",    "backend",
         };
         if (!json_is_object(p->body)) {
-                problem_set_status(p->problem, 400);
-                snprintf(p->problem->detail, sizeof(p->problem->detail),
-                         "the request body must be a JSON object");
+                sbx_problem_set(p->problem, 400, "the request body must be a JSON object");
                 return -1;
         }
         check_known_fields(p, p->body, "", top_level_fields, SBX_ARRAY_SIZE(top_level_fields));
@@ -651,8 +606,7 @@ int sbx_settings_build(const json_t *body, const struct sbx_tenant *tenant,
         memset(problem, 0, sizeof(*problem));
         _cleanup_free_ struct pipeline *p = calloc(1, sizeof(*p));
         if (p == NULL) {
-                problem_set_status(problem, 500);
-                snprintf(problem->detail, sizeof(problem->detail), "out of memory");
+                sbx_problem_set(problem, 500, "out of memory");
                 return -1;
         }
         p->body = body;

@@ -17,8 +17,7 @@
 #include "engine/execution.h"
 #include "engine/protocol.h"
 #include "service/config.h"
-
-#define SBX_PROBLEM_MAX_ERRORS 16 /* enough to fix a request; bounds the reply to a bad one */
+#include "service/problem.h"
 
 struct sbx_settings {
         char id[SBX_EXECUTION_ID_CHARS + 1]; /* 128 random bits in hex */
@@ -45,21 +44,6 @@ struct sbx_settings {
         const char *clamped[SBX_LIMIT_FIELD_COUNT];
         size_t n_clamped;
         json_t *requested; /* a copy of the body as received, for the audit log (owned) */
-};
-
-struct sbx_problem_error {
-        char field[128];   /* JSON path: "limits.memory_mb", "files[2].path", "env.LD_PRELOAD" */
-        char message[256]; /* valid UTF-8, cut at a character boundary when long */
-};
-
-/* Why a request was refused. */
-struct sbx_problem {
-        int status;        /* 400 invalid request, 403 not allowed for the tier, 500 internal */
-        const char *slug;  /* "invalid-request", "forbidden", "internal" */
-        const char *title; /* short and fixed per slug */
-        char detail[512];  /* one sentence for humans: holds a field and its message */
-        struct sbx_problem_error errors[SBX_PROBLEM_MAX_ERRORS];
-        size_t n_errors; /* errors past SBX_PROBLEM_MAX_ERRORS are dropped */
 };
 
 /* Runs the pipeline on body (a parsed JSON value, not modified, not kept) for tenant (whose tier

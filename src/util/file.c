@@ -1,3 +1,4 @@
+#define _GNU_SOURCE
 #include "util/file.h"
 
 #include <errno.h>
@@ -128,4 +129,21 @@ int sbx_read_text_at(int dirfd, const char *name, char **out, struct sbx_error *
         if (sbx_read_all_fd(fd, TEXT_FILE_MAX, out, NULL, err) < 0)
                 return sbx_error_prefix(err, "%s", name);
         return 0;
+}
+
+int sbx_close_fds_except(const int *keep, size_t n)
+{
+        unsigned next = 3; /* the lowest fd not yet decided */
+        for (;;) {
+                /* The smallest kept fd at or above next. */
+                int lowest = -1;
+                for (size_t i = 0; i < n; i++)
+                        if (keep[i] >= (int)next && (lowest < 0 || keep[i] < lowest))
+                                lowest = keep[i];
+                if (lowest < 0)
+                        return close_range(next, ~0U, 0);
+                if (lowest > (int)next && close_range(next, (unsigned)lowest - 1, 0) < 0)
+                        return -1;
+                next = (unsigned)lowest + 1;
+        }
 }

@@ -14,6 +14,10 @@ int sbx_write_file_at(int dirfd, const char *name, const char *text, struct sbx_
 /* Reads at most size-1 bytes of dirfd/name into buf and NUL-terminates it. Returns the length. */
 int sbx_read_file_at(int dirfd, const char *name, char *buf, size_t size, struct sbx_error *err);
 
+/* Closes every fd from 3 up except the n in keep (a -1, a 0-2 or a repeat among them is
+ * ignored): what a forked process inherited but has no business with. 0, or -1 with errno. */
+int sbx_close_fds_except(const int *keep, size_t n);
+
 /* Writes all of len bytes to fd, retrying on EINTR and short writes. Returns 0 or -1 (errno). */
 int sbx_write_all(int fd, const void *data, size_t len);
 

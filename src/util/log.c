@@ -10,8 +10,9 @@ static enum sbx_log_level threshold = SBX_LOG_WARN;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
-void sbx_log_init(void)
+void sbx_log_init(enum sbx_log_level default_level)
 {
+        threshold = default_level;
         const char *value = getenv("SANDBOXD_LOG");
         if (value == NULL)
                 return;

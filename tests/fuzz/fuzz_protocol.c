@@ -36,6 +36,12 @@ static int encode_again(const struct sbx_message *message, void **out, size_t *o
         case SBX_MESSAGE_STATS_REPLY:
                 return sbx_message_encode_stats_reply(request_id, &message->body.stats, out,
                                                       out_len, err);
+        case SBX_MESSAGE_REFUSED:
+                return sbx_message_encode_refused(request_id, message->body.refused.reason,
+                                                  message->body.refused.detail, out, out_len, err);
+        case SBX_MESSAGE_CONFIG:
+                return sbx_message_encode_config(message->body.config.text,
+                                                 message->body.config.size, out, out_len, err);
         case SBX_MESSAGE_CANCEL:
         case SBX_MESSAGE_PING:
         case SBX_MESSAGE_PONG:

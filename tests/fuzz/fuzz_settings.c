@@ -59,8 +59,8 @@ static void check_problem(const struct sbx_problem *problem)
 {
         if (problem->status != 400 && problem->status != 403 && problem->status != 500)
                 fail("refused with an unexpected status", problem->detail);
-        if (problem->slug == NULL || problem->title == NULL)
-                fail("refused without a slug or title", problem->detail);
+        if (problem->slug == NULL)
+                fail("refused without a slug", problem->detail);
         if (problem->n_errors > SBX_PROBLEM_MAX_ERRORS)
                 fail("more errors than the problem holds", problem->detail);
         check_utf8("problem detail", problem->detail);
@@ -68,6 +68,11 @@ static void check_problem(const struct sbx_problem *problem)
                 check_utf8("problem error field", problem->errors[i].field);
                 check_utf8("problem error message", problem->errors[i].message);
         }
+        /* What the client gets: it must build (valid UTF-8 throughout). */
+        json_t *body = sbx_problem_to_json(problem);
+        if (body == NULL)
+                fail("the problem body does not build", problem->detail);
+        json_decref(body);
 }
 
 static void check_settings(const struct sbx_settings *settings)

@@ -133,6 +133,7 @@ and its control flipped. Exit status 1 when any payload fails or the leak audit 
 import argparse
 import concurrent.futures
 import ctypes
+import fcntl
 import json
 import os
 import re
@@ -641,6 +642,9 @@ class Harness:
         self.pooled = not args.no_pooled
         self.workdir = tempfile.mkdtemp(prefix="sandboxd-hostile-")
         os.chmod(self.workdir, 0o711)  # the outside control's uid must traverse to its own dir
+        # In use while this process lives: the leak audit passes over held temp dirs.
+        self.workdir_lock = os.open(self.workdir, os.O_RDONLY | os.O_CLOEXEC)
+        fcntl.flock(self.workdir_lock, fcntl.LOCK_EX)
         self.counter = 0
         self.counter_lock = threading.Lock()
         self.binaries = {}

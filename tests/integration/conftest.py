@@ -12,7 +12,8 @@ Helpers offered to the tests (as fixtures):
   host -> the leak probes (cgroup_children(), sandbox_processes(), ...) and host facts
 
 Leaks are checked twice: after every test (anything new that a test left behind fails that test)
-and once at the end of the session (nothing of sandboxd may exist at all).
+and once at the end of the session (nothing of sandboxd may be left over at all). A leftover is
+what nothing live holds (scripts/leak_audit.py): a concurrent run's live sandboxes are not ours.
 """
 
 import json
@@ -23,11 +24,19 @@ import secrets
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
+import uuid
 
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO / "scripts"))
+import leak_audit  # noqa: E402  (scripts/ is not a package)
+
+# Marks every sandboxd this session starts (inherited through the environment), so that the leak
+# audit tells them from another run's; `make test` sets one for the whole run.
+os.environ.setdefault(leak_audit.TEST_RUN_VARIABLE, uuid.uuid4().hex)
 SANDBOXD = os.environ.get("SANDBOXD") or str(REPO / "build" / "sandboxd")
 SANITIZED = os.environ.get("SANDBOXD_SANITIZED") == "1"
 
@@ -192,16 +201,6 @@ def require_controller(name):
         pytest.skip(f"this kernel has no enabled cgroup '{name}' controller")
 
 
-def snapshot():
-    return {
-        "cgroup dirs": set(cgroup_children()),
-        "sandbox-uid processes": set(sandbox_processes()),
-        "sandboxd processes": set(sandboxd_processes()),
-        "mounts": set(sandboxd_mounts()),
-        "temp dirs": set(sandboxd_temp_dirs()),
-    }
-
-
 class Host:
     """The probes, for tests that check the host around a run."""
 
@@ -222,23 +221,22 @@ def host():
 
 @pytest.fixture(scope="session", autouse=True)
 def session_leak_audit():
-    """At the end of the session nothing of sandboxd may exist: no sandbox cgroup, no process of a
-    sandbox uid, no sandboxd process, no mount or temp dir of sandboxd."""
+    """At the end of the session nothing of sandboxd may be left over: no sandbox cgroup or
+    process that no live sandboxd holds, no sandboxd process of this run, no mount or temp dir."""
     yield
-    leaks = {k: sorted(v) for k, v in snapshot().items() if v}
+    leaks = leak_audit.leftovers()
     if leaks:
-        pytest.fail(f"sandboxd left these behind after the session: {leaks}")
+        pytest.fail(f"sandboxd left these behind after the session: {sorted(leaks.values())}")
 
 
 @pytest.fixture(autouse=True)
 def no_new_leaks():
     """Whatever a test's sandboxes leave behind fails that test (not a later one)."""
-    before = snapshot()
+    before = leak_audit.leftovers(settle_s=0)
     yield
-    after = snapshot()
-    new = {k: sorted(after[k] - before[k]) for k in after if after[k] - before[k]}
+    new = {k: v for k, v in leak_audit.leftovers().items() if k not in before}
     if new:
-        pytest.fail(f"this test left sandboxd resources behind: {new}")
+        pytest.fail(f"this test left sandboxd resources behind: {sorted(new.values())}")
 
 
 # --- running sandboxd --------------------------------------------------------------------------

@@ -75,6 +75,36 @@ def test_pooled_equals_cold(run, name):
     assert pooled.rc == cold.rc
 
 
+# Programs as raw bytes, where compile() and the interpreter's file reader could disagree.
+BYTE_PROGRAMS = {
+    "nul_after_a_statement": b"print(1)\0print(2)\n",
+    "nul_in_a_string": b"x = \"\0\"\nprint(len(x))\n",
+    "invalid_utf8": b"print(\"\xff\")\n",
+    "bom": b"\xef\xbb\xbfprint('bom')\n",
+    "latin1_cookie": b"# -*- coding: latin-1 -*-\nprint(\"\xe9\")\n",
+    "unknown_cookie": b"# -*- coding: no-such-codec -*-\nprint(1)\n",
+    "syntax_error": b"print(1\n",
+    "crlf": b"import sys\r\nprint(sys.argv[1:])\r\n",
+}
+
+
+@pytest.mark.parametrize("name", sorted(BYTE_PROGRAMS))
+def test_pooled_equals_cold_for_any_bytes(tmp_path, cli, name):
+    """The result never depends on whether a pool entry was free, whatever the program's bytes:
+    NUL, invalid UTF-8, a BOM, a coding cookie, a syntax error."""
+    import json
+    program = tmp_path / "main.py"
+    program.write_bytes(BYTE_PROGRAMS[name])
+    results = []
+    for extra in ((), ("--pooled",)):
+        proc = cli("run", "--json", *extra, str(program), "--", "arg")
+        results.append(json.loads(proc.stdout))
+        results[-1]["rc"] = proc.returncode
+    cold, pooled = results
+    assert cold["pooled"] is False and pooled["pooled"] is True
+    assert {**comparable(pooled), "rc": pooled["rc"]} == {**comparable(cold), "rc": cold["rc"]}
+
+
 def test_pooled_files_and_imports(tmp_path, cli):
     """Files mode through a pool entry: a helper module next to the program imports as it does
     cold, and an executable bit survives."""

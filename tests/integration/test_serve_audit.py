@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from serve_helpers import (STANDARD_TENANTS, STANDARD_TIERS, expect_json, expect_problem,
-                           no_new_leaks, running_server)
+from serve_helpers import (STANDARD_TENANTS, STANDARD_TIERS, audit_rows, expect_json,
+                           expect_problem, no_new_leaks, running_server)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
@@ -136,10 +136,18 @@ def test_other_tenant_gets_404_indistinguishable_from_unknown(srv):
 
 
 def test_rejected_request_leaves_no_record(srv):
-    """Only executions are recorded: ids are not handed out for refused requests, and a made-up
-    id in the right shape is unknown."""
+    """Only executions are recorded: a request refused by validation, by the tier, or for an
+    unknown token adds no record (counted in the store itself), and a made-up id in the right
+    shape is unknown."""
+    before = len(audit_rows(srv.data_dir))
     expect_problem(srv.post_execution({"language": "cobol", "code": "x"}), 400)
+    expect_problem(srv.post_execution({"language": "python", "code": "x", "backend": "gvisor"}),
+                   400)
+    expect_problem(srv.post_execution({"language": "python", "code": "x"}, token="sbx_nope"), 401)
     expect_problem(srv.get_execution("1" * 32), 404)
+    assert len(audit_rows(srv.data_dir)) == before
+    srv.run("print(1)")
+    assert len(audit_rows(srv.data_dir)) == before + 1  # the count would have seen one
 
 
 def test_ids_are_lowercase_hex(srv):

@@ -72,6 +72,8 @@ DROP = object()
 def test_malformed_json_is_400_naming_the_body(srv, raw):
     body = expect_problem(srv.post_execution(raw), 400, field="body")
     assert "JSON" in body["detail"], body
+    # Said in words, not as jansson's "line -1, column -1: wrong arguments".
+    assert "-1" not in body["detail"] and "wrong arguments" not in body["detail"], body
 
 
 @pytest.mark.parametrize("doc", [[1, 2], "python", 42, None, True],
@@ -458,16 +460,27 @@ def test_unknown_path_is_404(srv, path):
     ("PUT", "/v1/executions", "POST"),
     ("DELETE", "/v1/executions", "POST"),
     ("PATCH", "/v1/executions", "POST"),
-    ("POST", "/v1/executions/" + "0" * 32, "GET"),
-    ("DELETE", "/v1/executions/" + "0" * 32, "GET"),
-    ("POST", "/health", "GET"),
-    ("PUT", "/metrics", "GET"),
-    ("POST", "/v1/openapi.json", "GET"),
+    ("POST", "/v1/executions/" + "0" * 32, "GET, HEAD"),
+    ("DELETE", "/v1/executions/" + "0" * 32, "GET, HEAD"),
+    ("POST", "/health", "GET, HEAD"),
+    ("PUT", "/metrics", "GET, HEAD"),
+    ("POST", "/v1/openapi.json", "GET, HEAD"),
 ])
 def test_wrong_method_is_405_with_allow(srv, method, path, allow):
     r = srv.request(method, path, data=json.dumps(PY), headers=srv.headers("acme"))
     expect_problem(r, 405)
-    assert [m.strip() for m in r.headers.get("Allow", "").split(",")] == [allow], r.headers
+    assert [m.strip() for m in r.headers.get("Allow", "").split(",")] == allow.split(", "), \
+        r.headers
+
+
+@pytest.mark.parametrize("path", ["/health", "/metrics", "/v1/openapi.json",
+                                  "/v1/executions/" + "0" * 32])
+def test_head_answers_like_get_without_a_body(srv, path):
+    got = srv.request("GET", path, headers=srv.headers("acme", content_type=None))
+    head = srv.request("HEAD", path, headers=srv.headers("acme", content_type=None))
+    assert head.status_code == got.status_code, (head.status_code, got.status_code)
+    assert head.content == b""
+    assert head.headers["Content-Type"] == got.headers["Content-Type"]
 
 
 @pytest.mark.parametrize("content_type", [None, "text/plain", "application/x-www-form-urlencoded",

@@ -1,7 +1,10 @@
 """The two processes and their lifecycle: the API process runs unprivileged (non-zero uid, no
-capabilities at all, no_new_privs); SIGTERM mid-execution stops the server with exit code 0
-within the grace period and leaves nothing behind; killing the engine makes /health fail and
-leaves no sandbox behind; killing the API stops the engine; the audit log survives a restart."""
+capabilities at all, no_new_privs); SIGTERM drains (new executions and /health get 503 with
+Retry-After at once, running ones finish within the grace period or end canceled, with a
+record), exits 0 and leaves nothing behind; killing the engine makes /health fail, the running
+execution ends canceled and recorded, and no sandbox remains; killing the API stops the engine,
+whose worker keeps the result in the spool for the next start to record; the audit log and the
+local tenant's token survive a restart."""
 
 import os
 import re
@@ -17,8 +20,9 @@ import pytest
 import requests
 
 from serve_helpers import (API_UID, FREE_TIER, SANDBOXD, SLOW, STANDARD_TENANTS, STANDARD_TIERS,
-                           expect_json, expect_problem, no_new_leaks, proc_status,
-                           running_server)
+                           audit_rows, expect_json, expect_problem, kept_data_dir, make_token,
+                           no_new_leaks, proc_status, render_config, running_server, sample,
+                           spool_files)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
@@ -121,88 +125,134 @@ def test_data_dir_belongs_to_the_api_uid(srv):
 # --- SIGTERM --------------------------------------------------------------------------------------
 
 
-def test_sigterm_mid_execution_exits_0_and_leaves_nothing():
+def test_sigterm_mid_execution_cancels_at_the_grace_period_and_records_it():
+    """A program still running when the grace period ends is canceled: its client gets its
+    result (status canceled, why, usage so far), not "nothing was run", and its record says the
+    same; the server exits 0 right after."""
     grace = 2
-    with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS,
-                        server={"shutdown_grace_s": grace}) as srv:
-        thread, outcome = post_in_thread(srv, sleeping(5))
-        srv.wait_for_running(1)
-        t0 = time.monotonic()
-        srv.signal(signal.SIGTERM)
-        rc = srv.wait_exit(grace + 5 * SLOW)
-        elapsed = time.monotonic() - t0
-        assert rc is not None, f"still running {grace + 5 * SLOW}s after SIGTERM"
-        assert rc == 0, f"exit code {rc}"
-        thread.join(timeout=10 * SLOW)
-        assert not thread.is_alive(), "the client is still waiting after the server exited"
-        if "response" in outcome:
-            r = outcome["response"]
-            if r.status_code == 200:
-                result = r.json()
-                # Canceled, not allowed to run its 5 s past the 2 s grace period.
-                assert result["status"] != "ok" and "slept" not in result["stdout"], result
-                assert result["status"] == "internal_error", result
-            else:
-                expect_problem(r, 503)
-        else:
-            assert isinstance(outcome["error"], requests.ConnectionError), outcome
-        print(f"SIGTERM: exited {rc} after {elapsed:.2f}s; client got "
-              f"{outcome.get('response') and outcome['response'].text[:200] or outcome}")
-        # running_server checks that nothing is left.
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS, data_dir=data_dir,
+                            server={"shutdown_grace_s": grace}) as srv:
+            thread, outcome = post_in_thread(srv, sleeping(6))
+            srv.wait_for_running(1)
+            t0 = time.monotonic()
+            srv.signal(signal.SIGTERM)
+            rc = srv.wait_exit(grace + 5 * SLOW)
+            elapsed = time.monotonic() - t0
+            assert rc == 0, f"exit code {rc} (None: still running)"
+            thread.join(timeout=10 * SLOW)
+            assert not thread.is_alive(), "the client is still waiting after the server exited"
+            result = expect_json(outcome["response"], 200)
+            print(f"SIGTERM: exited {rc} after {elapsed:.2f}s; the client got {result}")
+            assert result["status"] == "canceled", result
+            assert result["error"] and "slept" not in result["stdout"], result
+            assert result["exit_code"] is None and result["signal"] is None, result
+            # It ran until the grace period ended: its usage says so.
+            assert result["usage"]["wall_ms"] >= (grace - 0.5) * 1000, result["usage"]
+        rows = audit_rows(data_dir)
+        assert set(rows) == {result["id"]}, rows
+        row = rows[result["id"]]
+        assert row["status"] == "canceled" and row["error"] == result["error"], row
+        assert row["finished_at"] is not None and row["usage"] is not None, row
+
+
+def test_sigterm_drains_new_requests_get_503_at_once():
+    """During the grace period a new execution gets 503 shutting-down with Retry-After at once
+    (not a hang and not a reset), /health says draining, reading a record still works, and the
+    running execution finishes normally."""
+    grace = 6
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS, data_dir=data_dir,
+                            server={"shutdown_grace_s": grace}) as srv:
+            earlier = srv.run("print('before')")
+            thread, outcome = post_in_thread(srv, sleeping(2))
+            srv.wait_for_running(1)
+            srv.signal(signal.SIGTERM)
+            time.sleep(0.3)
+            t0 = time.monotonic()
+            r = srv.post_execution({"language": "python", "code": "print('late')"})
+            elapsed = time.monotonic() - t0
+            body = expect_problem(r, 503, slug="shutting-down")
+            assert elapsed < 1.0 * SLOW, f"the refusal took {elapsed:.2f}s"
+            assert 1 <= int(r.headers["Retry-After"]) <= grace, r.headers
+            health = srv.get("/health")
+            assert "draining" in expect_problem(health, 503, slug="shutting-down")["detail"]
+            assert expect_json(srv.get_execution(earlier["id"]), 200)["status"] == "ok"
+            print(f"while draining: {r.status_code} in {elapsed:.3f}s {body}")
+            thread.join(timeout=10 * SLOW)
+            result = expect_json(outcome["response"], 200)
+            assert result["status"] == "ok" and result["stdout"] == "slept\n", result
+            assert srv.wait_exit(grace + 5 * SLOW) == 0
+        # The refused one left no record; the two that ran did.
+        assert set(audit_rows(data_dir)) == {earlier["id"], result["id"]}
 
 
 def test_sigterm_under_load_answers_or_refuses_every_request():
-    """16 clients keep posting while SIGTERM arrives: every request gets an answer (200, 429,
-    503) or a refused/closed connection, never a 500 or a hang; exit 0; nothing left."""
+    """16 clients keep posting while SIGTERM arrives: until the server exits, every request gets
+    an answer: 200 (its execution ran: ok within the grace period), or 429/503 with a problem
+    body and Retry-After; never a 500, a hang or a reset. Exit 0, one record per 200, nothing
+    left."""
     tiers = {"wide": {**FREE_TIER, "max_concurrency": 8}}
-    with running_server(tiers=tiers, tenants={"acme": "wide"},
-                        server={"shutdown_grace_s": 2}) as srv:
-        stop = threading.Event()
-        outcomes = []
-        lock = threading.Lock()
-        body = {"language": "python", "code": "import time\ntime.sleep(0.2)\nprint(1)"}
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=tiers, tenants={"acme": "wide"}, data_dir=data_dir,
+                            server={"shutdown_grace_s": 2}) as srv:
+            stop = threading.Event()
+            outcomes = []
+            lock = threading.Lock()
+            body = {"language": "python", "code": "import time\ntime.sleep(0.2)\nprint(1)"}
 
-        def client():
-            session = requests.Session()
-            while not stop.is_set():
-                try:
-                    r = srv.post_execution(body, session=session, timeout=(2, 30 * SLOW))
-                    outcome = r
-                    if r.status_code == 429:
-                        stop.wait(0.02)
-                except requests.ConnectionError as e:
-                    outcome = e
-                    stop.wait(0.05)
-                with lock:
-                    outcomes.append(outcome)
+            def client():
+                session = requests.Session()
+                while not stop.is_set():
+                    sent = time.monotonic()
+                    try:
+                        r = srv.post_execution(body, session=session, timeout=(2, 30 * SLOW))
+                        outcome = r
+                        if r.status_code != 200:
+                            stop.wait(0.02)
+                    except requests.ConnectionError as e:
+                        outcome = e
+                        stop.wait(0.05)
+                    with lock:
+                        outcomes.append((sent, outcome))
 
-        threads = [threading.Thread(target=client, daemon=True) for _ in range(16)]
-        for t in threads:
-            t.start()
-        try:
-            srv.wait_for_running(1)
-            time.sleep(0.5)
-            srv.signal(signal.SIGTERM)
-            rc = srv.wait_exit(2 + 10 * SLOW)
-        finally:
-            stop.set()
+            threads = [threading.Thread(target=client, daemon=True) for _ in range(16)]
             for t in threads:
-                t.join(timeout=40 * SLOW)
-        assert rc == 0, f"exit code {rc} (None: still running)"
-        assert not any(t.is_alive() for t in threads), "a client hangs after the server exited"
+                t.start()
+            try:
+                srv.wait_for_running(1)
+                time.sleep(0.5)
+                signaled = time.monotonic()
+                srv.signal(signal.SIGTERM)
+                rc = srv.wait_exit(2 + 10 * SLOW)
+                exited = time.monotonic()
+            finally:
+                stop.set()
+                for t in threads:
+                    t.join(timeout=40 * SLOW)
+            assert rc == 0, f"exit code {rc} (None: still running)"
+            assert not any(t.is_alive() for t in threads), "a client hangs after the server exited"
         codes = {}
-        for o in outcomes:
+        for _, o in outcomes:
             key = o.status_code if isinstance(o, requests.Response) else type(o).__name__
             codes[key] = codes.get(key, 0) + 1
-        print(f"SIGTERM under load: {codes}")
+        drain = exited - signaled
+        print(f"SIGTERM under load: {codes}; drained and exited {drain:.2f}s after SIGTERM")
         assert codes.get(200, 0) > 0, codes
-        for o in outcomes:
+        ok = set()
+        for sent, o in outcomes:
             if isinstance(o, requests.Response):
                 if o.status_code == 200:
-                    assert o.json()["status"] in ("ok", "internal_error"), o.text[:500]
+                    result = o.json()
+                    assert result["status"] == "ok", o.text[:500]
+                    ok.add(result["id"])
                 else:
                     assert o.status_code in (429, 503), o.text[:500]
                     expect_problem(o, o.status_code)
+            else:
+                # Only once the server stops listening, at the very end of the drain.
+                assert sent > signaled, f"{o} for a request sent before SIGTERM"
+        assert set(audit_rows(data_dir)) == ok
 
 
 def test_sigterm_to_the_api_stops_the_whole_server_with_0():
@@ -219,56 +269,73 @@ def test_sigterm_to_the_api_stops_the_whole_server_with_0():
 
 
 def test_engine_killed_health_fails_and_no_sandbox_remains():
-    with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS,
-                        server={"shutdown_grace_s": 2}) as srv:
-        srv.expected_rc = -signal.SIGKILL
-        thread, outcome = post_in_thread(srv, sleeping(8))
-        srv.wait_for_running(1)
-        api = srv.api_pid()
-        srv.signal(signal.SIGKILL)
-        assert srv.wait_exit(10) == -signal.SIGKILL
+    """kill -9 of the engine: /health fails from then on; the running execution's worker (now
+    an orphan, PDEATHSIG) cancels its sandbox and still answers (canceled, recorded); the API
+    process then exits; no sandbox remains; the next start serves."""
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS, data_dir=data_dir,
+                            server={"shutdown_grace_s": 2}) as srv:
+            srv.expected_rc = -signal.SIGKILL
+            thread, outcome = post_in_thread(srv, sleeping(8))
+            srv.wait_for_running(1)
+            api = srv.api_pid()
+            srv.signal(signal.SIGKILL)
+            assert srv.wait_exit(10) == -signal.SIGKILL
 
-        # From now on /health must never say the engine is up.
-        for _ in range(10):
-            try:
-                r = srv.get("/health", timeout=(2, 10 * SLOW))
-            except requests.ConnectionError:
-                break  # the API is gone already: that is a failed health check too
-            expect_problem(r, 503)
-            time.sleep(0.05)
-
-        thread.join(timeout=15 * SLOW)
-        assert not thread.is_alive(), "the running request hangs after the engine died"
-        if "response" in outcome:
-            r = outcome["response"]
-            if r.status_code == 200:
-                # The orphaned worker cancels its sandbox (PDEATHSIG) and still reports.
-                result = r.json()
-                assert result["status"] == "internal_error" and "slept" not in result["stdout"], \
-                    result
-            else:
+            # From now on /health must never say the engine is up.
+            for _ in range(10):
+                try:
+                    r = srv.get("/health", timeout=(2, 10 * SLOW))
+                except requests.ConnectionError:
+                    break  # the API is gone already: that is a failed health check too
                 expect_problem(r, 503)
-        else:
-            assert isinstance(outcome["error"], requests.ConnectionError), outcome
-        # The API notices and exits; running_server then waits for every process and cgroup of
-        # the server (the orphaned worker kills its sandbox on PDEATHSIG) to be gone.
-        wait_until(lambda: gone(api), 10 * SLOW, "the API process to exit after the engine died")
+                time.sleep(0.05)
+
+            thread.join(timeout=15 * SLOW)
+            assert not thread.is_alive(), "the running request hangs after the engine died"
+            result = expect_json(outcome["response"], 200)
+            assert result["status"] == "canceled" and "slept" not in result["stdout"], result
+            wait_until(lambda: gone(api), 10 * SLOW,
+                       "the API process to exit after the engine died")
+        rows = audit_rows(data_dir)
+        assert set(rows) == {result["id"]} and rows[result["id"]]["status"] == "canceled", rows
+        with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS,
+                            data_dir=data_dir) as again:
+            assert again.run("print(5)")["stdout"] == "5\n"
 
 
-def test_api_killed_engine_stops_and_no_sandbox_remains():
-    with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS,
-                        server={"shutdown_grace_s": 2}) as srv:
-        srv.expected_rc = None  # how a supervisor should read an API crash is not specified
-        thread, outcome = post_in_thread(srv, sleeping(8))
-        srv.wait_for_running(1)
-        api = srv.api_pid()
-        os.kill(api, signal.SIGKILL)
-        rc = srv.wait_exit(2 + 10 * SLOW)
-        assert rc is not None, "the engine kept running after its API process died"
-        thread.join(timeout=15 * SLOW)
-        assert not thread.is_alive()
-        assert "error" in outcome or outcome["response"].status_code >= 500, outcome
-        print(f"API killed: the main process exited with {rc}")
+def test_api_killed_its_result_is_recorded_at_the_next_start():
+    """kill -9 of the API process: the engine cancels the running execution, whose worker
+    cannot send its result and keeps it in the spool; the engine stops; the next start records
+    it (status canceled, with usage) before serving, and empties the spool."""
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS, data_dir=data_dir,
+                            server={"shutdown_grace_s": 2}) as srv:
+            srv.expected_rc = None  # how a supervisor should read an API crash is not specified
+            thread, outcome = post_in_thread(srv, sleeping(8))
+            srv.wait_for_running(1)
+            api = srv.api_pid()
+            os.kill(api, signal.SIGKILL)
+            rc = srv.wait_exit(2 + 10 * SLOW)
+            assert rc is not None, "the engine kept running after its API process died"
+            thread.join(timeout=15 * SLOW)
+            assert not thread.is_alive()
+            assert "error" in outcome, outcome  # its connection died with the API
+            print(f"API killed: the main process exited with {rc}")
+        rows = audit_rows(data_dir)
+        assert len(rows) == 1, rows
+        (execution_id, row), = rows.items()
+        assert row["status"] == "running", row
+        assert spool_files(data_dir) == [execution_id + ".result"]
+        with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS,
+                            data_dir=data_dir) as again:
+            record = expect_json(again.get_execution(execution_id), 200)
+            assert record["status"] == "canceled", record
+            # From the spool, not "interrupted": the worker's own outcome, usage and all.
+            assert record["error"].startswith("canceled") and record["finished_at"], record
+            assert record["usage"] is not None and record["timing"]["total_us"] > 0, record
+            assert spool_files(data_dir) == []
+            assert again.run("print(6)")["stdout"] == "6\n"
 
 
 # --- the audit store across restarts --------------------------------------------------------------
@@ -295,17 +362,76 @@ def test_audit_records_survive_a_restart():
 
 def test_no_tenant_configured_creates_local_with_a_printed_token():
     """make run's case: with no tenant configured, serve creates "local" in the first tier and
-    prints its token once (the API process makes it); that token gets in, and no other."""
-    with running_server(tiers=STANDARD_TIERS, tenants={}) as server:
-        with open(server.stdout_path) as f:
-            out = f.read()
-        printed = re.search(r'created tenant "local" \(tier (\w+)\)\n  token: (\S+)\n', out)
-        assert printed, out
-        assert printed.group(1) == next(iter(STANDARD_TIERS))
-        body = {"language": "python", "code": "print(2+2)"}
-        result = expect_json(server.post_execution(body, token=printed.group(2)), 200)
-        assert result["status"] == "ok" and result["stdout"] == "4\n", result
-        expect_problem(server.post_execution(body, token=printed.group(2) + "x"), 401)
+    prints its token (the API process makes it); that token gets in, and no other; it is kept in
+    the data directory, so the next start prints and accepts the same one."""
+    with kept_data_dir() as data_dir:
+        tokens = []
+        for _ in range(2):
+            with running_server(tiers=STANDARD_TIERS, tenants={}, data_dir=data_dir) as server:
+                with open(server.stdout_path) as f:
+                    out = f.read()
+                printed = re.search(r'tenant "local" \(tier (\w+)\)\n  token: (\S+) +\(kept in '
+                                    r'(\S+)/local-token', out)
+                assert printed, out
+                assert printed.group(1) == next(iter(STANDARD_TIERS))
+                assert printed.group(3) == data_dir
+                body = {"language": "python", "code": "print(2+2)"}
+                result = expect_json(server.post_execution(body, token=printed.group(2)), 200)
+                assert result["status"] == "ok" and result["stdout"] == "4\n", result
+                expect_problem(server.post_execution(body, token=printed.group(2) + "x"), 401)
+                tokens.append(printed.group(2))
+        assert tokens[0] == tokens[1]
+        token_file = os.path.join(data_dir, "local-token")
+        assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
+        assert os.stat(token_file).st_uid == 0
+
+
+def test_token_lines_work_as_printed():
+    """`sandboxd token NAME` prints a token and config lines (tier = default); pasted as they
+    are into a config that declares other tiers, they load and the token gets in."""
+    proc = subprocess.run([SANDBOXD, "token", "newcomer"], capture_output=True, text=True,
+                          timeout=30 * SLOW, check=True)
+    token = re.search(r"^token: (\S+)$", proc.stdout, re.M).group(1)
+    lines = proc.stdout[proc.stdout.index("[tenant.newcomer]"):]
+    assert "tier = default" in lines, proc.stdout
+    with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS,
+                        extra_config="\n" + lines) as srv:
+        srv.tokens["newcomer"] = token
+        result = expect_json(srv.post_execution({"language": "sh", "code": "echo in"},
+                                                tenant="newcomer"), 200)
+        assert result["stdout"] == "in\n", result
+
+
+def test_sighup_reloads_tenants_and_tiers_without_a_restart():
+    """SIGHUP to the server: the engine reads the config file again and the API process takes
+    its tenants and tiers: an added tenant's token gets in, a removed one's no longer does, an
+    execution running meanwhile finishes unharmed. A file that does not load changes nothing."""
+    with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS) as srv:
+        thread, outcome = post_in_thread(srv, sleeping(1.5))
+        srv.wait_for_running(1)
+        with open(srv.config_path, "w") as f:
+            f.write(render_config(srv.port, srv.data_dir, srv.server_keys, STANDARD_TIERS,
+                                  {"acme": "free", "newbie": "pro"}))
+        srv.tokens["newbie"] = make_token("newbie")[0]
+        body = {"language": "sh", "code": "echo welcome"}
+        expect_problem(srv.post_execution(body, tenant="newbie"), 401)
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: srv.post_execution(body, tenant="newbie").status_code == 200,
+                   5 * SLOW, "the added tenant to get in")
+        expect_problem(srv.post_execution(body, tenant="globex"), 401)
+        assert expect_json(srv.post_execution(body), 200)["stdout"] == "welcome\n"
+        thread.join(timeout=10 * SLOW)
+        result = expect_json(outcome["response"], 200)
+        assert result["status"] == "ok" and result["stdout"] == "slept\n", result
+        assert sample(srv.metrics(), "sandboxd_executions_total", tenant="newbie",
+                      status="ok") >= 1
+
+        with open(srv.config_path, "w") as f:
+            f.write("[tier.broken]\nmax_memory_mb = lots\n")
+        srv.signal(signal.SIGHUP)
+        wait_until(lambda: "reload refused" in srv.stderr(), 5 * SLOW, "the refusal in the log")
+        assert expect_json(srv.post_execution(body, tenant="newbie"), 200)["status"] == "ok"
+        assert srv.get("/health").status_code == 200
 
 
 def test_bad_config_is_refused_before_anything_starts(tmp_path):

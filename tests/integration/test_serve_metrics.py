@@ -8,8 +8,8 @@ import time
 import pytest
 import requests
 
-from serve_helpers import (FREE_TIER, SLOW, expect_problem, no_new_leaks, parse_metrics,
-                           running_server, sample)
+from serve_helpers import (FREE_TIER, SLOW, STANDARD_TENANTS, STANDARD_TIERS, expect_problem,
+                           make_token, no_new_leaks, parse_metrics, running_server, sample)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
@@ -195,3 +195,20 @@ def test_tenant_label_is_bounded(srv):
 def test_metrics_needs_no_token(srv):
     r = requests.get(srv.url("/metrics"), timeout=10)
     assert r.status_code == 200
+
+
+def test_metrics_token_when_configured():
+    """With server.metrics_token_sha256 set, /metrics answers only that token's bearer: no
+    token and a tenant's token get 401, and the tenant names stay hidden."""
+    token, digest = make_token("metrics-scraper")
+    with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS,
+                        server={"metrics_token_sha256": digest}) as srv:
+        expect_problem(requests.get(srv.url("/metrics"), timeout=10), 401)
+        r = requests.get(srv.url("/metrics"), headers=srv.headers("acme"), timeout=10)
+        expect_problem(r, 401)
+        assert "acme" not in r.text
+        r = requests.get(srv.url("/metrics"), headers={"Authorization": f"Bearer {token}"},
+                         timeout=10)
+        assert r.status_code == 200 and "sandboxd_executions_total" in r.text
+        # /health stays open for load balancers.
+        assert srv.get("/health").status_code == 200

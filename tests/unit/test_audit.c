@@ -1,8 +1,10 @@
-/* Unit tests for service/audit.h against a real SQLite file in a temporary directory: record and
- * fetch (JSON columns embedded as values, NULLs as null, output hashes), tenant isolation,
- * persistence across reopen, idempotent migration and user_version, refusal of a newer schema,
- * of a symlink and of a non-database, file modes, and concurrent writers. Each test gets its own
- * directory and removes it. */
+/* Unit tests for service/audit.h against a real SQLite file in a temporary directory: records
+ * written in two steps (begin: running, with null outcome; finish: the outcome, once; forget;
+ * interrupt what is still running), fetch (JSON columns embedded as values, NULLs as null, output
+ * hashes), a record from a result (canceled), tenant isolation, persistence across reopen,
+ * migration from version 1 and user_version, refusal of a newer schema, of a symlink and of a
+ * non-database, file modes, and concurrent writers. Each test gets its own directory and removes
+ * it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -116,11 +118,15 @@ static void free_sample(struct sample *s)
         json_decref(s->timing);
 }
 
+/* Both steps: begin, then finish (which must complete the running record). */
 static void record_ok(struct sbx_audit *audit, const struct sbx_audit_record *record)
 {
         struct sbx_error err = {0};
-        if (sbx_audit_record_execution(audit, record, &err) != 0)
-                fail_msg("record: %s", err.message);
+        if (sbx_audit_begin(audit, record, &err) != 0)
+                fail_msg("begin: %s", err.message);
+        int rc = sbx_audit_finish(audit, record, &err);
+        if (rc != 1)
+                fail_msg("finish: %d %s", rc, err.message);
 }
 
 static json_t *fetch_found(struct sbx_audit *audit, const char *tenant, const char *id)
@@ -275,11 +281,15 @@ static void test_bad_records_are_refused(void **state)
         record_ok(audit, &s.record);
         struct sbx_error err = {0};
         /* The id is the primary key. */
-        assert_int_equal(sbx_audit_record_execution(audit, &s.record, &err), -1);
+        assert_int_equal(sbx_audit_begin(audit, &s.record, &err), -1);
         assert_non_null(strstr(err.message, "55555555555555555555555555555555"));
         s.record.id = "66666666666666666666666666666666";
         s.record.tenant = NULL;
-        assert_int_equal(sbx_audit_record_execution(audit, &s.record, &err), -1);
+        assert_int_equal(sbx_audit_begin(audit, &s.record, &err), -1);
+        /* An outcome needs a status. */
+        s.record.status = NULL;
+        assert_int_equal(sbx_audit_finish(audit, &s.record, &err), -1);
+        s.record.status = "ok";
         /* The store is still usable after failures (statements were reset). */
         s.record.tenant = "acme";
         record_ok(audit, &s.record);
@@ -306,17 +316,25 @@ static void test_reopen_keeps_data_and_migration_is_idempotent(void **state)
                 sbx_audit_close(audit);
                 assert_int_equal(user_version(f->path), SBX_AUDIT_SCHEMA_VERSION);
         }
-        /* Migrations ran once: one table, one index, and the journal is WAL. */
+        /* Migrations ran once: one table, its two indexes, and the journal is WAL. */
         sqlite3 *db = NULL;
         assert_int_equal(sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
         sqlite3_stmt *statement = NULL;
         assert_int_equal(sqlite3_prepare_v2(db,
                                             "SELECT count(*) FROM sqlite_schema WHERE name IN "
-                                            "('executions', 'executions_by_tenant')",
+                                            "('executions', 'executions_by_tenant', "
+                                            "'executions_running')",
                                             -1, &statement, NULL),
                          SQLITE_OK);
         assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
-        assert_int_equal(sqlite3_column_int(statement, 0), 2);
+        assert_int_equal(sqlite3_column_int(statement, 0), 3);
+        sqlite3_finalize(statement);
+        /* Nothing else: the table's primary key index is the one more (no executions_v2). */
+        assert_int_equal(
+                sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema", -1, &statement, NULL),
+                SQLITE_OK);
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        assert_int_equal(sqlite3_column_int(statement, 0), 4);
         sqlite3_finalize(statement);
         assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, NULL),
                          SQLITE_OK);
@@ -325,6 +343,171 @@ static void test_reopen_keeps_data_and_migration_is_idempotent(void **state)
         sqlite3_finalize(statement);
         sqlite3_close(db);
         free_sample(&s);
+}
+
+static const char *string_of(json_t *row, const char *key)
+{
+        return json_string_value(json_object_get(row, key));
+}
+
+/* begin: a running record with the request and no outcome; finish completes it once; a second
+ * outcome changes nothing. */
+static void test_two_steps(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sample s;
+        make_record(&s, "88888888888888888888888888888888", "acme");
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_audit_begin(audit, &s.record, &err), 0);
+        json_t *row = fetch_found(audit, "acme", s.record.id);
+        assert_string_equal(string_of(row, "status"), SBX_AUDIT_STATUS_RUNNING);
+        assert_true(json_equal(json_object_get(row, "requested"), s.requested));
+        assert_true(json_equal(json_object_get(row, "effective"), s.effective));
+        assert_true(json_equal(json_object_get(row, "clamped"), s.clamped));
+        static const char *const outcome[] = {"finished_at",  "exit_code", "usage",
+                                              "evidence",     "timing",    "stdout_bytes",
+                                              "stdout_sha256"};
+        for (size_t i = 0; i < sizeof(outcome) / sizeof(outcome[0]); i++)
+                if (!json_is_null(json_object_get(row, outcome[i])))
+                        fail_msg("a running record has %s", outcome[i]);
+        json_decref(row);
+
+        assert_int_equal(sbx_audit_finish(audit, &s.record, &err), 1);
+        row = fetch_found(audit, "acme", s.record.id);
+        assert_string_equal(string_of(row, "status"), "ok");
+        assert_int_equal(json_integer_value(json_object_get(row, "finished_at")), 1700000000015);
+        assert_string_equal(string_of(row, "stdout_sha256"), SHA256_ABC);
+        json_decref(row);
+
+        /* The first outcome stands; a finished record cannot be forgotten. */
+        s.record.status = "timeout";
+        assert_int_equal(sbx_audit_finish(audit, &s.record, &err), 0);
+        assert_int_equal(sbx_audit_forget(audit, s.record.id, &err), 0);
+        row = fetch_found(audit, "acme", s.record.id);
+        assert_string_equal(string_of(row, "status"), "ok");
+        json_decref(row);
+        /* Finishing an id never begun changes nothing either. */
+        s.record.id = "99999999999999999999999999999999";
+        assert_int_equal(sbx_audit_finish(audit, &s.record, &err), 0);
+        free_sample(&s);
+        sbx_audit_close(audit);
+}
+
+/* A refused execution's record goes; what still runs at start becomes internal_error. */
+static void test_forget_and_interrupt(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sample s;
+        make_record(&s, "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa", "acme");
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_audit_begin(audit, &s.record, &err), 0);
+        assert_int_equal(sbx_audit_forget(audit, s.record.id, &err), 1);
+        json_t *row = NULL;
+        assert_int_equal(sbx_audit_fetch(audit, "acme", s.record.id, &row, &err), 0);
+        assert_int_equal(sbx_audit_forget(audit, s.record.id, &err), 0);
+
+        static const char *const ids[] = {"bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb",
+                                          "cccccccccccccccccccccccccccccccc",
+                                          "dddddddddddddddddddddddddddddddd"};
+        for (size_t i = 0; i < 3; i++) {
+                s.record.id = ids[i];
+                assert_int_equal(sbx_audit_begin(audit, &s.record, &err), 0);
+        }
+        s.record.id = ids[0];
+        assert_int_equal(sbx_audit_finish(audit, &s.record, &err), 1);
+        uint64_t count = 0;
+        assert_int_equal(sbx_audit_interrupt_running(audit, "interrupted: test", 1700000009999,
+                                                     &count, &err),
+                         0);
+        assert_int_equal(count, 2);
+        row = fetch_found(audit, "acme", ids[0]);
+        assert_string_equal(string_of(row, "status"), "ok");
+        json_decref(row);
+        for (size_t i = 1; i < 3; i++) {
+                row = fetch_found(audit, "acme", ids[i]);
+                assert_string_equal(string_of(row, "status"), "internal_error");
+                assert_string_equal(string_of(row, "error"), "interrupted: test");
+                assert_int_equal(json_integer_value(json_object_get(row, "finished_at")),
+                                 1700000009999);
+                json_decref(row);
+        }
+        assert_int_equal(sbx_audit_interrupt_running(audit, "again", 1, &count, &err), 0);
+        assert_int_equal(count, 0);
+        free_sample(&s);
+        sbx_audit_close(audit);
+}
+
+/* The outcome of a struct sbx_result: a canceled execution keeps its usage and says why. */
+static void test_finish_from_result(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        struct sample s;
+        make_record(&s, "eeeeeeeeeeeeeeeeeeeeeeeeeeeeeeee", "acme");
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_audit_begin(audit, &s.record, &err), 0);
+        struct sbx_result result = {
+                .status = SBX_STATUS_CANCELED,
+                .exit_code = -1,
+                .run = {.exited = true, .exit_code = 3, .wall_us = 2500000},
+                .evidence = {.cpu_usage_us = 7000},
+                .limits = {.wall_ms = 5000, .memory_bytes = 64 << 20},
+        };
+        snprintf(result.id, sizeof(result.id), "%s", s.record.id);
+        snprintf(result.error, sizeof(result.error), "canceled before the program ended");
+        assert_int_equal(sbx_audit_finish_result(audit, &result, NULL, 1700000001000, false, &err),
+                         1);
+        json_t *row = fetch_found(audit, "acme", s.record.id);
+        assert_string_equal(string_of(row, "status"), "canceled");
+        assert_string_equal(string_of(row, "error"), "canceled before the program ended");
+        /* Canceled: no exit code is reported, even if the program had exited. */
+        assert_true(json_is_null(json_object_get(row, "exit_code")));
+        assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(row, "usage"), "cpu_ms")), 7);
+        assert_int_equal(
+                json_integer_value(json_object_get(json_object_get(row, "effective"), "memory_mb")),
+                64);
+        json_decref(row);
+        free_sample(&s);
+        sbx_audit_close(audit);
+}
+
+/* A version-1 store (every column NOT NULL, no running rows) keeps its rows through migration
+ * 2, and takes running rows afterwards. */
+static void test_migration_from_version_1(void **state)
+{
+        struct fixture *f = *state;
+        int fd = open(f->path, O_WRONLY | O_CREAT | O_EXCL, 0600);
+        assert_true(fd >= 0);
+        close(fd);
+        run_sql(f->path,
+                "CREATE TABLE executions (id TEXT PRIMARY KEY NOT NULL, tenant TEXT NOT NULL,"
+                " created_at INTEGER NOT NULL, finished_at INTEGER NOT NULL, language TEXT NOT "
+                "NULL,"
+                " status TEXT NOT NULL, exit_code INTEGER, signal INTEGER, error TEXT,"
+                " requested TEXT, effective TEXT, clamped TEXT, usage TEXT, evidence TEXT,"
+                " timing TEXT, stdout_bytes INTEGER NOT NULL, stderr_bytes INTEGER NOT NULL,"
+                " stdout_sha256 TEXT NOT NULL, stderr_sha256 TEXT NOT NULL, stdout BLOB,"
+                " stderr BLOB) STRICT;"
+                "CREATE INDEX executions_by_tenant ON executions (tenant, created_at);"
+                "INSERT INTO executions VALUES ('ffffffffffffffffffffffffffffffff', 'acme', 1, 2,"
+                " 'python', 'ok', 0, NULL, NULL, '{}', '{}', '[]', '{}', '{}', '{}', 3, 0, 'x',"
+                " 'y', NULL, NULL);"
+                "PRAGMA user_version = 1;");
+        struct sbx_audit *audit = open_store(f);
+        assert_int_equal(user_version(f->path), SBX_AUDIT_SCHEMA_VERSION);
+        json_t *row = fetch_found(audit, "acme", "ffffffffffffffffffffffffffffffff");
+        assert_string_equal(string_of(row, "status"), "ok");
+        assert_int_equal(json_integer_value(json_object_get(row, "stdout_bytes")), 3);
+        json_decref(row);
+        struct sample s;
+        make_record(&s, "12121212121212121212121212121212", "acme");
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_audit_begin(audit, &s.record, &err), 0);
+        free_sample(&s);
+        sbx_audit_close(audit);
 }
 
 static void test_newer_schema_is_refused(void **state)
@@ -443,7 +626,8 @@ static void *write_records(void *arg)
                                                   .stdout_size = 32};
                 struct sbx_error err;
                 json_t *row = NULL;
-                if (sbx_audit_record_execution(w->audit, &record, &err) != 0 ||
+                if (sbx_audit_begin(w->audit, &record, &err) != 0 ||
+                    sbx_audit_finish(w->audit, &record, &err) != 1 ||
                     sbx_audit_fetch(w->audit, "acme", id, &row, &err) != 1)
                         w->failures++;
                 json_decref(row);
@@ -479,6 +663,10 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_bad_records_are_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reopen_keeps_data_and_migration_is_idempotent,
                                                 setup, teardown),
+                cmocka_unit_test_setup_teardown(test_two_steps, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_forget_and_interrupt, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_finish_from_result, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_migration_from_version_1, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_newer_schema_is_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_failed_migration_changes_nothing, setup,
                                                 teardown),

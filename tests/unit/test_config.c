@@ -16,6 +16,7 @@
 
 #include <cmocka.h>
 
+#include "engine/execution.h"
 #include "service/config.h"
 
 #define MIB (1024ull * 1024ull)
@@ -84,7 +85,10 @@ static void test_issue_example_loads(void **state)
         assert_int_equal(server->shutdown_grace_s, 10);
         assert_false(server->store_output);
 
-        assert_int_equal(config.n_tiers, 1);
+        /* The tier it declares, and the built-in "default" after it. */
+        assert_int_equal(config.n_tiers, 2);
+        assert_string_equal(config.tiers[0].name, "free");
+        assert_string_equal(config.tiers[1].name, SBX_DEFAULT_TIER_NAME);
         const struct sbx_tier *tier = sbx_config_find_tier(&config, "free");
         assert_non_null(tier);
         assert_int_equal(tier->max.memory_bytes, 256 * MIB);
@@ -150,6 +154,10 @@ static void test_every_key(void **state)
                 "max_sandboxes = 8\n"
                 "shutdown_grace_s = 0\n"
                 "store_output = yes\n"
+                "max_connections = 1000\n"
+                "max_connections_per_ip = 10\n"
+                "metrics_token_sha256 = "
+                "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
                 "[tier.big]\n"
                 "max_wall_ms = 60000\n"
                 "max_cpu_ms = 30000\n"
@@ -184,6 +192,12 @@ static void test_every_key(void **state)
         assert_int_equal(server->max_sandboxes, 8);
         assert_int_equal(server->shutdown_grace_s, 0);
         assert_true(server->store_output);
+        assert_int_equal(server->max_connections, 1000);
+        assert_int_equal(server->max_connections_per_ip, 10);
+        assert_true(server->metrics_token_required);
+        assert_int_equal(server->metrics_token_sha256[0], 0x00);
+        assert_int_equal(server->metrics_token_sha256[1], 0x11);
+        assert_int_equal(server->metrics_token_sha256[31], 0xff);
 
         const struct sbx_tier *big = sbx_config_find_tier(&config, "big");
         assert_non_null(big);
@@ -270,6 +284,47 @@ static void test_bad_values(void **state)
         assert_load_error("[tier.x]\nmax_concurrency = 0\n", "t:2: [tier.x] max_concurrency:");
         assert_load_error("[tier.x]\ncpu_window_s = 0\n", "t:2: [tier.x] cpu_window_s:");
         assert_load_error("[tier.x]\ncpu_budget_ms =\n", "t:2: [tier.x] cpu_budget_ms:");
+        assert_load_error("[server]\nmax_sandboxes = 1025\n", "t:2: [server] max_sandboxes:");
+        assert_load_error("[server]\nmax_connections = 0\n", "t:2: [server] max_connections:");
+        assert_load_error("[server]\nmax_connections_per_ip = x\n",
+                          "t:2: [server] max_connections_per_ip:");
+        assert_load_error("[server]\nmetrics_token_sha256 = abc\n",
+                          "t:2: [server] metrics_token_sha256: not 64 hex digits");
+        assert_load_error("[server]\nmetrics_token_sha256 = "
+                          "zz112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n",
+                          "t:2: [server] metrics_token_sha256: not 64 hex digits");
+}
+
+/* The tier "default" is in every config, so the lines `sandboxd token` prints (tier = default)
+ * load as printed into a config that declares other tiers or none; [tier.default] changes it. */
+static void test_default_tier_always_exists(void **state)
+{
+        static const char printed[] =
+                "[tenant.acme]\n"
+                "tier = default\n"
+                "token_sha256 = 00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n";
+        struct sbx_config config;
+        char text[1024];
+        snprintf(text, sizeof(text), "[server]\nlisten = 127.0.0.1:9\n[tier.free]\n%s", printed);
+        load_ok(text, &config);
+        assert_int_equal(config.n_tiers, 2);
+        assert_string_equal(config.tiers[0].name, "free"); /* the local tenant's tier */
+        assert_ptr_equal(config.tenants[0].tier, &config.tiers[1]);
+        assert_string_equal(config.tenants[0].tier->name, SBX_DEFAULT_TIER_NAME);
+        struct sbx_limits builtin;
+        sbx_limits_default(&builtin);
+        assert_int_equal(config.tenants[0].tier->max.memory_bytes, builtin.memory_bytes);
+        sbx_config_free(&config);
+
+        load_ok(printed, &config);
+        assert_int_equal(config.n_tiers, 1);
+        sbx_config_free(&config);
+
+        snprintf(text, sizeof(text), "[tier.default]\nmax_memory_mb = 32\n%s", printed);
+        load_ok(text, &config);
+        assert_int_equal(config.n_tiers, 1);
+        assert_int_equal(config.tenants[0].tier->max.memory_bytes, 32 * MIB);
+        sbx_config_free(&config);
 }
 
 static void test_listen_must_be_host_port(void **state)
@@ -471,6 +526,7 @@ int main(void)
                 cmocka_unit_test(test_unknown_names),
                 cmocka_unit_test(test_bad_values),
                 cmocka_unit_test(test_listen_must_be_host_port),
+                cmocka_unit_test(test_default_tier_always_exists),
                 cmocka_unit_test(test_tenant_errors),
                 cmocka_unit_test(test_duplicates),
                 cmocka_unit_test(test_syntax),

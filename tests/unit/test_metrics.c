@@ -84,6 +84,7 @@ static void test_unknown_labels_go_to_other(void **state)
         sbx_metrics_count_quota_rejection(metrics, "acme", "concurrency");
         sbx_metrics_count_quota_rejection(metrics, "beta", "cpu_budget");
         sbx_metrics_count_quota_rejection(metrics, "beta", "disk");
+        sbx_metrics_count_quota_rejection(metrics, "acme", "capacity");
         sbx_metrics_count_http_request(metrics, 200);
         sbx_metrics_count_http_request(metrics, 200);
         sbx_metrics_count_http_request(metrics, 429);
@@ -108,6 +109,8 @@ static void test_unknown_labels_go_to_other(void **state)
                 text, "sandboxd_quota_rejections_total{tenant=\"beta\",reason=\"cpu_budget\"} 1"));
         assert_true(has_line(
                 text, "sandboxd_quota_rejections_total{tenant=\"beta\",reason=\"other\"} 1"));
+        assert_true(has_line(
+                text, "sandboxd_quota_rejections_total{tenant=\"acme\",reason=\"capacity\"} 1"));
         assert_true(has_line(text, "sandboxd_http_requests_total{code=\"200\"} 2"));
         assert_true(has_line(text, "sandboxd_http_requests_total{code=\"429\"} 1"));
         assert_true(has_line(text, "sandboxd_http_requests_total{code=\"other\"} 2"));
@@ -273,9 +276,34 @@ static void test_concurrent_updates_lose_nothing(void **state)
         sbx_metrics_free(metrics);
 }
 
+/* A tenant added by a reload gets its own series; the others keep their counts, "other" too. */
+static void test_add_tenant_keeps_the_counts(void **state)
+{
+        struct sbx_metrics *metrics = new_registry();
+        struct sbx_error err = {0};
+        sbx_metrics_count_execution(metrics, "acme", "ok");
+        sbx_metrics_count_execution(metrics, "newbie", "ok"); /* not yet known: "other" */
+        sbx_metrics_count_quota_rejection(metrics, "acme", "capacity");
+        assert_int_equal(sbx_metrics_add_tenant(metrics, "newbie", &err), 0);
+        assert_int_equal(sbx_metrics_add_tenant(metrics, "acme", &err), 0); /* known: no-op */
+        sbx_metrics_count_execution(metrics, "newbie", "timeout");
+        char *text = sbx_metrics_render(metrics, NULL);
+        assert_non_null(text);
+        assert_true(has_line(text, "sandboxd_executions_total{tenant=\"acme\",status=\"ok\"} 1"));
+        assert_true(has_line(text, "sandboxd_executions_total{tenant=\"other\",status=\"ok\"} 1"));
+        assert_true(has_line(text,
+                             "sandboxd_executions_total{tenant=\"newbie\",status=\"timeout\"} 1"));
+        assert_true(has_line(text, "sandboxd_executions_total{tenant=\"newbie\",status=\"ok\"} 0"));
+        assert_true(has_line(
+                text, "sandboxd_quota_rejections_total{tenant=\"acme\",reason=\"capacity\"} 1"));
+        free(text);
+        sbx_metrics_free(metrics);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_add_tenant_keeps_the_counts),
                 cmocka_unit_test(test_counter_lines_are_exact),
                 cmocka_unit_test(test_unknown_labels_go_to_other),
                 cmocka_unit_test(test_histogram_buckets_are_cumulative),

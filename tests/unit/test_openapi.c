@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "api/openapi.h"
-#include "api/problem.h"
+#include "service/problem.h"
 #include "engine/result.h"
 #include "engine/result_json.h"
 
@@ -57,7 +57,7 @@ static void test_every_path_and_method(void **state)
                  {"200", "400", "401", "403", "413", "415", "429", "500", "503"}},
                 {"/v1/executions/{id}", "get", {"200", "401", "404", "500"}},
                 {"/health", "get", {"200", "503"}},
-                {"/metrics", "get", {"200"}},
+                {"/metrics", "get", {"200", "401"}},
                 {"/v1/openapi.json", "get", {"200"}},
         };
         json_t *document = load_document();
@@ -142,8 +142,8 @@ static void test_status_enum_matches_the_engine(void **state)
 {
         json_t *document = load_document();
         json_t *values = json_object_get(schema(document, "Status"), "enum");
-        assert_int_equal(json_array_size(values), (size_t)SBX_STATUS_INTERNAL_ERROR + 1);
-        for (int status = 0; status <= SBX_STATUS_INTERNAL_ERROR; status++)
+        assert_int_equal(json_array_size(values), SBX_STATUS_COUNT);
+        for (int status = 0; status < (int)SBX_STATUS_COUNT; status++)
                 assert_string_equal(json_string_value(json_array_get(values, (size_t)status)),
                                     sbx_status_name((enum sbx_status)status));
         json_decref(document);
@@ -160,7 +160,8 @@ static bool array_has(json_t *array, const char *text)
 }
 
 /* The result schema names exactly the keys sbx_result_to_json() writes, plus "clamped" (added by
- * the API) and "error" (internal_error only): neither side can gain a field alone. */
+ * the API) and "error" (internal_error and canceled only): neither side can gain a field
+ * alone. */
 static void test_result_schema_matches_the_serializer(void **state)
 {
         json_t *document = load_document();
@@ -216,17 +217,25 @@ static void test_result_schema_matches_the_serializer(void **state)
 static void test_problem_types_match_problem_c(void **state)
 {
         static const unsigned statuses[] = {400, 401, 403, 404, 405, 413, 415, 429, 500, 503};
+        /* The 503 classes beside the default one. */
+        static const char *const more_503[] = {SBX_PROBLEM_AT_CAPACITY, SBX_PROBLEM_SHUTTING_DOWN};
         json_t *document = load_document();
         json_t *types = json_object_get(
                 json_object_get(json_object_get(schema(document, "Problem"), "properties"), "type"),
                 "enum");
-        assert_int_equal(json_array_size(types), sizeof(statuses) / sizeof(statuses[0]));
-        for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]); i++) {
-                json_t *problem =
-                        sbx_problem_new(statuses[i], sbx_problem_default_slug(statuses[i]), NULL,
-                                        "detail", NULL, 0);
+        assert_int_equal(json_array_size(types), sizeof(statuses) / sizeof(statuses[0]) + 2);
+        for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]) + 2; i++) {
+                size_t n = sizeof(statuses) / sizeof(statuses[0]);
+                unsigned status = i < n ? statuses[i] : 503;
+                const char *slug = i < n ? sbx_problem_default_slug(status) : more_503[i - n];
+                json_t *problem = sbx_problem_new(status, slug, "detail", NULL, 0);
                 assert_non_null(problem);
                 assert_true(array_has(types, json_string_value(json_object_get(problem, "type"))));
+                /* Each class has a title of its own ("Internal error" is only 500's). */
+                if (status != 500)
+                        assert_string_not_equal(
+                                json_string_value(json_object_get(problem, "title")),
+                                "Internal error");
                 json_decref(problem);
         }
         json_decref(document);
@@ -239,6 +248,8 @@ static void test_security_and_headers(void **state)
         assert_string_equal(json_string_value(json_object_get(bearer, "type")), "http");
         assert_string_equal(json_string_value(json_object_get(bearer, "scheme")), "bearer");
         assert_non_null(resolve(document, "#/components/responses/QuotaExceeded/headers/"
+                                          "Retry-After"));
+        assert_non_null(resolve(document, "#/components/responses/Unavailable/headers/"
                                           "Retry-After"));
         assert_non_null(resolve(document, "#/components/responses/Unauthorized/headers/"
                                           "WWW-Authenticate"));

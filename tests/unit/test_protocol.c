@@ -508,7 +508,7 @@ static void test_result_empty_fields(void **state)
 static void test_result_status_bounds(void **state)
 {
         (void)state;
-        struct sbx_result result = {.status = SBX_STATUS_INTERNAL_ERROR + 1};
+        struct sbx_result result = {.status = (enum sbx_status)SBX_STATUS_COUNT};
         void *buf;
         size_t len;
         struct sbx_error err = {0};
@@ -563,6 +563,61 @@ static void test_small_messages_round_trip(void **state)
         assert_memory_equal(&m.body.stats, &stats, sizeof(stats));
         free(buf);
         assert_string_equal(sbx_message_type_name(SBX_MESSAGE_STATS_REPLY), "STATS_REPLY");
+
+        /* REFUSED: every reason, and a detail cut to what the protocol carries. */
+        static const enum sbx_refusal reasons[] = {SBX_REFUSAL_BUSY, SBX_REFUSAL_STOPPING,
+                                                   SBX_REFUSAL_INVALID, SBX_REFUSAL_FAILED};
+        static const char *const names[] = {"busy", "stopping", "invalid", "failed"};
+        for (size_t i = 0; i < 4; i++) {
+                assert_int_equal(
+                        sbx_message_encode_refused(7, reasons[i], "engine busy", &buf, &len, &err),
+                        0);
+                /* buf itself: the decoded pointers point into it. */
+                assert_int_equal(sbx_message_decode(buf, len, &m, &err), 0);
+                assert_int_equal(m.header.type, SBX_MESSAGE_REFUSED);
+                assert_int_equal(m.header.request_id, 7);
+                assert_int_equal(m.body.refused.reason, reasons[i]);
+                assert_string_equal(m.body.refused.detail, "engine busy");
+                assert_string_equal(sbx_refusal_name(reasons[i]), names[i]);
+                free(buf);
+        }
+        char long_detail[SBX_ERROR_MESSAGE_MAX * 2];
+        memset(long_detail, 'x', sizeof(long_detail) - 1);
+        long_detail[sizeof(long_detail) - 1] = '\0';
+        assert_int_equal(
+                sbx_message_encode_refused(7, SBX_REFUSAL_BUSY, long_detail, &buf, &len, &err), 0);
+        assert_int_equal(sbx_message_decode(buf, len, &m, &err), 0);
+        assert_int_equal(strlen(m.body.refused.detail), SBX_ERROR_MESSAGE_MAX - 1);
+        free(buf);
+        /* An unknown reason is refused by the encoder's own decode. */
+        assert_int_equal(sbx_message_encode_refused(7, (enum sbx_refusal)0, "x", &buf, &len, &err),
+                         -1);
+        assert_int_equal(sbx_message_encode_refused(7, (enum sbx_refusal)99, "x", &buf, &len, &err),
+                         -1);
+        assert_string_equal(sbx_refusal_name((enum sbx_refusal)99), "unknown");
+
+        /* CONFIG: the file's bytes as they are, NUL included; no bigger than the bound. */
+        static const char text[] = "[tier.x]\nmax_pids = 8\n\0tail";
+        assert_int_equal(sbx_message_encode_config(text, sizeof(text), &buf, &len, &err), 0);
+        assert_int_equal(sbx_message_decode(buf, len, &m, &err), 0);
+        assert_int_equal(m.header.type, SBX_MESSAGE_CONFIG);
+        assert_int_equal(m.header.request_id, 0);
+        assert_int_equal(m.body.config.size, sizeof(text));
+        assert_memory_equal(m.body.config.text, text, sizeof(text));
+        /* Unasked: a CONFIG never carries a request's id. */
+        uint64_t request_id = 7;
+        memcpy((uint8_t *)buf + 8, &request_id, sizeof(request_id));
+        assert_int_equal(decode_copy(buf, len, &m, &err, NULL), -1);
+        free(buf);
+        char *big = calloc(1, SBX_MESSAGE_MAX_CONFIG_BYTES + 1);
+        assert_non_null(big);
+        assert_int_equal(
+                sbx_message_encode_config(big, SBX_MESSAGE_MAX_CONFIG_BYTES, &buf, &len, &err), 0);
+        free(buf);
+        assert_int_equal(
+                sbx_message_encode_config(big, SBX_MESSAGE_MAX_CONFIG_BYTES + 1, &buf, &len, &err),
+                -1);
+        free(big);
         assert_string_equal(sbx_message_type_name(0), "unknown");
         assert_string_equal(sbx_message_type_name(999), "unknown");
 }
@@ -749,7 +804,7 @@ static void test_bad_headers(void **state)
         m[0] ^= 1;
         expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "magic");
         m[0] ^= 1;
-        uint16_t version = 2;
+        uint16_t version = SBX_PROTOCOL_VERSION + 1;
         memcpy(m + 4, &version, 2);
         expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "version");
         version = 0;
@@ -757,7 +812,7 @@ static void test_bad_headers(void **state)
         expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "version");
         version = SBX_PROTOCOL_VERSION;
         memcpy(m + 4, &version, 2);
-        uint16_t types[] = {0, 8, 0xffff};
+        uint16_t types[] = {0, SBX_MESSAGE_CONFIG + 1, 0xffff};
         for (size_t i = 0; i < 3; i++) {
                 memcpy(m + 6, &types[i], 2);
                 expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "type");
@@ -916,7 +971,7 @@ static void test_bad_result_bodies(void **state)
         uint8_t *m = buf;
         /* Layout: header, id (4 + 32 + 1), status. */
         size_t status_at = SBX_MESSAGE_HEADER_BYTES + 4 + SBX_EXECUTION_ID_CHARS + 1;
-        uint32_t status = SBX_STATUS_INTERNAL_ERROR + 1;
+        uint32_t status = (uint32_t)SBX_STATUS_COUNT;
         uint32_t saved;
         memcpy(&saved, m + status_at, 4);
         memcpy(m + status_at, &status, 4);

@@ -76,7 +76,7 @@ static struct sbx_settings *build_ok(const char *text)
 
 static void print_problem(const struct sbx_problem *problem)
 {
-        fprintf(stderr, "  problem %d %s: %s\n", problem->status, problem->slug, problem->detail);
+        fprintf(stderr, "  problem %u %s: %s\n", problem->status, problem->slug, problem->detail);
         for (size_t i = 0; i < problem->n_errors; i++)
                 fprintf(stderr, "    %s: %s\n", problem->errors[i].field,
                         problem->errors[i].message);
@@ -93,12 +93,11 @@ static void assert_refused(const char *text, int status, const char *field, cons
                 fail_msg("accepted, expected %d on %s: %s", status, field, text);
         }
         assert_null(settings);
-        if (problem.status != status) {
+        if ((int)problem.status != status) {
                 print_problem(&problem);
-                fail_msg("status %d, expected %d: %s", problem.status, status, text);
+                fail_msg("status %u, expected %d: %s", problem.status, status, text);
         }
         assert_string_equal(problem.slug, status == 400 ? "invalid-request" : "forbidden");
-        assert_non_null(problem.title);
         assert_true(problem.detail[0] != '\0');
         for (size_t i = 0; i < problem.n_errors; i++)
                 if (strcmp(problem.errors[i].field, field) == 0 &&

@@ -156,7 +156,7 @@ int landlock_apply(struct sbx_error *err)
                 if (errno == ENOSYS || errno == EOPNOTSUPP) {
                         /* ENOSYS: built without Landlock; EOPNOTSUPP: built in but not enabled
                          * at boot (lsm=). The mount layout still holds. */
-                        sbx_info("landlock: not available on this kernel, skipped");
+                        sbx_debug("landlock: not available on this kernel, skipped");
                         return 0;
                 }
                 return sbx_error_set(err, errno, "landlock: query ABI version");

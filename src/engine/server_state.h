@@ -1,0 +1,116 @@
+/* The engine's state, shared by its loop (server.c) and its warm pools (pools.c): the table of
+ * workers and the few operations on it both need. Engine-private; server.h has the theory of
+ * operation. */
+#pragma once
+
+#include <poll.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/execution.h"
+#include "engine/protocol.h"
+#include "engine/server.h"
+#include "engine/worker.h"
+
+struct worker {
+        uint64_t request_id; /* 0: a pool worker no request was given to yet */
+        char execution_id[SBX_EXECUTION_ID_CHARS + 1];
+        pid_t pid;
+        int pidfd; /* -1 when pidfd_open failed; the worker is then killed and only reaped */
+        /* The engine's end of the worker's control socket, until the worker is done: pool
+         * workers say "R" on it and get their RUN on it; every worker says "D" on it before it
+         * sends its RESULT (see running_workers). */
+        int control_fd;
+        bool done; /* said "D" (or hung up): no longer counts as running */
+        /* Pool workers only (pool != NULL): a warm sandbox waiting for its one request. */
+        const struct sbx_engine_pool *pool;
+        bool ready;              /* it said "R": its sandbox and loader are up */
+        bool retiring;           /* idle too long: told to go, never assigned */
+        uint64_t ready_since_us; /* for max_idle_s */
+        uint64_t spawned_us;     /* for the refill time */
+};
+
+struct engine {
+        int api_fd;
+        int signal_fd;
+        pid_t pid; /* the engine's own: workers die with it */
+        pid_t api_pid;
+        const char *spool_dir; /* sbx_engine_options */
+        uid_t spool_owner;
+        const char *config_path;
+        /* Every worker not yet reaped: running ones, idle and starting pool workers, and done
+         * ones on their way out. The table grows as needed: only running workers are bounded. */
+        struct worker *workers;
+        size_t n_workers;
+        size_t workers_allocated;
+        struct pollfd *fds; /* poll's array (poll_array) */
+        size_t fds_allocated;
+        size_t max_workers; /* executions at once (max_sandboxes); idle pool workers not counted */
+        uint64_t grace_ms;
+
+        bool api_open;          /* still reading api_fd */
+        bool stopping;          /* shutdown begun: no new workers */
+        bool canceled;          /* draining ran out of grace: running executions were canceled */
+        bool killed;            /* the grace period ran out and SIGKILL went out */
+        bool unclean;           /* a worker died without cleaning up: reconcile at the end */
+        uint64_t deadline_us;   /* SIGKILL at this time while stopping; give up at it once killed */
+        struct sbx_error fatal; /* the API socket's failure, reported after the cleanup */
+        bool failed;
+
+        struct sbx_message_stats stats;
+        struct sbx_message message; /* decode scratch: the loop handles one message at a time */
+
+        const struct sbx_engine_pool *pools;
+        size_t n_pools;
+        unsigned pool_failures; /* pool workers that died before ready, in a row */
+        uint64_t pool_retry_us; /* after failures, no refill before this time */
+};
+
+/* A new zeroed entry at the end of the workers table (grown when full), or NULL when memory
+ * runs out. */
+struct worker *engine_add_worker(struct engine *e);
+
+/* A control socket pair for a new worker: [0] the engine's (non-blocking: the loop never waits on
+ * a worker), [1] the worker's. */
+int engine_control_socket_pair(int pair[2]);
+
+/* Signals a worker that has not been reaped (through its pidfd when it has one). */
+void engine_signal_worker(const struct worker *w, int sig);
+
+/* A pidfd for pid, or -1 with errno. */
+int engine_pidfd_open(pid_t pid);
+
+/* What a forked worker needs of the engine. */
+struct sbx_worker_context engine_worker_context(const struct engine *e);
+
+/* ---- Warm pools (pools.c) ---- */
+
+/* How often the loop wakes to retire idle pool workers and retry refills. */
+#define POOL_TICK_MS 1000
+
+/* Idle = a pool worker nobody was given a request: starting up, or ready. */
+bool pool_worker_idle(const struct worker *w);
+
+/* Keeps every pool at min_idle idle workers (never over max_idle), and retires ready ones idle for
+ * longer than max_idle_s. */
+void pools_maintain(struct engine *e);
+
+/* A ready, idle pool worker for language, or NULL. */
+struct worker *pools_find_ready(struct engine *e, const char *language);
+
+/* Hands the RUN in buf (e->message decoded) to a ready pool worker: it runs it and answers the
+ * API itself. False when the worker could not take it (it is retired). */
+bool pools_assign(struct engine *e, struct worker *w, const void *buf, size_t len,
+                  uint64_t request_id);
+
+/* A pool worker said "R". */
+void pools_worker_ready(struct engine *e, struct worker *w);
+
+/* A pool worker that ran nothing was reaped: retired, or it failed to get ready (then refills
+ * back off). */
+void pools_worker_ended(struct engine *e, const struct worker *w);
+
+/* Counts the pool workers into stats (idle, starting, in use). */
+void pools_count(const struct engine *e, struct sbx_message_stats *stats);

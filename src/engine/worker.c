@@ -1,0 +1,214 @@
+/* The forked side of the engine's workers (worker.h). */
+#define _GNU_SOURCE
+#include "engine/worker.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include "engine/execution.h"
+#include "engine/spool.h"
+#include "util/cleanup.h"
+#include "util/file.h"
+#include "util/log.h"
+
+/* Room for everything of a RESULT but its two output streams (error text, names, counters). */
+#define RESULT_OVERHEAD_BYTES (64u * 1024u)
+
+/* Default dispositions, except SIGPIPE which stays ignored: a program that closes its stdin must
+ * show up as EPIPE in the supervisor, not kill it. Then the mask holds SIGTERM alone, which is
+ * read through the returned signalfd: the request's cancel fd. */
+static int worker_signals(void)
+{
+        for (int sig = 1; sig < NSIG; sig++) {
+                if (sig == SIGKILL || sig == SIGSTOP)
+                        continue;
+                signal(sig, sig == SIGPIPE ? SIG_IGN : SIG_DFL); /* EINVAL for glibc's own */
+        }
+        sigset_t cancel;
+        sigemptyset(&cancel);
+        sigaddset(&cancel, SIGTERM);
+        /* The signalfd comes first: SIGTERM is blocked (inherited from the engine) all along, so
+         * one that arrived since fork() is still pending and makes the fd readable at once. */
+        int fd = signalfd(-1, &cancel, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (fd < 0)
+                return -1;
+        if (sigprocmask(SIG_SETMASK, &cancel, NULL) < 0) {
+                close(fd);
+                return -1;
+        }
+        return fd;
+}
+
+/* Cuts the output streams so that the RESULT fits in one message; a cut stream is marked
+ * truncated like one that hit its cap. Only reachable with output caps over ~24 MiB. */
+static void fit_output(struct sbx_result *result)
+{
+        const size_t budget = SBX_MESSAGE_MAX_BYTES - RESULT_OVERHEAD_BYTES;
+        struct sbx_buffer *out = &result->run.out, *err = &result->run.err;
+        if (out->len + err->len <= budget)
+                return;
+        size_t half = budget / 2;
+        size_t out_len = out->len, err_len = err->len;
+        if (out_len <= half)
+                err_len = budget - out_len;
+        else if (err_len <= half)
+                out_len = budget - err_len;
+        else
+                out_len = err_len = half;
+        if (out_len < out->len) {
+                out->len = out_len;
+                out->overflow = true;
+        }
+        if (err_len < err->len) {
+                err->len = err_len;
+                err->overflow = true;
+        }
+}
+
+/* Encodes and sends result; when the outputs are too large for a message they are cut, and when
+ * it cannot be encoded at all an internal_error without output goes instead. When it cannot be
+ * sent (the API process is gone), it goes to the spool for the next API process to record. */
+static int deliver_result(const struct sbx_worker_context *context, uint64_t request_id,
+                          struct sbx_result *result, struct sbx_error *err)
+{
+        _cleanup_free_ void *buf = NULL;
+        size_t len = 0;
+        int rc = sbx_message_encode_result(request_id, result, &buf, &len, err);
+        if (rc < 0 && err->code == EMSGSIZE) {
+                fit_output(result);
+                rc = sbx_message_encode_result(request_id, result, &buf, &len, err);
+        }
+        if (rc < 0) {
+                sbx_error_prefix(err, "engine: cannot encode the result");
+                struct sbx_result fallback;
+                sbx_result_set_internal_error(&fallback, result->id, &result->limits,
+                                              result->backend, err->message);
+                if (sbx_message_encode_result(request_id, &fallback, &buf, &len, err) < 0)
+                        return -1;
+        }
+        if (sbx_message_send(context->api_fd, buf, len, err) == 0)
+                return 0;
+        if (context->spool_dir == NULL)
+                return -1;
+        struct sbx_error spool_err = {0};
+        if (sbx_spool_write(context->spool_dir, context->spool_owner, result->id, buf, len,
+                            &spool_err) < 0) {
+                sbx_error_prefix(err, "spool: %s; send", spool_err.message);
+                return -1;
+        }
+        sbx_info("worker: execution %s: the API is gone (%s); its result is in the spool",
+                 result->id, err->message);
+        return 0;
+}
+
+/* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
+ * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
+ * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
+static int become_worker_or_die(pid_t engine_pid, int keep_a, int keep_b)
+{
+        /* Dies with the engine: SIGTERM, i.e. cancel and clean up. Checked after setting it, in
+         * case the engine died in between (we would then belong to someone else already). */
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != engine_pid)
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+        /* The sandbox's init and anything re-parented below it are reaped here. */
+        if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+                sbx_warn("worker: PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
+        /* Out of the terminal's session: Ctrl-C and hang-ups reach the engine, which cancels us
+         * through SIGTERM; a direct SIGINT would kill us without cleaning up. */
+        (void)setsid();
+        const int keep[] = {keep_a, keep_b};
+        if (sbx_close_fds_except(keep, 2) < 0)
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+        return worker_signals();
+}
+
+/* Says "D" on the control socket: the execution is over and its sandbox destroyed. Sent before
+ * the RESULT, so that the engine can read it before any RUN the API sends after reading that
+ * RESULT: the engine then never counts a finished worker against max_sandboxes. A failed write
+ * changes nothing: the engine then learns it when the worker exits. */
+static void say_done(int control_fd)
+{
+        const char done = SBX_WORKER_DONE;
+        if (write(control_fd, &done, 1) != 1)
+                sbx_debug("worker: control socket: %s", strerror(errno));
+}
+
+/* The end every worker shares: the RESULT of run (rc < 0: sbx_execute's err instead), "D",
+ * delivery, exit. */
+static _Noreturn void finish_and_exit(const struct sbx_worker_context *context, int control_fd,
+                                      uint64_t request_id, const struct sbx_message_run *run,
+                                      int rc, struct sbx_result *result, struct sbx_error *err)
+{
+        if (rc < 0)
+                sbx_result_set_internal_error(result, run->execution_id, &run->request.limits,
+                                              run->request.backend, err->message);
+        snprintf(result->id, sizeof(result->id), "%s", run->execution_id);
+        say_done(control_fd);
+        if (deliver_result(context, request_id, result, err) < 0) {
+                sbx_warn("worker: request %llu: %s", (unsigned long long)request_id, err->message);
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+        }
+        _exit(0);
+}
+
+_Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context, int control_fd,
+                                       uint64_t request_id, const struct sbx_message_run *run)
+{
+        int cancel_fd = become_worker_or_die(context->engine_pid, context->api_fd, control_fd);
+        struct sbx_request request = run->request;
+        request.cancel_fd = cancel_fd;
+        struct sbx_result result;
+        struct sbx_error err = {0};
+        int rc = cancel_fd < 0 ? sbx_error_set(&err, errno, "engine: worker: cancel signalfd")
+                               : sbx_execute(&request, &result, &err);
+        finish_and_exit(context, control_fd, request_id, run, rc, &result, &err);
+}
+
+_Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
+                                            int control_fd, const char *language)
+{
+        int cancel_fd = become_worker_or_die(context->engine_pid, context->api_fd, control_fd);
+        if (cancel_fd < 0)
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+
+        struct sbx_pool_entry *entry = NULL;
+        struct sbx_error err = {0};
+        if (sbx_pool_entry_create(language, NULL, &entry, &err) < 0) {
+                sbx_warn("pool worker (%s): %s", language, err.message);
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+        }
+        const char ready = SBX_WORKER_READY;
+        if (write(control_fd, &ready, 1) != 1) {
+                sbx_pool_entry_destroy(entry);
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+        }
+        struct pollfd fds[2] = {{.fd = control_fd, .events = POLLIN},
+                                {.fd = cancel_fd, .events = POLLIN}};
+        while (poll(fds, 2, -1) < 0 && errno == EINTR)
+                ;
+        void *buf = NULL;
+        size_t len = 0;
+        struct sbx_message message;
+        /* A RUN that arrived is run even when SIGTERM came too (its execution is then canceled
+         * at once and answered): the engine counts on an answer from an assigned worker. */
+        if ((fds[0].revents & POLLIN) == 0 ||
+            sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
+            sbx_message_decode(buf, len, &message, &err) < 0 ||
+            message.header.type != SBX_MESSAGE_RUN) {
+                /* Retired, or the engine is gone: nothing ran, nothing to answer. */
+                sbx_pool_entry_destroy(entry);
+                _exit(0);
+        }
+        const struct sbx_message_run *run = &message.body.run;
+        struct sbx_request request = run->request;
+        request.cancel_fd = cancel_fd;
+        struct sbx_result result;
+        int rc = sbx_pool_entry_execute(entry, &request, &result, &err);
+        finish_and_exit(context, control_fd, message.header.request_id, run, rc, &result, &err);
+}

@@ -1,0 +1,37 @@
+/* The forked side of the engine's workers (engine/server.h has the theory of operation). A worker
+ * is a fork of the engine that runs one execution: a cold one straight away, a pool worker after
+ * making a warm sandbox and waiting for its one RUN. Either says "D" on its control socket when
+ * the execution is over and its sandbox destroyed, then delivers the RESULT itself (to the API
+ * socket, or to the spool when the API process is gone) and exits. Engine-private. */
+#pragma once
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "engine/protocol.h"
+
+/* What a worker says on its control socket (one byte each). */
+#define SBX_WORKER_READY 'R' /* pool workers: the warm sandbox and its loader are up */
+#define SBX_WORKER_DONE  'D' /* the execution is over and its sandbox gone; the RESULT goes next */
+
+/* A worker's exit code: 0 means its RESULT was delivered; anything else (or a signal) makes the
+ * engine send one for it. */
+#define SBX_WORKER_EXIT_NO_RESULT 1
+
+/* What a worker needs of the engine that forked it. */
+struct sbx_worker_context {
+        int api_fd;            /* the API socket: RESULTs go here */
+        pid_t engine_pid;      /* the worker dies with it */
+        const char *spool_dir; /* for a RESULT the API process is gone for; NULL: none */
+        uid_t spool_owner;
+};
+
+/* Runs run (request_id's) in a fresh sandbox, says "D" on control_fd, delivers the RESULT and
+ * exits. Never returns. */
+_Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context, int control_fd,
+                                       uint64_t request_id, const struct sbx_message_run *run);
+
+/* Makes a warm sandbox for language, says "R" on control_fd, waits for the engine to forward one
+ * RUN on it (or for SIGTERM: retire, nothing run), then runs it as above. Never returns. */
+_Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
+                                            int control_fd, const char *language);
