@@ -20,9 +20,12 @@ stage() {
         name=$1
         shift
         echo "==> $name"
+        started=$(date +%s)
         if ! "$@"; then
                 failed="$failed $name"
-                echo "==> $name: FAILED"
+                echo "==> $name: FAILED ($(($(date +%s) - started)) s)"
+        else
+                echo "==> $name: passed ($(($(date +%s) - started)) s)"
         fi
 }
 
