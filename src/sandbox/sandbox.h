@@ -24,6 +24,11 @@
 #include "util/buffer.h"
 #include "util/error.h"
 
+/* Host uids and gids from here on belong to sandboxes: each live sandbox maps a range of them
+ * (sandbox/native/userns.h). No other process may run as one of them: it would own, and could
+ * signal or ptrace, a sandbox's processes. */
+#define SBX_SANDBOX_HOST_IDS_FIRST 2000000000u
+
 /* Every cap a sandbox enforces. 0 means "no cap" only where noted. */
 struct sbx_limits {
         uint64_t wall_ms;        /* wall-clock deadline; the supervisor kills the cgroup */

@@ -579,9 +579,16 @@ static int server_key(struct loader *loader, const char *key, const char *value)
                 }
                 break;
         case SERVER_API_UID:
-                /* Never 0: the API process parses untrusted input and must not be root; and
-                 * never (uid_t)-1, which set*id() reads as "unchanged". */
+                /* Never 0: the API process parses untrusted input and must not be root; never
+                 * (uid_t)-1, which set*id() reads as "unchanged"; never one of the sandboxes'
+                 * uids, whose processes it would own. */
                 r = parse_number(value, 1, 4294967294u, &number, why, sizeof(why));
+                if (r == 0 && number >= SBX_SANDBOX_HOST_IDS_FIRST) {
+                        snprintf(why, sizeof(why),
+                                 "uids from %u on belong to the sandboxes (it must be below)",
+                                 SBX_SANDBOX_HOST_IDS_FIRST);
+                        r = -1;
+                }
                 server->api_uid = (uid_t)number;
                 break;
         case SERVER_MAX_BODY_BYTES:

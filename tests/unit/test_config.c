@@ -269,6 +269,8 @@ static void test_bad_values(void **state)
         assert_load_error("[server]\nmax_sandboxes = -1\n", "t:2: [server] max_sandboxes:");
         assert_load_error("[server]\napi_uid = 0\n", "t:2: [server] api_uid:");
         assert_load_error("[server]\napi_uid = 4294967295\n", "t:2: [server] api_uid:");
+        assert_load_error("[server]\napi_uid = 2000000000\n",
+                          "t:2: [server] api_uid: uids from 2000000000 on belong to the sandboxes");
         assert_load_error("[server]\ndata_dir = var/lib\n",
                           "t:2: [server] data_dir: 'var/lib' is not an absolute path");
         assert_load_error("[server]\nstore_output = maybe\n",

@@ -28,8 +28,8 @@ static void test_order_and_names(void **state)
         struct sbx_limits limits = {.open_files = 64};
         struct rlimit_setting plan[RLIMIT_PLAN_MAX];
         size_t n = rlimit_plan(&limits, plan);
-        const int order[] = {RLIMIT_NOFILE, RLIMIT_FSIZE, RLIMIT_CORE,
-                             RLIMIT_STACK,  RLIMIT_NPROC, RLIMIT_CPU};
+        const int order[] = {RLIMIT_NOFILE, RLIMIT_FSIZE,      RLIMIT_CORE,     RLIMIT_STACK,
+                             RLIMIT_NPROC,  RLIMIT_SIGPENDING, RLIMIT_MSGQUEUE, RLIMIT_CPU};
         assert_int_equal(n, sizeof(order) / sizeof(order[0]));
         assert_true(n <= RLIMIT_PLAN_MAX);
         for (size_t i = 0; i < n; i++) {
@@ -70,6 +70,14 @@ static void test_typical_limits(void **state)
         assert_true(nproc.rlim_cur > 64);
         assert_true(nproc.rlim_cur <= 64 + 16);
         assert_int_equal(nproc.rlim_max, nproc.rlim_cur);
+        /* Per-user kernel counters: a few queued signals, no message queues, whatever the
+         * limits asked. */
+        const struct rlimit sigpending = find(plan, n, RLIMIT_SIGPENDING);
+        assert_int_equal(sigpending.rlim_cur, 1024);
+        assert_int_equal(sigpending.rlim_max, 1024);
+        const struct rlimit msgqueue = find(plan, n, RLIMIT_MSGQUEUE);
+        assert_int_equal(msgqueue.rlim_cur, 0);
+        assert_int_equal(msgqueue.rlim_max, 0);
         const struct rlimit cpu = find(plan, n, RLIMIT_CPU);
         assert_int_equal(cpu.rlim_cur, 5);
         assert_int_equal(cpu.rlim_max, 6);

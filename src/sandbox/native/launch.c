@@ -534,10 +534,19 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
                 pipes_close_all(&p);
                 return sbx_error_prefix(err, "setup step 'cgroup'");
         }
+        struct rlimit_saved saved_rlimits = {.n = 0};
+        if (layer_on(spec, SBX_LAYER_RLIMITS) &&
+            rlimit_namespace_ceilings(&saved_rlimits, err) < 0) {
+                struct sbx_error ignored = {0};
+                (void)cgroup_leave_self(cgroup, &ignored);
+                pipes_close_all(&p);
+                return sbx_error_prefix(err, "setup step 'userns'");
+        }
         pid_t pid = (pid_t)syscall(SYS_clone3, &args, sizeof(args));
         int clone_errno = errno;
         if (pid == 0)
                 init_main(spec, &p);
+        rlimit_restore(&saved_rlimits);
         if (pid < 0) {
                 struct sbx_error ignored = {0};
                 (void)cgroup_leave_self(cgroup, &ignored);

@@ -12,6 +12,10 @@
 /* How far RLIMIT_NPROC sits above pids.max (see rlimit_plan). */
 #define RLIMIT_NPROC_MARGIN 8
 
+/* Pending queued signals (sigqueue, POSIX timers) per uid of a sandbox, and for the sandbox as a
+ * whole (rlimit_namespace_ceilings). Programs here queue a handful at most. */
+#define RLIMIT_SIGPENDING_MAX 1024
+
 /* The usual default soft stack: deep enough for every runtime here, small enough that runaway
  * recursion ends in SIGSEGV quickly instead of eating the memory cap. */
 #define STACK_SOFT_BYTES (8 * MIB)
@@ -59,14 +63,25 @@ size_t rlimit_plan(const struct sbx_limits *limits, struct rlimit_setting out[RL
                                                                      : STACK_SOFT_BYTES;
         rlimit_add(out, &n, RLIMIT_STACK, "RLIMIT_STACK", STACK_SOFT_BYTES, stack_hard);
 
-        /* A second line behind pids.max: it counts the processes of the sandbox's uid in its
-         * own user namespace, and each sandbox maps root to its own host uid. It sits a little
-         * above pids.max so that the cgroup refuses first and the refusal shows as kernel
-         * evidence (pids.events max); the two count the same tasks, and NPROC refuses at
-         * count >= limit where pids.max refuses at count > max. */
+        /* A second line behind pids.max, per uid: it counts the processes of one uid of the
+         * sandbox's user namespace (whose ids map to host uids of its slot alone). A program
+         * that switches to another of its ids starts a new count, so pids.max, which counts
+         * every task of the sandbox, is the bound that holds; this one sits a little above it
+         * so that the cgroup refuses first and the refusal shows as kernel evidence
+         * (pids.events max). NPROC refuses at count >= limit where pids.max refuses at
+         * count > max. */
         rlim_t processes =
                 limits->pids == 0 ? RLIM_INFINITY : (rlim_t)limits->pids + RLIMIT_NPROC_MARGIN;
         rlimit_add(out, &n, RLIMIT_NPROC, "RLIMIT_NPROC", processes, processes);
+
+        /* Queued signals and POSIX message queue bytes are counted per user, and the kernel
+         * charges them to the user namespace's owner (host root) too; see
+         * rlimit_namespace_ceilings for the ceiling of the whole sandbox. Per uid: few pending
+         * real-time signals, and no message queues (Landlock refuses the mqueue mount on
+         * hosts that have it; without it they would be created with these counters). */
+        rlimit_add(out, &n, RLIMIT_SIGPENDING, "RLIMIT_SIGPENDING", RLIMIT_SIGPENDING_MAX,
+                   RLIMIT_SIGPENDING_MAX);
+        rlimit_add(out, &n, RLIMIT_MSGQUEUE, "RLIMIT_MSGQUEUE", 0, 0);
 
         /* CPU seconds per process, rounded up so a limit is never shorter than asked. SIGXCPU
          * (catchable, terminates by default) at the soft limit, SIGKILL one second later at the
@@ -80,6 +95,47 @@ size_t rlimit_plan(const struct sbx_limits *limits, struct rlimit_setting out[RL
         rlimit_add(out, &n, RLIMIT_CPU, "RLIMIT_CPU", cpu_soft, cpu_hard);
 
         return n;
+}
+
+int rlimit_namespace_ceilings(struct rlimit_saved *saved, struct sbx_error *err)
+{
+        /* A user namespace takes the SIGPENDING and MSGQUEUE soft limits of the process that
+         * creates it as the ceiling of everything its users charge to its owner's count
+         * (create_user_ns: set_userns_rlimit_max). The owner is host root, whose count every
+         * host root process shares; a sandbox left at root's own ceiling could fill it and
+         * refuse root's real-time signals host-wide. Lowered soft limits only: the hard ones
+         * stay, and restore puts the soft ones back. */
+        const struct {
+                int resource;
+                rlim_t ceiling;
+        } ceilings[RLIMIT_SAVED_MAX] = {
+                {RLIMIT_SIGPENDING, RLIMIT_SIGPENDING_MAX},
+                {RLIMIT_MSGQUEUE, 0},
+        };
+        saved->n = 0;
+        for (size_t i = 0; i < RLIMIT_SAVED_MAX; i++) {
+                struct rlimit current;
+                if (getrlimit(ceilings[i].resource, &current) < 0)
+                        return sbx_error_set(err, errno, "rlimit: get the namespace ceilings");
+                struct rlimit lowered = current;
+                if (lowered.rlim_cur > ceilings[i].ceiling)
+                        lowered.rlim_cur = ceilings[i].ceiling;
+                saved->resource[saved->n] = ceilings[i].resource;
+                saved->value[saved->n] = current;
+                saved->n++;
+                if (setrlimit(ceilings[i].resource, &lowered) < 0) {
+                        int code = errno;
+                        rlimit_restore(saved);
+                        return sbx_error_set(err, code, "rlimit: lower the namespace ceilings");
+                }
+        }
+        return 0;
+}
+
+void rlimit_restore(const struct rlimit_saved *saved)
+{
+        for (size_t i = 0; i < saved->n; i++)
+                (void)setrlimit(saved->resource[i], &saved->value[i]);
 }
 
 int rlimit_apply_to(pid_t pid, const struct sbx_limits *limits, struct sbx_error *err)

@@ -129,6 +129,12 @@ const struct seccomp_rule seccomp_policy[] = {
         REFUSE("acct", "process accounting writes a record of every exit to a file, host-wide"),
         REFUSE("fanotify_init", "filesystem-wide event monitoring; unprivileged fanotify is young "
                                 "kernel code that no sandboxed program needs"),
+        REFUSE("inotify_init", "inotify instances are counted per user and charged to the user "
+                               "namespace's owner, host root, whose 128 (fs.inotify."
+                               "max_user_instances) every host daemon shares: a sandbox could "
+                               "use them all up; and its events would show when other "
+                               "sandboxes read the shared /usr"),
+        REFUSE("inotify_init1", "inotify: see inotify_init"),
 
         /* Kernel attack surface: interfaces with a long exploit record that programs run here
          * do not use. */

@@ -4,12 +4,13 @@
 
 #include <sys/types.h>
 
+#include "sandbox/sandbox.h"
 #include "util/error.h"
 
 /* First host uid/gid of the sandbox ranges; slot N maps its ids from SBX_HOST_ID_BASE +
  * N * SBX_HOST_IDS_PER_SLOT on. Far above the ranges Debian and systemd hand out to users and
  * containers. */
-#define SBX_HOST_ID_BASE 2000000000u
+#define SBX_HOST_ID_BASE SBX_SANDBOX_HOST_IDS_FIRST
 
 /* Ids per sandbox: 0 (its root) to 65535, so that the ids programs name (1000, nobody's 65534)
  * exist inside and chown(2) and setuid(2) to them work, as a container's subordinate range
