@@ -1,0 +1,571 @@
+# The session agent (DESIGN.md "Long-lived sandboxes"): the one process a session's sandbox
+# starts, with every isolation layer already in force, as `python3 -c <this file> LANGUAGE`. For
+# python it is itself the persistent interpreter (globals, imports and the working directory
+# survive between runs, like a notebook kernel); for bash it keeps one bash process and feeds it
+# each run. It loops on fd 3, the agent channel, a stream socket to the engine.
+#
+# Frames, both ways: u32 little-endian length of the rest, u32 little-endian length of the
+# header, the header (a JSON object), then the payload (raw bytes: stdin, a file's contents).
+#
+#   engine -> agent                                  agent -> engine
+#   {"op": "run", "code", "env": {..}} + stdin       {"op": "ready", "language"}  once, at start
+#   {"op": "put", "path", "mode"} + data             {"op": "display", "bundle": {mime: data}}
+#   {"op": "get", "path"}                              during a run, one per rich output
+#   {"op": "list", "path"}                           {"op": "done", "execution_count", "error",
+#   {"op": "delete", "path"}                           "exit_code", "exited"}  the run's end
+#                                                    {"op": "reply", "ok", ...} + data  file ops
+#
+# User code's stdout and stderr are fds 1 and 2, pipes of their own: nothing it prints reaches
+# fd 3. User code runs in this very process (python), so it can reach fd 3 and write anything:
+# the engine treats every frame from here as untrusted input, bounded and validated, and a
+# forged frame can only lie about this session's own results. The agent flushes fds 1 and 2
+# before "done", so a run's output is in its pipes before its end is.
+#
+# Interrupts come from outside: the engine sends SIGINT (KeyboardInterrupt in the cell; for bash
+# the agent passes it to bash's process group) and restarts the session's interpreter when a run
+# does not stop within a grace. File operations happen between runs, inside the sandbox and with
+# its rights: a path that leaves /workspace (by "..", or by a symlink) is refused, as are devices
+# and FIFOs. Standard library only.
+import ast
+import base64
+import builtins
+import errno
+import io
+import json
+import linecache
+import os
+import signal
+import stat
+import sys
+import traceback
+
+AGENT_FD = 3
+# tests/integration/test_session_agent.py runs the agent outside a sandbox, in a directory of its
+# own; in a sandbox the engine sets nothing and it is the workspace.
+WORKSPACE = os.environ.pop("SANDBOXD_AGENT_WORKSPACE", "/workspace")
+MAX_HEADER = 8 << 20
+MAX_FRAME = 80 << 20
+# The rich outputs of one run, as the engine bounds them too: beyond these a run's displays stop.
+MAX_DISPLAYS = 64
+# A repr longer than this is cut (a huge list's repr would otherwise fill the result).
+MAX_TEXT = 64 << 10
+
+
+# --- the channel -----------------------------------------------------------------------------
+
+def read_exactly(size):
+    chunks = []
+    while size > 0:
+        try:
+            chunk = os.read(AGENT_FD, min(size, 1 << 20))
+        except InterruptedError:
+            continue
+        if not chunk:
+            raise EOFError("agent channel closed")
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
+
+
+def receive():
+    """One frame: (header dict, payload bytes)."""
+    length = int.from_bytes(read_exactly(4), "little")
+    if length < 4 or length > MAX_FRAME:
+        raise ValueError("frame of %d bytes" % length)
+    header_length = int.from_bytes(read_exactly(4), "little")
+    if header_length > min(length - 4, MAX_HEADER):
+        raise ValueError("header of %d bytes" % header_length)
+    header = json.loads(read_exactly(header_length))
+    payload = read_exactly(length - 4 - header_length)
+    return header, payload
+
+
+def send(header, payload=b""):
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    frame = ((4 + len(head) + len(payload)).to_bytes(4, "little")
+             + len(head).to_bytes(4, "little") + head + payload)
+    view = memoryview(frame)
+    while view:
+        try:
+            n = os.write(AGENT_FD, view)
+        except InterruptedError:
+            continue
+        view = view[n:]
+
+
+def flush_output():
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+# --- rich outputs ----------------------------------------------------------------------------
+
+def cut(text):
+    return text if len(text) <= MAX_TEXT else text[:MAX_TEXT] + "\n... (cut at %d characters)" % MAX_TEXT
+
+
+class Displays:
+    """The rich outputs of the current run, sent as they come."""
+
+    def __init__(self):
+        self.count = 0
+
+    def send(self, bundle):
+        if not bundle or self.count >= MAX_DISPLAYS:
+            return
+        self.count += 1
+        flush_output()  # what the cell printed before the display comes before it
+        send({"op": "display", "bundle": bundle})
+
+
+DISPLAYS = Displays()
+
+# _repr_*_ methods as Jupyter names them, and the MIME type each one gives.
+REPR_METHODS = (
+    ("_repr_html_", "text/html"),
+    ("_repr_markdown_", "text/markdown"),
+    ("_repr_svg_", "image/svg+xml"),
+    ("_repr_png_", "image/png"),
+    ("_repr_jpeg_", "image/jpeg"),
+    ("_repr_latex_", "text/latex"),
+    ("_repr_json_", "application/json"),
+)
+
+
+def mime_bundle(obj):
+    """obj's MIME bundle: text/plain always, plus whatever its _repr_*_ methods give."""
+    bundle = {}
+    mimebundle = getattr(obj, "_repr_mimebundle_", None)
+    if callable(mimebundle) and not isinstance(obj, type):
+        try:
+            data = mimebundle()
+            if isinstance(data, tuple):
+                data = data[0]
+            if isinstance(data, dict):
+                for mime, value in data.items():
+                    bundle[str(mime)] = encode_mime(str(mime), value)
+        except Exception:
+            pass
+    for method, mime in REPR_METHODS:
+        render = getattr(obj, method, None)
+        if mime in bundle or not callable(render) or isinstance(obj, type):
+            continue
+        try:
+            value = render()
+        except Exception:
+            continue
+        if value is not None:
+            bundle[mime] = encode_mime(mime, value)
+    try:
+        bundle["text/plain"] = cut(repr(obj))
+    except Exception as exc:
+        bundle["text/plain"] = "<repr failed: %s>" % type(exc).__name__
+    return {mime: value for mime, value in bundle.items() if value is not None}
+
+
+def encode_mime(mime, value):
+    if isinstance(value, tuple):  # (data, metadata)
+        value = value[0]
+    if isinstance(value, (bytes, bytearray)):
+        return base64.b64encode(bytes(value)).decode("ascii")
+    if mime == "application/json":
+        try:
+            json.dumps(value)
+            return value
+        except (TypeError, ValueError):
+            return None
+    return cut(str(value))
+
+
+def display(*objects):
+    """Shows each object as a rich output of this run, like IPython's display()."""
+    for obj in objects:
+        DISPLAYS.send(mime_bundle(obj))
+
+
+def send_figures():
+    """Every open matplotlib figure, as image/png, then closed (as a notebook shows them)."""
+    pyplot = sys.modules.get("matplotlib.pyplot")
+    if pyplot is None:
+        return
+    try:
+        numbers = pyplot.get_fignums()
+    except Exception:
+        return
+    for number in numbers:
+        try:
+            figure = pyplot.figure(number)
+            buffer = io.BytesIO()
+            figure.savefig(buffer, format="png", bbox_inches="tight")
+            DISPLAYS.send({"image/png": base64.b64encode(buffer.getvalue()).decode("ascii"),
+                           "text/plain": "<Figure size %dx%d>" % tuple(
+                               int(v) for v in figure.get_size_inches() * figure.dpi)})
+        except Exception as exc:
+            sys.stderr.write("sandboxd: figure %s not rendered: %s\n" % (number, exc))
+    try:
+        pyplot.close("all")
+    except Exception:
+        pass
+
+
+def show(*args, **kwargs):
+    """plt.show(): the open figures become rich outputs now."""
+    send_figures()
+
+
+class PyplotHook:
+    """Once matplotlib.pyplot is imported, its show() is ours (the Agg backend has none)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != "matplotlib.pyplot":
+            return None
+        sys.meta_path.remove(self)
+        import importlib.util
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        exec_module = spec.loader.exec_module
+
+        def patched(module):
+            exec_module(module)
+            module.show = show
+
+        spec.loader.exec_module = patched
+        return spec
+
+
+# --- python ----------------------------------------------------------------------------------
+
+class PythonSession:
+    def __init__(self):
+        self.count = 0
+        self.namespace = {"__name__": "__main__", "__builtins__": builtins,
+                          "display": display}
+        main = type(sys)("__main__")
+        main.__dict__.update(self.namespace)
+        self.namespace = main.__dict__
+        sys.modules["__main__"] = main
+        builtins.display = display
+        os.environ.setdefault("MPLBACKEND", "Agg")
+        sys.meta_path.insert(0, PyplotHook())
+        sys.argv = [""]
+        sys.path.insert(0, WORKSPACE)
+
+    def run(self, code, stdin):
+        self.count += 1
+        name = "<cell %d>" % self.count
+        sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="replace")
+        error = None
+        exited = None
+        try:
+            tree = ast.parse(code, name, "exec")
+            last = None
+            if tree.body and isinstance(tree.body[-1], ast.Expr):
+                last = ast.Expression(tree.body.pop().value)
+            linecache.cache[name] = (len(code), None, code.splitlines(True), name)
+            exec(compile(tree, name, "exec"), self.namespace)  # the user's cell
+            if last is not None:
+                value = eval(compile(last, name, "eval"), self.namespace)
+                if value is not None:
+                    self.namespace["_"] = value
+                    DISPLAYS.send(mime_bundle(value))
+        except SystemExit as exc:
+            exited = exit_status(exc)
+        except BaseException as exc:
+            error = describe_error(exc, name)
+        send_figures()
+        return self.count, error, None, exited
+
+
+def exit_status(exc):
+    code = exc.code
+    if code is None:
+        return 0
+    return code & 0xFF if isinstance(code, int) else 1
+
+
+def describe_error(exc, cell):
+    """{name, value, traceback}: the traceback as text lines, the agent's own frames removed."""
+    tb = exc.__traceback__
+    while tb is not None and not tb.tb_frame.f_code.co_filename.startswith("<cell "):
+        tb = tb.tb_next
+    lines = traceback.format_exception(type(exc), exc, tb)
+    text = "".join(lines).rstrip("\n").split("\n")
+    try:
+        value = str(exc)
+    except Exception:
+        value = "<str failed>"
+    return {"name": type(exc).__name__, "value": cut(value), "traceback": text[:400]}
+
+
+# --- bash ------------------------------------------------------------------------------------
+
+# Runs each cell in the one shell with the cell's stdin, and reports its status on the status
+# fd. An interrupt (SIGINT to the shell's process group) ends the foreground command; the trap
+# keeps the shell itself alive and returns from the cell with status 130 (from within a function
+# of the cell: from that function, and the cell goes on; the engine's grace then restarts it).
+# Between cells the return has nowhere to go and is silent.
+BASH_PRELUDE = r"""
+__sandboxd_cell() {
+    local __sandboxd_file=$1 __sandboxd_in=$2
+    . "$__sandboxd_file" < "$__sandboxd_in"
+}
+trap 'return 130 2>/dev/null' INT
+"""
+
+
+class BashSession:
+    def __init__(self):
+        self.count = 0
+        self.dir = "/tmp/.sandboxd-session"
+        os.makedirs(self.dir, mode=0o700, exist_ok=True)
+        self.start()
+
+    def start(self):
+        import subprocess
+        status_r, status_w = os.pipe()
+        self.shell = subprocess.Popen(
+            ["/bin/bash", "--noprofile", "--norc", "-s"], stdin=subprocess.PIPE,
+            pass_fds=(status_w,), cwd=WORKSPACE, start_new_session=True)
+        os.close(status_w)
+        self.status = os.fdopen(status_r, "rb", buffering=0)
+        self.status_fd = status_w
+        self.command(BASH_PRELUDE)
+
+    def command(self, text):
+        self.shell.stdin.write(text.encode())
+        self.shell.stdin.flush()
+
+    def interrupt(self):
+        try:
+            os.killpg(self.shell.pid, signal.SIGINT)
+        except ProcessLookupError:
+            pass
+
+    def run(self, code, stdin):
+        self.count += 1
+        cell = os.path.join(self.dir, "cell")
+        given = os.path.join(self.dir, "stdin")
+        with open(cell, "w", encoding="utf-8") as out:
+            out.write(code + "\n")
+        with open(given, "wb") as out:
+            out.write(stdin)
+        self.command("__sandboxd_cell %s %s; echo $? >&%d\n" % (cell, given, self.status_fd))
+        line = b""
+        while not line.endswith(b"\n"):
+            try:
+                chunk = self.status.read(1)
+            except InterruptedError:
+                continue
+            if not chunk:
+                break
+            line += chunk
+        if not line.endswith(b"\n"):
+            # The shell ended (exit in the cell, or killed): the session's shell starts again.
+            code = self.shell.wait()
+            self.status.close()
+            self.start()
+            return self.count, None, None, code if code >= 0 else 128 - code
+        return self.count, None, int(line), None
+
+
+# --- files -----------------------------------------------------------------------------------
+
+class FileError(Exception):
+    def __init__(self, kind, message, code=None):
+        super().__init__(message)
+        self.kind, self.message, self.code = kind, message, code
+
+
+def resolve(path, must_exist=True):
+    """The path (relative to /workspace, or absolute under it), all of it resolved: it may not
+    leave /workspace."""
+    if not isinstance(path, str) or not path or "\0" in path:
+        raise FileError("invalid", "not a path")
+    if path.startswith("/") and path != WORKSPACE and not path.startswith(WORKSPACE + "/"):
+        raise FileError("invalid", "outside /workspace")
+    target = os.path.realpath(os.path.join(WORKSPACE, path))
+    if target != WORKSPACE and not target.startswith(WORKSPACE + "/"):
+        raise FileError("invalid", "leaves /workspace")
+    if must_exist and not os.path.lexists(target):
+        raise FileError("not_found", "no such file or directory", "ENOENT")
+    return target
+
+
+def os_error(exc):
+    code = errno.errorcode.get(exc.errno, str(exc.errno))
+    kind = {"ENOENT": "not_found", "ENOSPC": "disk_full", "EDQUOT": "disk_full",
+            "EFBIG": "disk_full", "EISDIR": "invalid", "ENOTDIR": "invalid",
+            "ENOTEMPTY": "invalid", "EACCES": "invalid", "EPERM": "invalid",
+            "EROFS": "invalid", "ELOOP": "invalid"}.get(code, "failed")
+    return FileError(kind, exc.strerror or code, code)
+
+
+def file_put(header, data):
+    target = resolve(header.get("path"), must_exist=False)
+    mode = header.get("mode", 0o644)
+    if not isinstance(mode, int) or mode < 0 or mode > 0o7777:
+        raise FileError("invalid", "mode out of range")
+    if os.path.lexists(target) and not stat.S_ISREG(os.lstat(target).st_mode):
+        raise FileError("invalid", "not a regular file")
+    directory = os.path.dirname(target)
+    temporary = os.path.join(directory, ".sandboxd-put-%d" % os.getpid())
+    try:
+        os.makedirs(directory, exist_ok=True)
+        if resolve(directory) != directory:
+            raise FileError("invalid", "leaves /workspace")
+        fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fchmod(fd, mode & 0o777)
+        finally:
+            os.close(fd)
+        os.rename(temporary, target)
+    except OSError as exc:
+        try:
+            os.unlink(temporary)
+        except OSError:
+            pass
+        raise os_error(exc)
+    return {"size": len(data)}, b""
+
+
+def file_get(header, _):
+    target = resolve(header.get("path"))
+    limit = header.get("max_size", 64 << 20)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused right after).
+        fd = os.open(target, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError as exc:
+        raise os_error(exc)
+    try:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise FileError("invalid", "a directory")
+        if not stat.S_ISREG(info.st_mode):
+            raise FileError("invalid", "not a regular file")
+        if info.st_size > limit:
+            raise FileError("too_large", "%d bytes, more than %d" % (info.st_size, limit))
+        chunks, size = [], 0
+        while size <= limit:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            size += len(chunk)
+        if size > limit:
+            raise FileError("too_large", "more than %d bytes" % limit)
+    except OSError as exc:
+        raise os_error(exc)
+    finally:
+        os.close(fd)
+    return {"size": size}, b"".join(chunks)
+
+
+def file_list(header, _):
+    target = resolve(header.get("path") or WORKSPACE)
+    if not os.path.isdir(target):
+        raise FileError("invalid", "not a directory")
+    entries = []
+    try:
+        with os.scandir(target) as listing:
+            for entry in listing:
+                info = entry.stat(follow_symlinks=False)
+                kind = ("dir" if stat.S_ISDIR(info.st_mode) else "file"
+                        if stat.S_ISREG(info.st_mode) else "symlink"
+                        if stat.S_ISLNK(info.st_mode) else "other")
+                entries.append({"name": entry.name, "type": kind, "size": info.st_size,
+                                "mtime": int(info.st_mtime), "mode": stat.S_IMODE(info.st_mode)})
+                if len(entries) >= 10000:
+                    break
+    except OSError as exc:
+        raise os_error(exc)
+    entries.sort(key=lambda e: e["name"])
+    return {"entries": entries}, b""
+
+
+def file_delete(header, _):
+    target = resolve(header.get("path"))
+    if target == WORKSPACE:
+        raise FileError("invalid", "the workspace itself")
+    try:
+        if stat.S_ISDIR(os.lstat(target).st_mode):
+            os.rmdir(target)
+        else:
+            os.unlink(target)
+    except OSError as exc:
+        raise os_error(exc)
+    return {}, b""
+
+
+FILE_OPS = {"put": file_put, "get": file_get, "list": file_list, "delete": file_delete}
+
+
+# --- the loop --------------------------------------------------------------------------------
+
+def run_cell(session, header, stdin):
+    saved = {}
+    env = header.get("env") or {}
+    for name, value in env.items():
+        saved[name] = os.environ.get(name)
+        os.environ[name] = value
+    DISPLAYS.count = 0
+    try:
+        count, error, exit_code, exited = session.run(header.get("code", ""), stdin)
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+    flush_output()
+    send({"op": "done", "execution_count": count, "error": error, "exit_code": exit_code,
+          "exited": exited})
+
+
+def main():
+    language = sys.argv[1] if len(sys.argv) > 1 else "python"
+    os.chdir(WORKSPACE)
+    if language == "bash":
+        session = BashSession()
+        # The engine's SIGINT reaches this process: pass it to the shell's process group.
+        signal.signal(signal.SIGINT, lambda *_: session.interrupt())
+    else:
+        session = PythonSession()
+    send({"op": "ready", "language": language})
+    while True:
+        try:
+            header, payload = receive()
+        except KeyboardInterrupt:
+            continue  # an interrupt that came between runs interrupts nothing
+        except EOFError:
+            return 0
+        op = header.get("op")
+        if op == "run":
+            run_cell(session, header, payload)
+        elif op in FILE_OPS:
+            try:
+                reply, data = FILE_OPS[op](header, payload)
+                reply.update(op="reply", ok=True)
+            except FileError as exc:
+                reply, data = {"op": "reply", "ok": False, "kind": exc.kind,
+                               "message": exc.message, "errno": exc.code}, b""
+            except Exception as exc:  # the agent outlives any file operation
+                reply, data = {"op": "reply", "ok": False, "kind": "failed",
+                               "message": "%s: %s" % (type(exc).__name__, exc),
+                               "errno": None}, b""
+            send(reply, data)
+        elif op == "close":
+            return 0
+        else:
+            send({"op": "reply", "ok": False, "kind": "invalid",
+                  "message": "unknown op %r" % (op,), "errno": None})
+
+
+if __name__ == "__main__":
+    sys.exit(main())
