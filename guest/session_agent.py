@@ -8,12 +8,15 @@
 # header, the header (a JSON object), then the payload (raw bytes: stdin, a file's contents).
 #
 #   engine -> agent                                  agent -> engine
-#   {"op": "run", "code", "env": {..}} + stdin       {"op": "ready", "language"}  once, at start
-#   {"op": "put", "path", "mode"} + data             {"op": "display", "bundle": {mime: data}}
-#   {"op": "get", "path"}                              during a run, one per rich output
-#   {"op": "list", "path"}                           {"op": "done", "execution_count", "error",
-#   {"op": "delete", "path"}                           "exit_code", "exited"}  the run's end
+#   {"op": "run", "code", "env": {..}} + stdin       {"op": "ready", "language", "restarted"}
+#   {"op": "put", "path", "mode"} + data               at start, and after every restart
+#   {"op": "get", "path"}                            {"op": "display", "bundle": {mime: data}}
+#   {"op": "list", "path"}                             during a run, one per rich output
+#   {"op": "delete", "path"}                         {"op": "done", "execution_count", "error",
+#                                                      "exit_code", "exited"}  the run's end
 #                                                    {"op": "reply", "ok", ...} + data  file ops
+#                                                    {"op": "ended", "code", "signal"}  the
+#                                                      interpreter ended (the keeper says it)
 #
 # User code's stdout and stderr are fds 1 and 2, pipes of their own: nothing it prints reaches
 # fd 3. User code runs in this very process (python), so it can reach fd 3 and write anything:
@@ -21,9 +24,13 @@
 # forged frame can only lie about this session's own results. The agent flushes fds 1 and 2
 # before "done", so a run's output is in its pipes before its end is.
 #
-# Interrupts come from outside: the engine sends SIGINT (KeyboardInterrupt in the cell; for bash
-# the agent passes it to bash's process group) and restarts the session's interpreter when a run
-# does not stop within a grace. File operations happen between runs, inside the sandbox and with
+# Two processes: the keeper (the sandbox's program, which the engine signals) and the
+# interpreter, its child, which speaks on fd 3. SIGINT to the keeper interrupts the running cell
+# (KeyboardInterrupt; for bash, SIGINT to the shell's process group); SIGUSR1 restarts: every
+# process of the sandbox but init and the keeper is killed, and a fresh interpreter says "ready"
+# with restarted true (files are kept). The keeper also restarts an interpreter that died on its
+# own (the memory cap's OOM kill, os._exit), after saying "ended"; it ends itself when the engine
+# closes the channel. File operations happen between runs, inside the sandbox and with
 # its rights: a path that leaves /workspace (by "..", or by a symlink) is refused, as are devices
 # and FIFOs. Standard library only.
 import ast
@@ -42,6 +49,7 @@ import traceback
 AGENT_FD = 3
 # tests/integration/test_session_agent.py runs the agent outside a sandbox, in a directory of its
 # own; in a sandbox the engine sets nothing and it is the workspace.
+IN_SANDBOX = "SANDBOXD_AGENT_WORKSPACE" not in os.environ
 WORKSPACE = os.environ.pop("SANDBOXD_AGENT_WORKSPACE", "/workspace")
 MAX_HEADER = 8 << 20
 MAX_FRAME = 80 << 20
@@ -259,8 +267,10 @@ class PythonSession:
         name = "<cell %d>" % self.count
         sys.stdin = io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8", errors="replace")
         error = None
-        exited = None
         try:
+            # An interrupt is a KeyboardInterrupt while the cell runs, and ignored outside it
+            # (it must not cut a frame in half).
+            signal.signal(signal.SIGINT, signal.default_int_handler)
             tree = ast.parse(code, name, "exec")
             last = None
             if tree.body and isinstance(tree.body[-1], ast.Expr):
@@ -272,19 +282,12 @@ class PythonSession:
                 if value is not None:
                     self.namespace["_"] = value
                     DISPLAYS.send(mime_bundle(value))
-        except SystemExit as exc:
-            exited = exit_status(exc)
-        except BaseException as exc:
+        except BaseException as exc:  # SystemExit too: as in a notebook, the session goes on
             error = describe_error(exc, name)
+        finally:
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
         send_figures()
-        return self.count, error, None, exited
-
-
-def exit_status(exc):
-    code = exc.code
-    if code is None:
-        return 0
-    return code & 0xFF if isinstance(code, int) else 1
+        return self.count, error, None, None
 
 
 def describe_error(exc, cell):
@@ -528,21 +531,20 @@ def run_cell(session, header, stdin):
           "exited": exited})
 
 
-def main():
-    language = sys.argv[1] if len(sys.argv) > 1 else "python"
-    os.chdir(WORKSPACE)
+def interpreter(language, restarted):
+    """The child: the session's interpreter, serving fd 3 until the engine closes it."""
+    signal.signal(signal.SIGUSR1, signal.SIG_DFL)
     if language == "bash":
         session = BashSession()
-        # The engine's SIGINT reaches this process: pass it to the shell's process group.
+        # The keeper's SIGINT, passed on: to the shell's process group.
         signal.signal(signal.SIGINT, lambda *_: session.interrupt())
     else:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         session = PythonSession()
-    send({"op": "ready", "language": language})
+    send({"op": "ready", "language": language, "restarted": restarted})
     while True:
         try:
             header, payload = receive()
-        except KeyboardInterrupt:
-            continue  # an interrupt that came between runs interrupts nothing
         except EOFError:
             return 0
         op = header.get("op")
@@ -560,11 +562,85 @@ def main():
                                "message": "%s: %s" % (type(exc).__name__, exc),
                                "errno": None}, b""
             send(reply, data)
-        elif op == "close":
-            return 0
         else:
             send({"op": "reply", "ok": False, "kind": "invalid",
                   "message": "unknown op %r" % (op,), "errno": None})
+
+
+def channel_closed():
+    """Whether the engine closed fd 3 (peeked: the next interpreter's frames stay unread)."""
+    import socket
+    try:
+        channel = socket.socket(fileno=os.dup(AGENT_FD))
+    except OSError:
+        return True
+    try:
+        return channel.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b""
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+    finally:
+        channel.close()
+
+
+def keeper(language):
+    """The parent: starts the interpreter, passes interrupts on, restarts it when asked or when
+    it died, ends when the channel is closed."""
+    child = 0
+    restart = False
+
+    def interrupt(*_):
+        if child:
+            try:
+                os.kill(child, signal.SIGINT)
+            except ProcessLookupError:
+                pass
+
+    def ask_restart(*_):
+        nonlocal restart
+        restart = True
+        # In the sandbox (this is its program, init's child): every process but init and this
+        # one, the interpreter and whatever its cells left. Outside (the agent's own tests): the
+        # interpreter's process group.
+        try:
+            if IN_SANDBOX and os.getppid() == 1:
+                os.kill(-1, signal.SIGKILL)
+            elif child:
+                os.killpg(child, signal.SIGKILL)
+        except OSError:
+            pass
+
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGUSR1, ask_restart)
+    restarted = False
+    while True:
+        child = os.fork()
+        if child == 0:
+            os.setpgid(0, 0)
+            os._exit(interpreter(language, restarted) or 0)
+        while True:
+            try:
+                _, status = os.waitpid(child, 0)
+                break
+            except InterruptedError:
+                continue
+        child = 0
+        if not restart and channel_closed():
+            return 0
+        send({"op": "ended", "code": os.waitstatus_to_exitcode(status)
+              if os.WIFEXITED(status) else None,
+              "signal": os.WTERMSIG(status) if os.WIFSIGNALED(status) else None})
+        restart = False
+        restarted = True
+
+
+def main():
+    language = sys.argv[1] if len(sys.argv) > 1 else "python"
+    if language not in ("python", "bash"):
+        return 2
+    os.chdir(WORKSPACE)
+    return keeper(language)
 
 
 if __name__ == "__main__":

@@ -50,7 +50,7 @@ class Agent:
                           (os.POSIX_SPAWN_DUP2, theirs.fileno(), 3)])
         theirs.close()
         header, _ = self.receive()
-        assert header == {"op": "ready", "language": language}
+        assert header == {"op": "ready", "language": language, "restarted": False}
 
     def receive_exactly(self, size):
         data = b""
@@ -82,7 +82,7 @@ class Agent:
             if header["op"] == "display":
                 displays.append(header["bundle"])
             else:
-                assert header["op"] == "done", header
+                assert header["op"] in ("done", "ended"), header
                 return displays, header, self.output(self.stdout, out_at), self.output(
                     self.stderr, err_at)
 
@@ -191,9 +191,37 @@ def test_python_interrupt_ends_the_cell_not_the_session(python):
     assert python.run("z")[0] == [{"text/plain": "7"}]
 
 
-def test_python_exit_ends_the_interpreter(python):
+def test_python_exit_is_an_error_and_the_session_goes_on(python):
+    python.run("w = 5")
     _, done, _, _ = python.run("import sys\nsys.exit(3)")
-    assert done["exited"] == 3
+    assert done["error"]["name"] == "SystemExit" and done["error"]["value"] == "3"
+    assert python.run("w")[0] == [{"text/plain": "5"}]
+
+
+def test_python_interpreter_that_dies_is_restarted_with_files_kept(python):
+    python.run("v = 1\nopen('kept.txt', 'w').write('kept')")
+    _, ended, _, _ = python.run("import os\nos._exit(7)")
+    assert ended == {"op": "ended", "code": 7, "signal": None}
+    header, _ = python.receive()
+    assert header == {"op": "ready", "language": "python", "restarted": True}
+    displays, done, _, _ = python.run("open('kept.txt').read(), 'v' in globals()")
+    assert displays == [{"text/plain": "('kept', False)"}]
+    assert done["execution_count"] == 1
+
+
+def test_restart_on_request_ends_a_cell_that_ignores_interrupts(python):
+    cell = ("import time\nwhile True:\n    try:\n        time.sleep(30)\n"
+            "    except KeyboardInterrupt:\n        pass")
+    python.sock.sendall(frame({"op": "run", "code": cell, "env": {}}))
+    time.sleep(0.3)
+    os.kill(python.pid, signal.SIGINT)  # swallowed by the cell
+    time.sleep(0.3)
+    os.kill(python.pid, signal.SIGUSR1)
+    header, _ = python.receive()
+    assert header["op"] == "ended" and header["signal"] == signal.SIGKILL
+    header, _ = python.receive()
+    assert header == {"op": "ready", "language": "python", "restarted": True}
+    assert python.run("1 + 1")[0] == [{"text/plain": "2"}]
 
 
 def test_bash_state_survives_between_runs(bash):
