@@ -671,9 +671,6 @@ static int lock_slot_directory(int parent_fd, const char *name, bool wait, bool 
         return take_fd(&fd);
 }
 
-/* Takes the first free slot: mkdir makes it unique among live sandboxes, the lock marks it
- * live. A directory that exists but is unlocked is an orphan of a crash: removed, and the slot
- * tried once more. */
 /* Whether an unlocked slot directory was made in the last moments: then it is another process's
  * slot between its mkdir and its flock, not an orphan, and must be left to it. */
 static bool slot_just_made(int fd)
@@ -682,6 +679,9 @@ static bool slot_just_made(int fd)
         return fstat(fd, &st) == 0 && time(NULL) - st.st_ctime < ORPHAN_MIN_AGE_S;
 }
 
+/* Takes the first free slot: mkdir makes it unique among live sandboxes, the lock marks it
+ * live. A directory that exists but is unlocked is an orphan of a crash: removed, and the slot
+ * tried once more. */
 static int claim_slot(struct cgroup *cg, unsigned max_slots, struct sbx_error *err)
 {
         int parent_fd = cg->dirs[cg->primary].parent_fd;
