@@ -69,11 +69,6 @@ static uint64_t wall_clock_ms(void)
         return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-static uint64_t monotonic_ms(void)
-{
-        return sbx_now_us() / 1000;
-}
-
 /* ---- responses ---- */
 
 struct header {
@@ -160,7 +155,7 @@ static enum MHD_Result respond_unavailable(struct sbx_api *api, struct MHD_Conne
 /* Seconds until the drain ends (the engine's grace period), at least 1. */
 static uint64_t drain_retry_after_s(void)
 {
-        uint64_t now = monotonic_ms(), ends = atomic_load(&drain_ends_ms);
+        uint64_t now = sbx_now_ms(), ends = atomic_load(&drain_ends_ms);
         return ends > now ? (ends - now + 999) / 1000 : 1;
 }
 
@@ -415,9 +410,9 @@ static enum MHD_Result respond_engine_failure(struct sbx_api *api,
                 forget_audit(api, settings);
                 sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
                                                   sbx_quota_verdict_name(SBX_QUOTA_OVER_CAPACITY));
-                return respond_unavailable(
-                        api, connection, SBX_PROBLEM_AT_CAPACITY, err->message,
-                        sbx_quota_capacity_retry_after(api->quota, monotonic_ms()), NULL);
+                return respond_unavailable(api, connection, SBX_PROBLEM_AT_CAPACITY, err->message,
+                                           sbx_quota_capacity_retry_after(api->quota, sbx_now_ms()),
+                                           NULL);
         case ESHUTDOWN:
                 forget_audit(api, settings);
                 return respond_shutting_down(api, connection);
@@ -452,14 +447,13 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
         uint64_t created_at_ms = wall_clock_ms();
         struct sbx_quota_decision decision;
         struct sbx_error err = {0};
-        if (sbx_quota_reserve(api->quota, tenant, settings->limits.wall_ms, monotonic_ms(),
-                              &decision, &err) < 0)
+        if (sbx_quota_reserve(api->quota, tenant, settings->limits.wall_ms, sbx_now_ms(), &decision,
+                              &err) < 0)
                 return respond_problem(api, connection, 500, err.message, NULL, 0, NULL, 0);
         if (decision.verdict != SBX_QUOTA_ALLOWED)
                 return respond_quota_refusal(api, connection, tenant, &decision);
         if (begin_audit(api, settings, created_at_ms, &err) < 0) {
-                sbx_quota_release(api->quota, tenant, decision.reservation, false, 0,
-                                  monotonic_ms());
+                sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
                 sbx_warn("execution %s: %s", settings->id, err.message);
                 return respond_problem(api, connection, 500,
                                        "the audit store failed; nothing was run", NULL, 0, NULL, 0);
@@ -470,8 +464,7 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
         struct sbx_engine_result outcome = {0};
         int rc = sbx_engine_client_run(api->engine, settings->id, &request, &outcome, &err);
         uint64_t cpu_ms = rc == 0 ? outcome.result.evidence.cpu_usage_us / 1000 : 0;
-        sbx_quota_release(api->quota, tenant, decision.reservation, rc == 0, cpu_ms,
-                          monotonic_ms());
+        sbx_quota_release(api->quota, tenant, decision.reservation, rc == 0, cpu_ms, sbx_now_ms());
         if (rc < 0)
                 return respond_engine_failure(api, connection, tenant, settings, &err);
 
@@ -713,11 +706,11 @@ int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_
          * listen queue; let the running ones finish. The engine cancels what still runs when
          * its grace period ends, and every cancelled execution answers (status canceled), so
          * the wait ends on its own well before its bound. */
-        uint64_t now = monotonic_ms();
+        uint64_t now = sbx_now_ms();
         atomic_store(&drain_ends_ms, now + server->shutdown_grace_s * 1000);
         atomic_store(&draining, true);
         uint64_t deadline = now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS;
-        while (atomic_load(&executions_in_flight) > 0 && monotonic_ms() < deadline) {
+        while (atomic_load(&executions_in_flight) > 0 && sbx_now_ms() < deadline) {
                 struct timespec pause = {0, 20 * 1000 * 1000};
                 nanosleep(&pause, NULL);
         }

@@ -8,3 +8,8 @@ uint64_t sbx_now_us(void)
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
+
+uint64_t sbx_now_ms(void)
+{
+        return sbx_now_us() / 1000;
+}

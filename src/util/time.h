@@ -5,3 +5,7 @@
 
 /* Microseconds on CLOCK_MONOTONIC. */
 uint64_t sbx_now_us(void);
+
+/* Milliseconds on CLOCK_MONOTONIC (sbx_now_us() / 1000), where an interface counts in
+ * milliseconds: the API's quotas, Retry-After and drain deadline. */
+uint64_t sbx_now_ms(void);

@@ -1,6 +1,6 @@
-/* libFuzzer harness for the cgroup text parsers (sandbox/native/cgroup.h), which read what the
- * kernel writes in /proc/self/mountinfo, /proc/<pid>/cgroup and the flat cgroup files. That text
- * is the kernel's, but a mount point or cgroup path holds names a user chose, so the parsers
+/* libFuzzer harness for the cgroup text parsers (sandbox/native/cgroup_parse.h), which read what
+ * the kernel writes in /proc/self/mountinfo, /proc/<pid>/cgroup and the flat cgroup files. That
+ * text is the kernel's, but a mount point or cgroup path holds names a user chose, so the parsers
  * must stay within their buffers whatever they read.
  *
  * The whole input goes to each parser; the keyed-file parser and the /proc/<pid>/cgroup parser
@@ -13,7 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sandbox/native/cgroup.h"
+#include "sandbox/native/cgroup_parse.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -9,7 +9,7 @@
 
 #include <cmocka.h>
 
-#include "sandbox/native/cgroup.h"
+#include "sandbox/native/cgroup_parse.h"
 
 /* The development machine's /proc/self/mountinfo (hybrid: v1 controllers, cgroup2 without). */
 static const char hybrid_mountinfo[] =

@@ -22,45 +22,11 @@
  *                  v1 without unified: freezer FROZEN, SIGKILL each pid, THAWED */
 #pragma once
 
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <sys/types.h>
-
+#include "sandbox/native/cgroup_parse.h"
 #include "sandbox/sandbox.h"
 #include "util/error.h"
 
-enum cgroup_layout {
-        CGROUP_LAYOUT_UNIFIED, /* pure v2 */
-        CGROUP_LAYOUT_HYBRID,  /* v1 controllers, controller-less v2 for tracking and kill */
-        CGROUP_LAYOUT_LEGACY,  /* pure v1 */
-};
-
-/* Where each hierarchy sandboxd uses is mounted; empty string when absent. */
-struct cgroup_mounts {
-        enum cgroup_layout layout;
-        char unified[256]; /* the cgroup2 mount */
-        char memory[256];  /* v1 controller mounts (empty on pure v2) */
-        char pids[256];
-        char cpu[256];
-        char cpuacct[256];
-        char freezer[256];
-};
-
 struct cgroup; /* one sandbox's cgroups in every hierarchy */
-
-/* Pure: finds the cgroup mounts in the text of /proc/self/mountinfo and decides the layout:
- * UNIFIED with cgroup2 and no v1 memory controller, HYBRID with cgroup2 and v1 memory+pids,
- * LEGACY with v1 memory+pids+freezer only. Fails (ENOTSUP) otherwise: no usable hierarchy, v1
- * memory without v1 pids, or pure v1 without the freezer (kill could not stop a fork loop). */
-int cgroup_parse_mountinfo(const char *mountinfo, struct cgroup_mounts *out, struct sbx_error *err);
-
-/* Pure: finds "key value" in a flat-keyed cgroup file's text (pids.events, memory.events,
- * memory.oom_control, cpu.stat) and parses value. Fails (ENOENT) when the key is missing. */
-int cgroup_parse_keyed(const char *text, const char *key, uint64_t *value, struct sbx_error *err);
-
-/* Pure: parses a single-value file ("123\n", or "max\n" as UINT64_MAX). */
-int cgroup_parse_value(const char *text, uint64_t *value, struct sbx_error *err);
 
 /* Reads /proc/self/mountinfo once and caches the result. */
 int cgroup_detect(const struct cgroup_mounts **out, struct sbx_error *err);
@@ -96,12 +62,6 @@ int cgroup_enter_self(struct cgroup *cg, struct sbx_error *err);
 
 /* Moves the calling thread back to the v1 cgroups it was in before cgroup_enter_self(). */
 int cgroup_leave_self(struct cgroup *cg, struct sbx_error *err);
-
-/* Pure: finds the path of the hierarchy that carries controller in the text of
- * /proc/<pid>/cgroup ("4:memory:/a/b" -> "/a/b"; controllers may be co-mounted: "1:cpu,cpuacct:/").
- */
-int cgroup_parse_proc_path(const char *proc_cgroup, const char *controller, char *path, size_t size,
-                           struct sbx_error *err);
 
 /* Kills every process in the cgroup at once and waits (bounded, ~2 s) until none is alive;
  * fails with ETIMEDOUT when some still is. Reaps nothing: zombies do not keep a cgroup

@@ -1,7 +1,7 @@
 /* Pure parsers for cgroup text: /proc/self/mountinfo and the flat files the kernel exposes in a
  * cgroup directory. No system calls here, so tests/unit/test_cgroup_parse.c can feed them any
  * text, including hostile or truncated text. */
-#include "sandbox/native/cgroup.h"
+#include "sandbox/native/cgroup_parse.h"
 
 #include <errno.h>
 #include <stdbool.h>
