@@ -1,5 +1,8 @@
-/* `sandboxd run`: one execution from the command line, through the same engine path as the
- * HTTP API. Prints the program's output and a summary line, or the whole result as JSON. */
+/* `sandboxd run`: one execution from the command line. It runs the request with the engine's own
+ * execution (sbx_execute, or a warm-pool entry with --pooled): the functions an engine worker
+ * calls for every RUN of the HTTP API, behind the same request check (sbx_request_check). What it
+ * leaves out is the API process: no settings pipeline, tenant, quota or audit record. Prints the
+ * program's output and a summary line, or the whole result as JSON. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -13,8 +16,8 @@
 
 #include "cli.h"
 #include "engine/execution.h"
-#include "engine/language.h"
-#include "engine/result_json.h"
+#include "model/language.h"
+#include "model/result_json.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/parse.h"

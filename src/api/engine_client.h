@@ -18,9 +18,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "engine/execution.h"
-#include "engine/protocol.h"
-#include "engine/result.h"
+#include "model/request.h"
+#include "protocol/protocol.h"
+#include "model/result.h"
 #include "util/error.h"
 
 /* How long past its wall deadline a RUN may take before the client gives up on the engine: setup,

@@ -25,7 +25,7 @@
 
 #include "api/http_guard.h"
 #include "api/openapi.h"
-#include "engine/result_json.h"
+#include "model/result_json.h"
 #include "service/auth.h"
 #include "service/problem.h"
 #include "service/settings.h"

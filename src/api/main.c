@@ -35,12 +35,12 @@
 #include "api/live_config.h"
 #include "api/metrics.h"
 #include "api/recover.h"
-#include "engine/spool.h"
-#include "sandbox/native/caps.h"
+#include "protocol/spool.h"
 #include "service/audit.h"
 #include "service/auth.h"
 #include "service/config.h"
 #include "service/quota.h"
+#include "util/capability.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -55,7 +55,7 @@
  * rights of an unprivileged user that owns nothing but the data directory. */
 static int drop_privileges(uid_t uid, struct sbx_error *err)
 {
-        if (caps_drop_bounding_and_ambient(err) < 0)
+        if (sbx_capability_limit_bounding(NULL, 0, err) < 0)
                 return -1;
         if (setgroups(0, NULL) < 0 || setresgid(uid, uid, uid) < 0 || setresuid(uid, uid, uid) < 0)
                 return sbx_error_set(err, errno, "switch to uid %u", (unsigned)uid);

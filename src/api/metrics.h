@@ -23,8 +23,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/protocol.h"
-#include "engine/result.h"
+#include "protocol/protocol.h"
+#include "model/result.h"
 #include "util/error.h"
 
 /* The Content-Type of the rendered text. */

@@ -10,8 +10,8 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "engine/protocol.h"
-#include "engine/spool.h"
+#include "protocol/protocol.h"
+#include "protocol/spool.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"

@@ -1,7 +1,7 @@
 /* What the API process does at start, before it serves: accounts for the executions that an
  * earlier API process began (their audit records say "running") but never saw end, because it
  * was killed or crashed. Each result the engine's workers could not hand over is in the spool
- * (engine/spool.h): it completes its record and is removed. Whatever is still running after that
+ * (protocol/spool.h): it completes its record and is removed. Whatever is still running after that
  * ended without a result anyone kept: its record becomes internal_error, saying so. */
 #pragma once
 

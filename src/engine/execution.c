@@ -5,142 +5,24 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 
-#include "engine/language.h"
+#include "model/language.h"
 #include "util/cleanup.h"
-#include "util/hex.h"
 #include "util/log.h"
 #include "util/time.h"
-
-#define MIB (1024ull * 1024ull)
-
-/* The environment every program gets, and nothing else of the host's; a request may add to it
- * (sbx_request_env_valid) but not replace these. */
-static const char *const sandbox_environment[] = {
-        "PATH=/usr/local/bin:/usr/bin:/bin",
-        "HOME=/workspace",
-        "TMPDIR=/tmp",
-        "LANG=C.UTF-8",
-        NULL, /* also an envp as it is: a pool entry's loader starts with just these */
-};
-#define SANDBOX_ENVIRONMENT_SIZE (SBX_ARRAY_SIZE(sandbox_environment) - 1)
-
-bool sbx_request_path_valid(const char *path)
-{
-        size_t len = strnlen(path, SBX_MAX_FILE_PATH + 1);
-        if (len == 0 || len > SBX_MAX_FILE_PATH || path[0] == '/')
-                return false;
-        const char *component = path;
-        for (size_t i = 0; i <= len; i++) {
-                char c = path[i];
-                if (c == '/' || c == '\0') {
-                        size_t n = (size_t)(path + i - component);
-                        if (n == 0 || (n == 1 && component[0] == '.') ||
-                            (n == 2 && component[0] == '.' && component[1] == '.'))
-                                return false;
-                        component = path + i + 1;
-                        continue;
-                }
-                if (c < 0x20 || c > 0x7e || c == '\\')
-                        return false;
-        }
-        return true;
-}
-
-bool sbx_request_env_valid(const char *entry)
-{
-        size_t len = strnlen(entry, SBX_MAX_ENV_BYTES + 1);
-        if (len > SBX_MAX_ENV_BYTES)
-                return false;
-        const char *equals = strchr(entry, '=');
-        if (equals == NULL)
-                return false;
-        size_t name_len = (size_t)(equals - entry);
-        if (name_len == 0 || name_len > 64)
-                return false;
-        for (size_t i = 0; i < name_len; i++) {
-                char c = entry[i];
-                bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
-                          (i > 0 && c >= '0' && c <= '9');
-                if (!ok)
-                        return false;
-        }
-        if (name_len >= 3 && strncmp(entry, "LD_", 3) == 0)
-                return false;
-        for (size_t i = 0; i < SANDBOX_ENVIRONMENT_SIZE; i++) {
-                const char *fixed = sandbox_environment[i];
-                size_t fixed_len = (size_t)(strchr(fixed, '=') - fixed);
-                if (fixed_len == name_len && strncmp(fixed, entry, name_len) == 0)
-                        return false;
-        }
-        return true;
-}
 
 /* The base environment followed by the request's additions, NULL-terminated. */
 static const char **build_envp(const struct sbx_request *request)
 {
-        size_t base = SANDBOX_ENVIRONMENT_SIZE;
+        size_t base = SBX_REQUEST_BASE_ENVIRONMENT_SIZE;
         const char **envp = calloc(base + request->n_env + 1, sizeof(*envp));
         if (envp == NULL)
                 return NULL;
         for (size_t i = 0; i < base; i++)
-                envp[i] = sandbox_environment[i];
+                envp[i] = sbx_request_base_environment[i];
         for (size_t i = 0; i < request->n_env; i++)
                 envp[base + i] = request->env[i];
         return envp;
-}
-
-bool sbx_limits_valid(const struct sbx_limits *limits, const char **field)
-{
-        const struct {
-                const char *name;
-                uint64_t value, min, max;
-        } checks[] = {
-                {"wall_ms", limits->wall_ms, 1, SBX_MAX_LIMIT_MS},
-                {"cpu_ms", limits->cpu_ms, 1, SBX_MAX_LIMIT_MS},
-                {"memory", limits->memory_bytes, SBX_MIN_MEMORY_BYTES, SBX_MAX_MEMORY_BYTES},
-                {"pids", limits->pids, SBX_MIN_PIDS, SBX_MAX_PIDS},
-                {"disk", limits->disk_bytes, SBX_MIN_DISK_BYTES, SBX_MAX_DISK_BYTES},
-                {"output_bytes", limits->output_bytes, 1, SBX_MAX_OUTPUT_BYTES},
-                {"open_files", limits->open_files, SBX_MIN_OPEN_FILES, SBX_MAX_OPEN_FILES},
-                {"cpu_millicores", limits->cpu_millicores, SBX_MIN_CPU_MILLICORES,
-                 SBX_MAX_CPU_MILLICORES},
-        };
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(checks); i++) {
-                if (checks[i].value < checks[i].min || checks[i].value > checks[i].max) {
-                        if (field != NULL)
-                                *field = checks[i].name;
-                        return false;
-                }
-        }
-        return true;
-}
-
-void sbx_limits_default(struct sbx_limits *limits)
-{
-        *limits = (struct sbx_limits){
-                .wall_ms = 10 * 1000,
-                .cpu_ms = 10 * 1000,
-                .memory_bytes = 256 * MIB,
-                .pids = 64,
-                .disk_bytes = 64 * MIB,
-                .output_bytes = 1 * MIB,
-                /* The usual soft limit of a Linux login: socket-heavy programs (servers, test
-                 * suites, asyncio) hit EMFILE below it. */
-                .open_files = 1024,
-                .cpu_millicores = 1000,
-        };
-}
-
-int sbx_execution_id_new(char id[static SBX_EXECUTION_ID_CHARS + 1], struct sbx_error *err)
-{
-        uint8_t bytes[SBX_EXECUTION_ID_CHARS / 2];
-        /* 16 bytes never come back short from an initialised pool (random(7)). */
-        if (getrandom(bytes, sizeof(bytes), 0) != (ssize_t)sizeof(bytes))
-                return sbx_error_set(err, errno, "no random bytes for an execution id");
-        sbx_hex_encode(bytes, sizeof(bytes), id);
-        return 0;
 }
 
 /* Builds argv: the interpreter, its fixed arguments, the program file, the request's args. */
@@ -196,22 +78,9 @@ static int plan_execution(const struct sbx_request *request, struct execution_pl
         if (plan->backend == NULL)
                 return sbx_error_set(err, EINVAL, "unknown backend '%s'", request->backend);
 
-        /* The API checks these too; the engine checks again: it trusts no caller. */
-        const char *bad_limit = NULL;
-        if (!sbx_limits_valid(&request->limits, &bad_limit))
-                return sbx_error_set(err, EINVAL, "limit %s is out of range", bad_limit);
-        if (request->code == NULL && (request->n_files == 0 || request->entrypoint == NULL ||
-                                      !sbx_request_path_valid(request->entrypoint)))
-                return sbx_error_set(err, EINVAL, "no code, or files without a valid entrypoint");
-        if (request->n_files > SBX_MAX_FILES || request->n_args > SBX_MAX_ARGS ||
-            request->n_env > SBX_MAX_ENV)
-                return sbx_error_set(err, EINVAL, "too many files, args or env entries");
-        for (size_t i = 0; i < request->n_files; i++)
-                if (!sbx_request_path_valid(request->files[i].path))
-                        return sbx_error_set(err, EINVAL, "invalid file path");
-        for (size_t i = 0; i < request->n_env; i++)
-                if (!sbx_request_env_valid(request->env[i]))
-                        return sbx_error_set(err, EINVAL, "invalid env entry");
+        /* The API process checked it too; the engine checks again: it trusts no caller. */
+        if (sbx_request_check(request, err) < 0)
+                return -1;
 
         const struct sbx_language *language = plan->language;
         plan->program = (struct sbx_file){
@@ -339,9 +208,10 @@ static uint64_t pool_disk_bytes(void)
         return defaults.disk_bytes;
 }
 
-bool sbx_pool_supports(const char *language)
+bool sbx_pool_supports(const char *language_name)
 {
-        return language != NULL && strcmp(language, "python") == 0;
+        const struct sbx_language *language = sbx_language_find(language_name);
+        return language != NULL && language->pooled;
 }
 
 bool sbx_pool_request_eligible(const struct sbx_request *request)
@@ -383,7 +253,7 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
         entry->argv[3] = NULL;
         entry->spec = (struct sbx_spec){
                 .argv = entry->argv,
-                .envp = sandbox_environment,
+                .envp = sbx_request_base_environment,
                 .network = SBX_NETWORK_NONE,
                 .agent = true,
                 .cancel_fd = -1,

@@ -19,7 +19,7 @@
 #include <unistd.h>
 
 #include "engine/execution.h"
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 #include "engine/server_state.h"
 #include "engine/worker.h"
 #include "sandbox/sandbox.h"

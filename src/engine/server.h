@@ -1,5 +1,5 @@
 /* The engine process of `sandboxd serve`: the root half of the privilege split (DESIGN.md "Two
- * processes"). It speaks only the binary protocol of engine/protocol.h and owns every sandbox.
+ * processes"). It speaks only the binary protocol of protocol/protocol.h and owns every sandbox.
  *
  * Theory of operation. One thread, one poll loop over four kinds of fd:
  *
@@ -30,7 +30,7 @@
  * killed and torn down and the RESULT says status canceled. A worker that exits without
  * having sent its RESULT (crash, SIGKILL) gets one sent for it by the engine: internal_error, so
  * that no caller waits forever. A worker that cannot send its RESULT (the API process is gone)
- * writes it to the spool instead, for the next API process to record (engine/spool.h).
+ * writes it to the spool instead, for the next API process to record (protocol/spool.h).
  *
  * Shutdown on SIGTERM or SIGINT: idle pool workers go at once, running executions may finish
  * within the grace period and are then canceled (SIGTERM), and killed (SIGKILL) if they still do
@@ -72,7 +72,7 @@ struct sbx_engine_options {
         const struct sbx_engine_pool *pools;
         size_t n_pools;
         /* Where a worker keeps the RESULT it cannot send because the API process is gone
-         * (engine/spool.h), and whose its files become; NULL: such a result is only logged. */
+         * (protocol/spool.h), and whose its files become; NULL: such a result is only logged. */
         const char *spool_dir;
         uid_t spool_owner;
         /* The config file, read again on SIGHUP and sent to the API process (CONFIG); NULL when

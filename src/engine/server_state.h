@@ -10,7 +10,7 @@
 #include <sys/types.h>
 
 #include "engine/execution.h"
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 #include "engine/server.h"
 #include "engine/worker.h"
 

@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "engine/execution.h"
-#include "engine/spool.h"
+#include "protocol/spool.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"

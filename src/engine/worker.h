@@ -8,7 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 
 /* What a worker says on its control socket (one byte each). */
 #define SBX_WORKER_READY 'R' /* pool workers: the warm sandbox and its loader are up */

@@ -2,17 +2,19 @@
 
 #include <string.h>
 
+#include "model/backend.h"
 #include "sandbox/native/native.h"
+#include "util/cleanup.h"
+
+/* The operations behind each name of model/backend.c. */
+static const struct sbx_backend *const backends[] = {&sbx_native_backend};
 
 const struct sbx_backend *sbx_backend_find(const char *name)
 {
-        if (name == NULL || strcmp(name, "native") == 0)
-                return &sbx_native_backend;
+        if (name == NULL)
+                name = SBX_BACKEND_DEFAULT;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(backends); i++)
+                if (strcmp(backends[i]->name, name) == 0)
+                        return backends[i];
         return NULL;
-}
-
-void sbx_run_free(struct sbx_run *run)
-{
-        sbx_buffer_free(&run->out);
-        sbx_buffer_free(&run->err);
 }

@@ -12,7 +12,7 @@
 
 #include <sqlite3.h>
 
-#include "engine/result_json.h"
+#include "model/result_json.h"
 #include "service/auth.h"
 #include "util/cleanup.h"
 #include "util/hex.h"

@@ -30,7 +30,7 @@
 
 #include <jansson.h>
 
-#include "engine/result.h"
+#include "model/result.h"
 #include "service/auth.h"
 #include "util/error.h"
 

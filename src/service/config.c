@@ -12,10 +12,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine/execution.h"
-#include "engine/language.h"
-#include "engine/protocol.h"
 #include "engine/server.h"
+#include "model/backend.h"
+#include "model/language.h"
+#include "protocol/protocol.h"
+#include "sandbox/sandbox.h"
 #include "util/cleanup.h"
 #include "util/hex.h"
 #include "util/parse.h"
@@ -296,12 +297,6 @@ static const char *find_language_name(const char *name)
         return language ? language->name : NULL;
 }
 
-static const char *find_backend_name(const char *name)
-{
-        const struct sbx_backend *backend = *name != '\0' ? sbx_backend_find(name) : NULL;
-        return backend ? backend->name : NULL;
-}
-
 /* ---- sections --------------------------------------------------------------------------- */
 
 static void server_set_defaults(struct sbx_server_config *server)
@@ -331,7 +326,7 @@ static void tier_set_defaults(struct sbx_tier *tier)
         tier->cpu_window_s = 60;
         parse_name_list(sbx_language_names(), find_language_name, "language", tier->languages,
                         SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, why, sizeof(why));
-        tier->backends[0] = find_backend_name("native");
+        tier->backends[0] = sbx_backend_name_find(SBX_BACKEND_DEFAULT);
         tier->n_backends = 1;
 }
 
@@ -431,7 +426,7 @@ static struct sbx_pool_config *current_pool(struct loader *loader)
 static void begin_pool(struct loader *loader, const char *language_name)
 {
         const struct sbx_language *language = sbx_language_find(language_name);
-        if (language == NULL || !sbx_pool_supports(language_name)) {
+        if (language == NULL || !language->pooled) {
                 loader_fail(loader, loader->line, NULL,
                             "no warm pool exists for language '%s' (only python)", language_name);
                 return;
@@ -707,7 +702,7 @@ static int tier_key(struct loader *loader, const char *key, const char *value)
                                     sizeof(why));
                 break;
         case TIER_KEY_BACKENDS:
-                r = parse_name_list(value, find_backend_name, "backend", tier->backends,
+                r = parse_name_list(value, sbx_backend_name_find, "backend", tier->backends,
                                     SBX_ARRAY_SIZE(tier->backends), &tier->n_backends, why,
                                     sizeof(why));
                 break;

@@ -11,7 +11,7 @@
 #include <sys/socket.h>
 #include <sys/types.h>
 
-#include "sandbox/sandbox.h"
+#include "model/limits.h"
 #include "util/error.h"
 
 #define SBX_CONFIG_FILE_MAX    (1024 * 1024) /* the largest config file loaded */

@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/random.h>
 
-#include "engine/language.h"
-#include "sandbox/sandbox.h"
+#include "model/backend.h"
+#include "model/language.h"
 #include "util/cleanup.h"
 
 /* A byte string borrowed from the request body; it may contain NUL. */
@@ -386,14 +386,14 @@ static void validate_network(struct pipeline *p)
 static void validate_backend(struct pipeline *p)
 {
         const json_t *backend = json_object_get(p->body, "backend");
-        p->backend_name = "native";
+        p->backend_name = SBX_BACKEND_DEFAULT;
         if (backend == NULL)
                 return;
         const char *text = text_field(p, backend, "backend", 64);
-        const struct sbx_backend *found = text ? sbx_backend_find(text) : NULL;
+        const char *found = text ? sbx_backend_name_find(text) : NULL;
         if (text != NULL && found == NULL)
-                report(p, "backend", "unknown backend '%s' (known: native)", text);
-        p->backend_name = found ? found->name : NULL;
+                report(p, "backend", "unknown backend '%s' (known: %s)", text, sbx_backend_names());
+        p->backend_name = found;
 }
 
 /* Types, unknown fields, bounds, paths and env names: everything one request shows alone. */

@@ -14,8 +14,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-#include "engine/execution.h"
-#include "engine/protocol.h"
+#include "model/request.h"
+#include "protocol/protocol.h"
 #include "service/config.h"
 #include "service/problem.h"
 

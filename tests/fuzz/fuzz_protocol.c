@@ -1,4 +1,4 @@
-/* libFuzzer harness for the engine protocol's decoder (engine/protocol.h), the parser the engine
+/* libFuzzer harness for the engine protocol's decoder (protocol/protocol.h), the parser the engine
  * (root) runs on every record the API process sends. Whatever the bytes, sbx_message_decode must
  * either refuse them with EBADMSG or accept them; ASan and UBSan catch any read outside the input.
  *
@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 #include "service/config.h"
 #include "service/settings.h"
 

@@ -14,7 +14,7 @@
 # The binary seeds of fuzz_protocol are messages the encoders made (a RUN with code, a RUN with
 # files, args, env and stdin, two RESULTs, a REFUSED, a CONFIG, a STATS_REPLY, a PING and a
 # CANCEL); after a change of the protocol, regenerate them with the encoders of
-# engine/protocol.h.
+# protocol/protocol.h.
 set -u
 if [ $# -lt 2 ]; then
         echo "usage: $0 BUILD_DIR SECONDS [HARNESS...]" >&2

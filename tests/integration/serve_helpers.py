@@ -587,7 +587,7 @@ def audit_rows(data_dir):
 
 
 def spool_files(data_dir):
-    """The results in the engine's spool (engine/spool.h)."""
+    """The results in the engine's spool (protocol/spool.h)."""
     spool = os.path.join(data_dir, "spool")
     return sorted(os.listdir(spool)) if os.path.isdir(spool) else []
 

@@ -15,8 +15,8 @@
 
 #include "api/openapi.h"
 #include "service/problem.h"
-#include "engine/result.h"
-#include "engine/result_json.h"
+#include "model/result.h"
+#include "model/result_json.h"
 
 static json_t *load_document(void)
 {

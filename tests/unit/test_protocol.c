@@ -1,4 +1,4 @@
-/* Unit tests for engine/protocol.h: round trips of every message type (NUL bytes inside code,
+/* Unit tests for protocol/protocol.h: round trips of every message type (NUL bytes inside code,
  * stdin and output, empty fields, every count at its bound), a malformed-message suite (every
  * truncation point, wrong magic/version/type, lengths past the end, counts over bounds, NUL in
  * strings, bad flags and enums, trailing bytes), a deterministic fuzz loop, and the SOCK_SEQPACKET
@@ -22,7 +22,7 @@
 
 #include <cmocka.h>
 
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 
 #define MIB (1024u * 1024u)
 

@@ -1,4 +1,4 @@
-/* Unit tests for engine/result.h: how a status is decided from what the supervisor saw and the
+/* Unit tests for model/result.h: how a status is decided from what the supervisor saw and the
  * kernel's counters, the status names, and the documented exit codes of `sandboxd run`.
  *
  * The priority order under test (result.h, cli.md): output_limit > timeout (wall) > memory_limit
@@ -14,7 +14,7 @@
 
 #include <cmocka.h>
 
-#include "engine/result.h"
+#include "model/result.h"
 
 #define MIB (1024ULL * 1024ULL)
 

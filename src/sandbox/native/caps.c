@@ -26,6 +26,7 @@
 #include <sys/capability.h>
 #include <sys/prctl.h>
 
+#include "util/capability.h"
 #include "util/cleanup.h"
 
 /* For init, which ends with nothing: no root privilege on exec, no setuid fix-ups, no ambient
@@ -50,6 +51,9 @@ static const cap_value_t caps_root_set[] = {
         CAP_SETUID,       /* subprocess(user=...) */
 };
 
+/* cap_value_t is what util/capability.h takes, an int. */
+_Static_assert(sizeof(cap_value_t) == sizeof(int), "cap_value_t is an int");
+
 _Static_assert(((1ULL << CAP_CHOWN) | (1ULL << CAP_DAC_OVERRIDE) | (1ULL << CAP_FOWNER) |
                 (1ULL << CAP_KILL) | (1ULL << CAP_SETGID) | (1ULL << CAP_SETUID)) ==
                        CAPS_ROOT_SET_MASK,
@@ -61,36 +65,6 @@ static void caps_freep(cap_t *caps)
                 cap_free(*caps);
 }
 
-/* Clears the ambient set and drops from the bounding set every capability not in keep[]. */
-static int limit_bounding_and_ambient(const cap_value_t *keep, size_t n_keep, struct sbx_error *err)
-{
-        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
-                return sbx_error_set(err, errno, "caps: clear ambient set");
-
-        /* Up to the kernel's last capability, found by probing: the headers may know fewer,
-         * and /proc/sys/kernel/cap_last_cap is not mounted inside the sandbox. */
-        for (unsigned long cap = 0;; cap++) {
-                bool kept = false;
-                for (size_t i = 0; i < n_keep; i++)
-                        kept = kept || (unsigned long)keep[i] == cap;
-                /* Probed even when kept: EINVAL means past the last one. PR_CAPBSET_READ
-                 * answers that without dropping anything. */
-                if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) {
-                        if (errno == EINVAL && cap > 0)
-                                break;
-                        return sbx_error_set(err, errno, "caps: read bounding cap %lu", cap);
-                }
-                if (!kept && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0)
-                        return sbx_error_set(err, errno, "caps: drop bounding cap %lu", cap);
-        }
-        return 0;
-}
-
-int caps_drop_bounding_and_ambient(struct sbx_error *err)
-{
-        return limit_bounding_and_ambient(NULL, 0, err);
-}
-
 /* securebits first, while CAP_SETPCAP is still held: changing them needs it; the bounding set
  * next (dropping needs CAP_SETPCAP too); then the three sets, which gives CAP_SETPCAP up. */
 static int set_caps(unsigned long securebits, const cap_value_t *keep, size_t n_keep,
@@ -98,7 +72,7 @@ static int set_caps(unsigned long securebits, const cap_value_t *keep, size_t n_
 {
         if (prctl(PR_SET_SECUREBITS, securebits, 0, 0, 0) < 0)
                 return sbx_error_set(err, errno, "caps: lock securebits");
-        if (limit_bounding_and_ambient(keep, n_keep, err) < 0)
+        if (sbx_capability_limit_bounding(keep, n_keep, err) < 0)
                 return -1;
 
         /* cap_init() is the empty set: effective, permitted and inheritable all clear. */

@@ -20,8 +20,3 @@ int caps_drop_all(struct sbx_error *err);
  * ambient empty. An exec as uid 0 then gets that set and no more; a change to another uid drops
  * every capability, as on any Linux. Needs CAP_SETPCAP (held until here). */
 int caps_limit_to_root_set(struct sbx_error *err);
-
-/* Clears the ambient set and empties the bounding set, so that no later exec can gain a
- * capability; needs CAP_SETPCAP. Part of caps_drop_all; also the API process's first step in
- * giving up root. */
-int caps_drop_bounding_and_ambient(struct sbx_error *err);

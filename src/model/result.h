@@ -4,8 +4,41 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "sandbox/sandbox.h"
+#include "model/limits.h"
+#include "util/buffer.h"
 #include "util/error.h"
+
+/* What the supervisor saw while the program ran. */
+struct sbx_run {
+        bool exited; /* the program exited (exit_code valid) ... */
+        int exit_code;
+        int signal;            /* ... or was killed by this signal (0 when it exited) */
+        bool wall_timeout;     /* the wall deadline fired and the sandbox was killed */
+        bool output_limit;     /* a stream exceeded output_bytes and the sandbox was killed */
+        bool canceled;         /* spec.cancel_fd became readable and the sandbox was killed */
+        struct sbx_buffer out; /* stdout, at most output_bytes; .overflow = truncated */
+        struct sbx_buffer err; /* stderr, likewise */
+        bool disk_known;       /* the fields below were read from the sandbox's tmpfs */
+        uint64_t disk_used_bytes;
+        uint64_t disk_total_bytes;
+        uint64_t inodes_free;
+        uint64_t wall_us; /* from exec to the end of the program */
+};
+
+/* The kernel's counters for one sandbox, as deltas since create (pooled: since acquire). */
+struct sbx_evidence {
+        uint64_t oom_kills;         /* v2 memory.events oom_kill; v1 memory.oom_control oom_kill */
+        uint64_t memory_max_events; /* v2 memory.events max; v1 memory.failcnt */
+        uint64_t memory_peak_bytes; /* v2 memory.peak; v1 memory.max_usage_in_bytes */
+        uint64_t pids_max_events;   /* pids.events max: forks refused at pids.max */
+        uint64_t pids_peak;         /* pids.peak where the kernel has it, else 0 */
+        uint64_t cpu_usage_us;      /* v2 cpu.stat usage_usec; v1 cpuacct.usage */
+        uint64_t cpu_throttled_us;  /* v2 cpu.stat throttled_usec; v1 cpu.stat throttled_time */
+        uint64_t cpu_nr_throttled;  /* periods in which the quota throttled the sandbox */
+};
+
+/* Frees the buffers of a run. */
+void sbx_run_free(struct sbx_run *run);
 
 enum sbx_status {
         SBX_STATUS_OK,             /* exited 0, no cap hit */

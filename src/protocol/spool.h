@@ -5,7 +5,7 @@
  * store before it serves (api/recover.c).
  *
  * One file per result, <data_dir>/spool/<execution id>.result, holding the RESULT message exactly
- * as the protocol encodes it (engine/protocol.h). The directory belongs to the API uid (the API
+ * as the protocol encodes it (protocol/protocol.h). The directory belongs to the API uid (the API
  * process removes what it folded in); the root worker writes into it only through a directory fd
  * opened without following a link, creates each file with O_EXCL|O_NOFOLLOW under a temporary
  * name, hands it to the API uid, and renames it into place, so that a reader never sees half a

@@ -1,13 +1,13 @@
 /* The engine's spool (spool.h). */
 #define _GNU_SOURCE
-#include "engine/spool.h"
+#include "protocol/spool.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <unistd.h>
 
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 

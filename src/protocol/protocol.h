@@ -54,8 +54,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "engine/execution.h"
-#include "engine/result.h"
+#include "model/request.h"
+#include "model/result.h"
 #include "util/error.h"
 
 #define SBX_PROTOCOL_MAGIC   0x53425844u /* "SBXD" read as a big-endian word */
@@ -69,11 +69,10 @@
  * built from order-0..3 pages, which the kernel can always find. */
 #define SBX_MESSAGE_INLINE_MAX (64u * 1024u)
 
-/* Bounds the decoder adds to the SBX_MAX_* of execution.h. */
+/* Bounds the decoder adds to the SBX_MAX_* of model/request.h and model/limits.h. */
 #define SBX_MESSAGE_MAX_NAME_BYTES   64                      /* language and backend names */
 #define SBX_MESSAGE_MAX_CONFIG_BYTES (1024u * 1024u)         /* a config file (CONFIG) */
 #define SBX_MESSAGE_MAX_OUTPUT_BYTES (1024u * 1024u * 1024u) /* per stream: a result's cap */
-#define SBX_MESSAGE_MAX_WALL_MS      (24ull * 3600 * 1000) /* a run that never ends holds a worker */
 
 enum sbx_message_type {
         SBX_MESSAGE_RUN = 1,         /* API -> engine: run a request */
@@ -166,9 +165,6 @@ const char *sbx_refusal_name(enum sbx_refusal reason);
 /* The name of a message type ("RUN"), or "unknown". */
 const char *sbx_message_type_name(uint16_t type);
 
-/* Whether id is exactly SBX_EXECUTION_ID_CHARS lowercase hex digits. */
-bool sbx_execution_id_valid(const char *id);
-
 /* Encoders. Each builds one complete message (header included) in a new malloc'd buffer returned
  * through *out / *out_len (free() it). An encoder never emits a message its decoder would refuse:
  * every output is decoded once before it is returned. Failing: -1 with err->code EINVAL for input
@@ -212,9 +208,9 @@ int sbx_message_decode_header(const void *buf, size_t len, struct sbx_message_he
  * message must not be moved. Never call sbx_result_free() on a decoded result: its buffers belong
  * to buf. Checks everything: the header as above, every length against the end of the body and
  * against its bound, counts against SBX_MAX_*, strings free of NUL, flags 0 or 1, enums in range,
- * file paths (sbx_request_path_valid), env entries (sbx_request_env_valid), RUN's code xor files
- * with an entrypoint among the files, and no byte left over. Returns -1 with err->code EBADMSG
- * and a message naming the field for any malformed input; never reads outside buf. Pure. */
+ * a RUN's request as a whole with sbx_request_check (paths, env entries, code xor files with an
+ * entrypoint among the files, limits in range), and no byte left over. Returns -1 with err->code
+ * EBADMSG and a message naming the field for any malformed input; never reads outside buf. Pure. */
 int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
                        struct sbx_error *err);
 

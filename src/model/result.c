@@ -1,4 +1,4 @@
-#include "engine/result.h"
+#include "model/result.h"
 
 #include <signal.h>
 #include <stdio.h>
@@ -117,4 +117,10 @@ void sbx_result_set_internal_error(struct sbx_result *result, const char *execut
 void sbx_result_free(struct sbx_result *result)
 {
         sbx_run_free(&result->run);
+}
+
+void sbx_run_free(struct sbx_run *run)
+{
+        sbx_buffer_free(&run->out);
+        sbx_buffer_free(&run->err);
 }

@@ -1,7 +1,7 @@
 /* The engine protocol's codec (pure) and its SOCK_SEQPACKET transport (the system calls, at the
  * end of the file). The layout of every message is documented in protocol.h. */
 #define _GNU_SOURCE
-#include "engine/protocol.h"
+#include "protocol/protocol.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,16 +57,6 @@ const char *sbx_message_type_name(uint16_t type)
 static bool type_known(uint16_t type)
 {
         return type < SBX_ARRAY_SIZE(type_names) && type_names[type] != NULL;
-}
-
-bool sbx_execution_id_valid(const char *id)
-{
-        for (size_t i = 0; i < SBX_EXECUTION_ID_CHARS; i++) {
-                char c = id[i];
-                if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-                        return false; /* also stops at a NUL before the end */
-        }
-        return id[SBX_EXECUTION_ID_CHARS] == '\0';
 }
 
 /* ---- Encoding ------------------------------------------------------------------------------ */
@@ -536,13 +526,10 @@ static int decode_name(struct reader *r, const char *field, const char **name)
         return 0;
 }
 
+/* A path is checked with the whole request (sbx_request_check); here only its length. */
 static int decode_path(struct reader *r, const char *field, const char **path)
 {
-        if (get_string(r, field, SBX_MAX_FILE_PATH, path) < 0)
-                return -1;
-        if (!sbx_request_path_valid(*path))
-                return malformed(r->err, "%s: %s: not a valid workspace path", r->type, field);
-        return 0;
+        return get_string(r, field, SBX_MAX_FILE_PATH, path);
 }
 
 static int decode_files(struct reader *r, struct sbx_message_run *run)
@@ -572,7 +559,7 @@ static int decode_files(struct reader *r, struct sbx_message_run *run)
 }
 
 static int decode_strings(struct reader *r, const char *name, size_t max_count, size_t max_bytes,
-                          bool env, const char **strings, size_t *count)
+                          const char **strings, size_t *count)
 {
         if (get_count(r, name, max_count, count) < 0)
                 return -1;
@@ -581,28 +568,8 @@ static int decode_strings(struct reader *r, const char *name, size_t max_count, 
                 snprintf(field, sizeof(field), "%s[%zu]", name, i);
                 if (get_string(r, field, max_bytes, &strings[i]) < 0)
                         return -1;
-                if (env && !sbx_request_env_valid(strings[i]))
-                        return malformed(r->err, "%s: %s: not an allowed NAME=value entry", r->type,
-                                         field);
         }
         return 0;
-}
-
-/* Code xor files, and files only with an entrypoint that is one of them. */
-static int check_program(struct reader *r, const struct sbx_request *request)
-{
-        if (request->code != NULL) {
-                if (request->n_files > 0 || request->entrypoint != NULL)
-                        return malformed(r->err, "%s: code together with files or an entrypoint",
-                                         r->type);
-                return 0;
-        }
-        if (request->n_files == 0 || request->entrypoint == NULL)
-                return malformed(r->err, "%s: neither code nor files with an entrypoint", r->type);
-        for (size_t i = 0; i < request->n_files; i++)
-                if (strcmp(request->files[i].path, request->entrypoint) == 0)
-                        return 0;
-        return malformed(r->err, "%s: entrypoint: not one of the files", r->type);
 }
 
 static int decode_run(struct reader *r, struct sbx_message_run *run)
@@ -642,12 +609,11 @@ static int decode_run(struct reader *r, struct sbx_message_run *run)
 
         if (decode_files(r, run) < 0)
                 return -1;
-        if (decode_strings(r, "args", SBX_MAX_ARGS, SBX_MAX_ARG_BYTES, false, run->args,
+        if (decode_strings(r, "args", SBX_MAX_ARGS, SBX_MAX_ARG_BYTES, run->args,
                            &request->n_args) < 0)
                 return -1;
         request->args = run->args;
-        if (decode_strings(r, "env", SBX_MAX_ENV, SBX_MAX_ENV_BYTES, true, run->env,
-                           &request->n_env) < 0)
+        if (decode_strings(r, "env", SBX_MAX_ENV, SBX_MAX_ENV_BYTES, run->env, &request->n_env) < 0)
                 return -1;
         request->env = run->env;
 
@@ -657,16 +623,12 @@ static int decode_run(struct reader *r, struct sbx_message_run *run)
         request->stdin_data = stdin_data;
         if (get_limits(r, &request->limits) < 0)
                 return -1;
-        /* The wall deadline is what guarantees that a worker ends. */
-        if (request->limits.wall_ms == 0 || request->limits.wall_ms > SBX_MESSAGE_MAX_WALL_MS)
-                return malformed(r->err, "%s: limits.wall_ms: %llu is outside 1..%llu", r->type,
-                                 (unsigned long long)request->limits.wall_ms,
-                                 (unsigned long long)SBX_MESSAGE_MAX_WALL_MS);
-        /* No limit may be missing ("none"): the API process is not trusted to have checked. */
-        const char *bad_limit = NULL;
-        if (!sbx_limits_valid(&request->limits, &bad_limit))
-                return malformed(r->err, "%s: limits.%s: out of range", r->type, bad_limit);
-        return check_program(r, request);
+        /* The one check of a request (model/request.h): the API process is not trusted to have
+         * made it. */
+        struct sbx_error refused = {0};
+        if (sbx_request_check(request, &refused) < 0)
+                return malformed(r->err, "%s: %s", r->type, refused.message);
+        return 0;
 }
 
 static int get_buffer(struct reader *r, const char *field, struct sbx_buffer *buffer)

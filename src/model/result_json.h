@@ -3,7 +3,7 @@
 
 #include <jansson.h>
 
-#include "engine/result.h"
+#include "model/result.h"
 
 /* A new JSON object (caller owns the reference), or NULL when memory runs out. Output that is not
  * valid UTF-8 has each invalid byte replaced by U+FFFD. */

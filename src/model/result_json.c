@@ -1,4 +1,4 @@
-#include "engine/result_json.h"
+#include "model/result_json.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -1,0 +1,36 @@
+#include "model/backend.h"
+
+#include <string.h>
+
+#include "util/cleanup.h"
+
+/* One name per backend of sandbox/backend.c; a unit test checks the two lists agree. */
+static const char *const backend_names[] = {"native"};
+
+const char *sbx_backend_name_find(const char *name)
+{
+        if (name == NULL)
+                return NULL;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(backend_names); i++)
+                if (strcmp(backend_names[i], name) == 0)
+                        return backend_names[i];
+        return NULL;
+}
+
+size_t sbx_backend_count(void)
+{
+        return SBX_ARRAY_SIZE(backend_names);
+}
+
+const char *sbx_backend_name_at(size_t index)
+{
+        return index < SBX_ARRAY_SIZE(backend_names) ? backend_names[index] : NULL;
+}
+
+const char *sbx_backend_names(void)
+{
+        /* One backend today: its name is the list. A second one makes this a join, as
+         * sbx_language_names does. */
+        _Static_assert(SBX_ARRAY_SIZE(backend_names) == 1, "join the backend names");
+        return backend_names[0];
+}

@@ -1,0 +1,19 @@
+/* The names of the isolation backends a request or a tier can name. This is all the API process
+ * knows of backends: the operations behind each name (struct sbx_backend, sbx_backend_find) are
+ * the engine's, in sandbox/, and the API binary links none of them. */
+#pragma once
+
+#include <stddef.h>
+
+/* The backend a request that names none runs on. */
+#define SBX_BACKEND_DEFAULT "native"
+
+/* The static name equal to name ("native"), or NULL when no backend is called that. */
+const char *sbx_backend_name_find(const char *name);
+
+/* The number of backends, and the index-th name (index below the count). */
+size_t sbx_backend_count(void);
+const char *sbx_backend_name_at(size_t index);
+
+/* Every name, comma separated ("native"), for error messages. */
+const char *sbx_backend_names(void);
