@@ -247,8 +247,21 @@ class PyplotHook:
 
 # --- python ----------------------------------------------------------------------------------
 
+def forget_channel_in_child():
+    """A process a cell forks (os.fork, multiprocessing) is not the agent: it must never write
+    a frame, which the engine would take as the run's own."""
+    global AGENT_FD
+    try:
+        os.close(AGENT_FD)
+    except OSError:
+        pass
+    AGENT_FD = -1
+
+
 class PythonSession:
     def __init__(self):
+        self.pid = os.getpid()
+        os.register_at_fork(after_in_child=forget_channel_in_child)
         self.count = 0
         self.namespace = {"__name__": "__main__", "__builtins__": builtins,
                           "display": display}
@@ -285,6 +298,11 @@ class PythonSession:
         except BaseException as exc:  # SystemExit too: as in a notebook, the session goes on
             error = describe_error(exc, name)
         finally:
+            if os.getpid() != self.pid:
+                # A process the cell forked came to the cell's end: as at a script's end, it
+                # exits (it has no channel to report on).
+                flush_output()
+                os._exit(1 if error is not None else 0)
             signal.signal(signal.SIGINT, signal.SIG_IGN)
         send_figures()
         return self.count, error, None, None

@@ -7,6 +7,9 @@ int cli_run(int argc, char **argv);
 /* `sandboxd serve [--config FILE]`: the HTTP service; returns when it has shut down. */
 int cli_serve(int argc, char **argv);
 
+/* `sandboxd session < JSON-LINES`: one session driven by JSON lines (cli_session.c). */
+int cli_session(int argc, char **argv);
+
 /* `sandboxd token [TENANT]`: prints a new token and the config lines for it. */
 int cli_token(int argc, char **argv);
 

@@ -2,6 +2,7 @@
  *
  *   sandboxd run [options] (FILE | -c CODE) [-- ARGS...]   run once, no server
  *   sandboxd serve [--config FILE]                          the HTTP service
+ *   sandboxd session < JSON-LINES                           one session, no server
  *   sandboxd token [TENANT]                                 a new API token
  *   sandboxd version
  *
@@ -26,6 +27,7 @@ static void usage(FILE *out)
 {
         fprintf(out, "usage: sandboxd run [options] (FILE | -c CODE) [-- ARGS...]\n"
                      "       sandboxd serve [--config FILE]\n"
+                     "       sandboxd session < JSON-LINES\n"
                      "       sandboxd token [TENANT]\n"
                      "       sandboxd version\n"
                      "Run `sandboxd run --help` for the options.\n");
@@ -70,6 +72,8 @@ int main(int argc, char **argv)
                 return cli_run(argc - 1, argv + 1);
         if (strcmp(argv[1], "serve") == 0)
                 return cli_serve(argc - 1, argv + 1);
+        if (strcmp(argv[1], "session") == 0)
+                return cli_session(argc - 1, argv + 1);
         if (strcmp(argv[1], "token") == 0)
                 return cli_token(argc - 1, argv + 1);
         if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {

@@ -52,6 +52,10 @@ struct sbx_spec {
         /* Pool mode: the program (a warm-pool loader, guest/) gets the read end of the agent
          * channel as fd 3 and waits there for its execution (backend acquire). */
         bool agent;
+        /* Session mode (with agent): the program is a session agent (guest/session_agent.py) that
+         * speaks frames on its fd 3 for the sandbox's whole life; start returns once it runs,
+         * and the engine's session (engine/session.c) drives it through session_fds. */
+        bool session;
         int cancel_fd; /* readable = kill the sandbox and end the run (canceled); <= 0 for none */
 };
 
@@ -84,6 +88,13 @@ struct sbx_backend {
         /* Removes what a crashed earlier process left behind (orphan cgroups). Called once at
          * start-up, before any sandbox of this process exists. */
         int (*reconcile)(struct sbx_error *err);
+
+        /* Sessions (spec.session), NULL where the backend has none. session_fds: the running
+         * agent's channel and its stdout and stderr, [0] to [2], non-blocking and still owned by
+         * the sandbox (destroy closes them). signal_program: sends sig to the sandbox's program,
+         * the agent's keeper. */
+        int (*session_fds)(struct sbx_sandbox *sandbox, int fds[3], struct sbx_error *err);
+        int (*signal_program)(struct sbx_sandbox *sandbox, int sig, struct sbx_error *err);
 };
 
 /* The backend called name (a name of model/backend.h; NULL: SBX_BACKEND_DEFAULT), or NULL. */

@@ -21,6 +21,7 @@
 #include "sandbox/native/rlimit.h"
 #include "sandbox/native/userns.h"
 #include "sandbox/supervise.h"
+#include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -111,7 +112,9 @@ static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         unsigned host_id = SBX_HOST_ID_BASE + cgroup_slot(sandbox->cgroup) * SBX_HOST_IDS_PER_SLOT;
         if (launch_start(sandbox->spec, sandbox->cgroup, host_id, &sandbox->proc, err) < 0)
                 return -1;
-        return sandbox->spec->agent ? wait_for_loader(sandbox->proc.agent_fd, err) : 0;
+        if (!sandbox->spec->agent || sandbox->spec->session)
+                return 0;
+        return wait_for_loader(sandbox->proc.agent_fd, err);
 }
 
 /* The host pid of init's one child, the program (pool mode: the loader). */
@@ -227,6 +230,34 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         return rc;
 }
 
+static int native_session_fds(struct sbx_sandbox *sandbox, int fds[3], struct sbx_error *err)
+{
+        if (!sandbox->spec->session || sandbox->proc.agent_fd < 0 || sandbox->proc.pid <= 0)
+                return sbx_error_set(err, EINVAL, "session: not a started session sandbox");
+        /* The agent reads nothing on its stdin (a run's stdin comes in its frame): end of file
+         * for it, and for whatever its cells start. */
+        sbx_closep(&sandbox->proc.stdin_fd);
+        fds[0] = sandbox->proc.agent_fd;
+        fds[1] = sandbox->proc.stdout_fd;
+        fds[2] = sandbox->proc.stderr_fd;
+        for (int i = 0; i < 3; i++) {
+                int flags = fcntl(fds[i], F_GETFL);
+                if (flags < 0 || fcntl(fds[i], F_SETFL, flags | O_NONBLOCK) < 0)
+                        return sbx_error_set(err, errno, "session: non-blocking fds");
+        }
+        return 0;
+}
+
+static int native_signal_program(struct sbx_sandbox *sandbox, int sig, struct sbx_error *err)
+{
+        pid_t program = 0;
+        if (sandbox->proc.pid <= 0 || program_pid(sandbox->proc.pid, &program, err) < 0)
+                return -1;
+        if (kill(program, sig) < 0)
+                return sbx_error_set(err, errno, "signal the sandbox's program");
+        return 0;
+}
+
 static int native_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence *evidence,
                                 struct sbx_error *err)
 {
@@ -269,4 +300,6 @@ const struct sbx_backend sbx_native_backend = {
         .read_evidence = native_read_evidence,
         .destroy = native_destroy,
         .reconcile = native_reconcile,
+        .session_fds = native_session_fds,
+        .signal_program = native_signal_program,
 };
