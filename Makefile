@@ -79,6 +79,8 @@ bench: build
 	./scripts/install-deps.sh --bench
 	./bench/exec_latency.sh $(BUILD)/sandboxd
 	./bench/peers.sh $(BUILD)/sandboxd
+	/usr/bin/python3 bench/sessions.py --sandboxd $(BUILD)/sandboxd --rounds 300 \
+		--plot-rounds 30 --out bench/results/sessions.md
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

@@ -24,10 +24,11 @@ PACKAGES="
 # hierarchy without Landlock (tests/uml; no KVM needed).
 #
 # Only the benchmark needs these: the sandboxes it compares sandboxd against (firejail, crun,
-# gVisor's runsc, bubblewrap above) and the load/timing tools. Kept out of the default list so
-# that building and testing do not pull in container runtimes.
+# gVisor's runsc, bubblewrap above), a local Jupyter kernel (bench/sessions.py compares a session
+# cell with one) and the load/timing tools. Kept out of the default list so that building and
+# testing do not pull in container runtimes.
 BENCH_PACKAGES="
-  firejail crun runsc wrk hyperfine linux-perf
+  firejail crun runsc wrk hyperfine linux-perf python3-ipykernel python3-jupyter-client
 "
 
 case "${1:-}" in

@@ -1,0 +1,154 @@
+#!/usr/bin/python3
+"""A session cell against bare exec and a local Jupyter kernel, side by side in one run.
+
+Variants, interleaved round-robin (a few warm-up rounds discarded), each sample the client's wall
+time of one round trip:
+  bare python3 -c pass     subprocess.run of the interpreter: what one-shot execution costs
+                           at the very least
+  session cell             `sandboxd session`: the cell `x += 1` sent as a JSON line, its result
+                           line read back (the engine's session code; no HTTP)
+  jupyter cell             a local, unsandboxed ipykernel (Debian python3-ipykernel) driven by
+                           jupyter_client: execute `x += 1` and wait for its reply and idle state
+and the cost of a plot cell (a line plot shown as PNG) in the session and in the kernel.
+
+usage: bench/sessions.py --sandboxd build/sandboxd [--rounds N] [--out FILE]
+Everything it starts (the session, the kernel) is stopped on exit.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+PYTHON = "/usr/bin/python3"
+CELL = "x += 1"
+PLOT = ("import matplotlib.pyplot as plt\nplt.figure()\nplt.plot([3, 1, 2, 5, 4])\n"
+        "plt.show()")
+
+
+def percentile(samples, p):
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(round(p / 100 * (len(ordered) - 1))))]
+
+
+class Session:
+    def __init__(self, sandboxd):
+        self.process = subprocess.Popen([sandboxd, "session"], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE)
+        assert self.send({"op": "open", "language": "python"})["ok"]
+        assert self.send({"op": "run", "code": "x = 0"})["status"] == "ok"
+
+    def send(self, line):
+        self.process.stdin.write(json.dumps(line).encode() + b"\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())
+
+    def cell(self, code):
+        result = self.send({"op": "run", "code": code})
+        assert result["status"] == "ok", result
+        return result
+
+    def close(self):
+        self.process.stdin.close()
+        self.process.wait(30)
+
+
+class Kernel:
+    def __init__(self):
+        from jupyter_client.manager import start_new_kernel
+        self.manager, self.client = start_new_kernel(kernel_name="python3")
+        self.cell("x = 0")
+        self.cell("%matplotlib inline")
+
+    def cell(self, code):
+        outputs = []
+        reply = self.client.execute_interactive(code, timeout=60,
+                                                output_hook=outputs.append)
+        assert reply["content"]["status"] == "ok", reply["content"]
+        return outputs
+
+    def close(self):
+        self.client.stop_channels()
+        self.manager.shutdown_kernel(now=True)
+
+
+def timed(fn):
+    started = time.perf_counter()
+    fn()
+    return (time.perf_counter() - started) * 1000
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sandboxd", required=True)
+    parser.add_argument("--rounds", type=int, default=200)
+    parser.add_argument("--plot-rounds", type=int, default=20)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+
+    session = Session(os.path.abspath(args.sandboxd))
+    kernel = Kernel()
+    try:
+        variants = {
+            "bare python3 -c pass": lambda: subprocess.run([PYTHON, "-c", "pass"], check=True),
+            "session cell x += 1": lambda: session.cell(CELL),
+            "jupyter cell x += 1": lambda: kernel.cell(CELL),
+        }
+        samples = {name: [] for name in variants}
+        for round_ in range(args.rounds + 5):
+            for name, fn in variants.items():
+                ms = timed(fn)
+                if round_ >= 5:
+                    samples[name].append(ms)
+        plots = {"session plot cell": [], "jupyter plot cell": []}
+        for round_ in range(args.plot_rounds + 2):
+            session_ms = timed(lambda: session.cell(PLOT))
+            kernel_ms = timed(lambda: kernel.cell(PLOT))
+            if round_ >= 2:
+                plots["session plot cell"].append(session_ms)
+                plots["jupyter plot cell"].append(kernel_ms)
+        # The plot cells did make a PNG each.
+        assert "image/png" in session.cell(PLOT)["results"][0]
+        assert any("image/png" in (o.get("content", {}).get("data") or {})
+                   for o in kernel.cell(PLOT))
+    finally:
+        session.close()
+        kernel.close()
+
+    bare = statistics.median(samples["bare python3 -c pass"])
+    jupyter = statistics.median(samples["jupyter cell x += 1"])
+    lines = [
+        "# Session cells against bare exec and a local Jupyter kernel",
+        "",
+        f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
+        f"{os.cpu_count()} CPUs, Linux {platform.release()}; "
+        f"`bench/sessions.py --sandboxd {args.sandboxd} --rounds {args.rounds}` "
+        f"(interleaved rounds, 5 warm-up rounds discarded; client wall time per round trip).",
+        "",
+        "| variant | median ms | p95 ms | / bare exec | / jupyter cell |",
+        "| --- | ---: | ---: | ---: | ---: |",
+    ]
+    for name, values in {**samples, **plots}.items():
+        median = statistics.median(values)
+        reference = jupyter if "plot" not in name else statistics.median(
+            plots["jupyter plot cell"])
+        lines.append(f"| {name} | {median:.3f} | {percentile(values, 95):.3f} | "
+                     f"{median / bare:.3f} | {median / reference:.2f} |")
+    lines += ["", "The session runs with every isolation layer of a cold sandbox; the Jupyter "
+              "kernel runs unsandboxed on the host. Plot cells: a 5-point line plot shown as PNG "
+              f"({args.plot_rounds} rounds; the last column compares with the kernel's plot "
+              "cell)."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        with open(args.out, "w") as out:
+            out.write(text)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
