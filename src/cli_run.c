@@ -26,19 +26,60 @@
 #define MAX_PROGRAM_BYTES (16u * 1024u * 1024u)
 #define MAX_STDIN_BYTES   (64u * 1024u * 1024u)
 
+/* A value of limit as its option is written: 256M, 10s, 64, 0.5. */
+static void format_limit_value(const struct sbx_limit_field *limit, uint64_t value, char *text,
+                               size_t size)
+{
+        static const char suffixes[] = "KMG";
+        switch (limit->cli) {
+        case SBX_LIMIT_CLI_SIZE: {
+                int suffix = -1;
+                while (suffix < 2 && value != 0 && value % 1024 == 0) {
+                        value /= 1024;
+                        suffix++;
+                }
+                snprintf(text, size, "%llu%.*s", (unsigned long long)value, suffix >= 0 ? 1 : 0,
+                         suffix >= 0 ? &suffixes[suffix] : "");
+                break;
+        }
+        case SBX_LIMIT_CLI_DURATION:
+                if (value % 1000 == 0)
+                        snprintf(text, size, "%llus", (unsigned long long)(value / 1000));
+                else
+                        snprintf(text, size, "%llums", (unsigned long long)value);
+                break;
+        case SBX_LIMIT_CLI_CORES:
+                snprintf(text, size, "%g", (double)value / (double)limit->unit);
+                break;
+        case SBX_LIMIT_CLI_COUNT:
+                snprintf(text, size, "%llu", (unsigned long long)value);
+                break;
+        }
+}
+
 static void run_usage(FILE *out)
 {
+        fprintf(out, "usage: sandboxd run [options] (FILE | -c CODE) [-- ARGS...]\n");
+        char option[64];
+        int n = 0;
+        for (size_t i = 0; i < sbx_language_count(); i++)
+                n += snprintf(option + n, sizeof(option) - (size_t)n, "%s%s", i ? "|" : "--lang ",
+                              sbx_language_at(i)->name);
+        fprintf(out, "  %-24slanguage (default: from FILE's extension, else python)\n", option);
+        static const char *const metavars[] = {
+                [SBX_LIMIT_CLI_DURATION] = "DURATION",
+                [SBX_LIMIT_CLI_SIZE] = "SIZE",
+                [SBX_LIMIT_CLI_COUNT] = "N",
+                [SBX_LIMIT_CLI_CORES] = "N",
+        };
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *limit = &sbx_limit_fields[i];
+                char fallback[32];
+                format_limit_value(limit, limit->fallback, fallback, sizeof(fallback));
+                snprintf(option, sizeof(option), "--%s %s", limit->option, metavars[limit->cli]);
+                fprintf(out, "  %-24s%s (default %s)\n", option, limit->help, fallback);
+        }
         fprintf(out,
-                "usage: sandboxd run [options] (FILE | -c CODE) [-- ARGS...]\n"
-                "  --lang python|bash|sh   language (default: from FILE's extension, else python)\n"
-                "  --memory SIZE           memory cap incl. swap (default 256M)\n"
-                "  --pids N                processes and threads (default 64)\n"
-                "  --cpu-time DURATION     CPU time per process (default 10s)\n"
-                "  --cpus N                CPU quota in cores, e.g. 0.5 (default 1)\n"
-                "  --timeout DURATION      wall-clock deadline (default 10s)\n"
-                "  --disk SIZE             tmpfs behind /workspace, /tmp, /dev/shm (default 64M)\n"
-                "  --output SIZE           byte cap per stream (default 1M)\n"
-                "  --open-files N          open file descriptors (default 1024)\n"
                 "  --stdin FILE            feed FILE ('-' for this stdin) to the program\n"
                 "  --file LOCAL[:NAME]     also put LOCAL into /workspace as NAME (default: its\n"
                 "                          base name; executable when LOCAL is); repeatable\n"
@@ -147,15 +188,48 @@ static int parse_layer(const char *name, unsigned *layers)
         return -1;
 }
 
-static int parse_cpus(const char *text, uint32_t *millicores, struct sbx_error *err)
+/* Reads limit's option value into limits, within the limit's range. */
+static int parse_limit(const struct sbx_limit_field *limit, const char *text,
+                       struct sbx_limits *limits, struct sbx_error *err)
 {
-        char *end;
-        errno = 0;
-        double cores = strtod(text, &end);
-        if (errno != 0 || end == text || *end != '\0' || !(cores >= 0.01 && cores <= 1024))
-                return sbx_error_set(err, EINVAL, "'%s' is not a number of cores from 0.01 to 1024",
-                                     text);
-        *millicores = (uint32_t)(cores * 1000 + 0.5);
+        uint64_t value = 0;
+        int rc = 0;
+        switch (limit->cli) {
+        case SBX_LIMIT_CLI_DURATION:
+                rc = sbx_parse_duration_ms(text, &value, err);
+                break;
+        case SBX_LIMIT_CLI_SIZE:
+                rc = sbx_parse_size(text, &value, err);
+                break;
+        case SBX_LIMIT_CLI_COUNT:
+                rc = sbx_parse_u64(text, limit->max, &value, err);
+                break;
+        case SBX_LIMIT_CLI_CORES: {
+                char *end;
+                errno = 0;
+                double cores = strtod(text, &end);
+                double min = (double)limit->min / (double)limit->unit;
+                double max = (double)limit->max / (double)limit->unit;
+                if (errno != 0 || end == text || *end != '\0' || !(cores >= min && cores <= max))
+                        return sbx_error_set(err, EINVAL,
+                                             "'%s' is not a number of cores from %g to %g", text,
+                                             min, max);
+                value = (uint64_t)(cores * (double)limit->unit + 0.5);
+                break;
+        }
+        }
+        if (rc < 0)
+                return -1;
+        char bound[32];
+        if (value < limit->min) {
+                format_limit_value(limit, limit->min, bound, sizeof(bound));
+                return sbx_error_set(err, EINVAL, "at least %s", bound);
+        }
+        if (value > limit->max) {
+                format_limit_value(limit, limit->max, bound, sizeof(bound));
+                return sbx_error_set(err, EINVAL, "at most %s", bound);
+        }
+        sbx_limit_set(limits, limit, value);
         return 0;
 }
 
@@ -178,32 +252,17 @@ static void print_summary(const struct sbx_result *r)
 
 enum {
         OPT_LANG = 256,
-        OPT_MEMORY,
-        OPT_PIDS,
-        OPT_CPU_TIME,
-        OPT_CPUS,
-        OPT_TIMEOUT,
-        OPT_DISK,
-        OPT_OUTPUT,
-        OPT_OPEN_FILES,
         OPT_STDIN,
         OPT_JSON,
         OPT_TEST_FAIL_STEP,
         OPT_TEST_WITHOUT,
         OPT_FILE,
         OPT_POOLED,
+        OPT_LIMIT, /* OPT_LIMIT + i: --OPTION of sbx_limit_fields[i] */
 };
 
-static const struct option run_options[] = {
+static const struct option fixed_options[] = {
         {"lang", required_argument, NULL, OPT_LANG},
-        {"memory", required_argument, NULL, OPT_MEMORY},
-        {"pids", required_argument, NULL, OPT_PIDS},
-        {"cpu-time", required_argument, NULL, OPT_CPU_TIME},
-        {"cpus", required_argument, NULL, OPT_CPUS},
-        {"timeout", required_argument, NULL, OPT_TIMEOUT},
-        {"disk", required_argument, NULL, OPT_DISK},
-        {"output", required_argument, NULL, OPT_OUTPUT},
-        {"open-files", required_argument, NULL, OPT_OPEN_FILES},
         {"stdin", required_argument, NULL, OPT_STDIN},
         {"json", no_argument, NULL, OPT_JSON},
         {"test-fail-step", required_argument, NULL, OPT_TEST_FAIL_STEP},
@@ -211,8 +270,19 @@ static const struct option run_options[] = {
         {"file", required_argument, NULL, OPT_FILE},
         {"pooled", no_argument, NULL, OPT_POOLED},
         {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
 };
+
+/* The fixed options, one per limit, and the terminating zero entry. */
+static void build_options(struct option *options)
+{
+        size_t n = 0;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(fixed_options); i++)
+                options[n++] = fixed_options[i];
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                options[n++] = (struct option){sbx_limit_fields[i].option, required_argument, NULL,
+                                               OPT_LIMIT + (int)i};
+        options[n] = (struct option){0};
+}
 
 int cli_run(int argc, char **argv)
 {
@@ -227,13 +297,19 @@ int cli_run(int argc, char **argv)
         bool pooled = false;
         struct sbx_error err = {0};
 
+        struct option options[SBX_ARRAY_SIZE(fixed_options) + SBX_LIMIT_COUNT + 1];
+        build_options(options);
         optind = 1;
         opterr = 0;
         int opt;
         /* "+": stop at the first non-option (the FILE); "--" ends the options too. */
-        while ((opt = getopt_long(argc, argv, "+c:h", run_options, NULL)) != -1) {
+        while ((opt = getopt_long(argc, argv, "+c:h", options, NULL)) != -1) {
                 int rc = 0;
-                uint64_t value;
+                if (opt >= OPT_LIMIT && opt < OPT_LIMIT + (int)SBX_LIMIT_COUNT) {
+                        rc = parse_limit(&sbx_limit_fields[opt - OPT_LIMIT], optarg,
+                                         &request.limits, &err);
+                        opt = OPT_LIMIT;
+                }
                 switch (opt) {
                 case 'c':
                         code_arg = optarg;
@@ -244,42 +320,7 @@ int cli_run(int argc, char **argv)
                 case OPT_LANG:
                         request.language = optarg;
                         break;
-                case OPT_MEMORY:
-                        rc = sbx_parse_size(optarg, &request.limits.memory_bytes, &err);
-                        if (rc == 0 && request.limits.memory_bytes < SBX_MIN_MEMORY_BYTES)
-                                rc = sbx_error_set(&err, EINVAL, "at least 4M");
-                        break;
-                case OPT_PIDS:
-                        rc = sbx_parse_u64(optarg, 1u << 22, &request.limits.pids, &err);
-                        if (rc == 0 && request.limits.pids < SBX_MIN_PIDS)
-                                rc = sbx_error_set(&err, EINVAL, "at least 2 (init and program)");
-                        break;
-                case OPT_CPU_TIME:
-                        rc = sbx_parse_duration_ms(optarg, &request.limits.cpu_ms, &err);
-                        break;
-                case OPT_CPUS:
-                        rc = parse_cpus(optarg, &request.limits.cpu_millicores, &err);
-                        break;
-                case OPT_TIMEOUT:
-                        rc = sbx_parse_duration_ms(optarg, &request.limits.wall_ms, &err);
-                        if (rc == 0 && request.limits.wall_ms == 0)
-                                rc = sbx_error_set(&err, EINVAL, "must be more than 0");
-                        break;
-                case OPT_DISK:
-                        rc = sbx_parse_size(optarg, &request.limits.disk_bytes, &err);
-                        if (rc == 0 && request.limits.disk_bytes < SBX_MIN_DISK_BYTES)
-                                rc = sbx_error_set(&err, EINVAL, "at least 1M");
-                        break;
-                case OPT_OUTPUT:
-                        rc = sbx_parse_size(optarg, &request.limits.output_bytes, &err);
-                        if (rc == 0 && request.limits.output_bytes > SBX_MAX_OUTPUT_BYTES)
-                                rc = sbx_error_set(&err, EINVAL, "at most 1G");
-                        break;
-                case OPT_OPEN_FILES:
-                        rc = sbx_parse_u64(optarg, 1u << 20, &value, &err);
-                        if (rc == 0 && value < SBX_MIN_OPEN_FILES)
-                                rc = sbx_error_set(&err, EINVAL, "at least 8");
-                        request.limits.open_files = value;
+                case OPT_LIMIT:
                         break;
                 case OPT_STDIN:
                         stdin_path = optarg;

@@ -34,6 +34,7 @@
 #include "api/http.h"
 #include "api/live_config.h"
 #include "api/metrics.h"
+#include "api/openapi.h"
 #include "api/recover.h"
 #include "protocol/spool.h"
 #include "service/audit.h"
@@ -252,6 +253,11 @@ int main(int argc, char **argv)
         sigaddset(&signals, SIGUSR1);
         pthread_sigmask(SIG_BLOCK, &signals, NULL);
 
+        /* Made once, here, so that no request meets a server without its document. */
+        if (sbx_openapi_json() == NULL) {
+                fprintf(stderr, "sandboxd-api: the OpenAPI document: out of memory\n");
+                return 1;
+        }
         struct sbx_error err = {0};
         struct sbx_config config = {0};
         uint8_t local_digest[SBX_SHA256_SIZE];

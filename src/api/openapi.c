@@ -1,6 +1,24 @@
 #include "api/openapi.h"
 
-/* The document is written below as plain JSON, not as an escaped C string: the preprocessor's
+#include <jansson.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/backend.h"
+#include "model/language.h"
+#include "model/limits.h"
+#include "model/result_json.h"
+#include "util/cleanup.h"
+
+/* The document is the template below with its null placeholders filled from the tables the
+ * server itself runs on (see generate()): the limit schemas from model/limits.h, the language and
+ * backend enums from model/language.c and model/backend.c, the Usage, Evidence and Timing schemas
+ * from what sbx_result_to_json writes (model/result_json.h, whose lists the records' rows make). So
+ * the document cannot drift from them, and a unit test (tests/unit/test_openapi.c) checks it
+ * against the tables again.
+ *
+ * The template is written below as plain JSON, not as an escaped C string: the preprocessor's
  * # operator turns the tokens into a string literal, escaping every quote and backslash itself.
  * That works because JSON is made of tokens C also has (string literals, numbers, punctuators,
  * and the identifiers true/false/null, which # does not macro-expand), and it keeps the document
@@ -9,7 +27,7 @@
 #define JSON_TEXT(...) #__VA_ARGS__
 
 // clang-format off
-static const char openapi_document[] = JSON_TEXT(
+static const char openapi_template[] = JSON_TEXT(
 {
   "openapi": "3.1.0",
   "jsonSchemaDialect": "https://json-schema.org/draft/2020-12/schema",
@@ -220,7 +238,7 @@ static const char openapi_document[] = JSON_TEXT(
         "additionalProperties": false,
         "required": ["language"],
         "properties": {
-          "language": {"type": "string", "enum": ["python", "bash", "sh"]},
+          "language": {"type": "string", "enum": null},
           "code": {"type": "string", "description": "The program, run as /workspace/main.py or /workspace/main.sh."},
           "files": {
             "type": "array",
@@ -248,7 +266,7 @@ static const char openapi_document[] = JSON_TEXT(
           },
           "limits": {"$ref": "#/components/schemas/RequestLimits"},
           "network": {"type": "string", "enum": ["none"]},
-          "backend": {"type": "string", "enum": ["native"]}
+          "backend": {"type": "string", "enum": null}
         },
         "oneOf": [
           {"required": ["code"], "not": {"anyOf": [{"required": ["files"]}, {"required": ["entrypoint"]}]}},
@@ -272,24 +290,8 @@ static const char openapi_document[] = JSON_TEXT(
         "maxLength": 255,
         "pattern": "^(?!/)(?!.*//)(?!.*/$)(?!(?:.*/)?\\.\\.?(?:/|$))[\\x20-\\x5b\\x5d-\\x7e]+$"
       },
-      "RequestLimits": {
-        "type": "object",
-        "description": "Each limit is optional (defaults apply) and clamped to the tier's ceiling.",
-        "additionalProperties": false,
-        "properties": {
-          "wall_ms": {"type": "integer", "minimum": 1},
-          "cpu_ms": {"type": "integer", "minimum": 1},
-          "memory_mb": {"type": "integer", "minimum": 4},
-          "pids": {"type": "integer", "minimum": 2},
-          "disk_mb": {"type": "integer", "minimum": 1},
-          "output_bytes": {"type": "integer", "minimum": 1},
-          "open_files": {"type": "integer", "minimum": 8}
-        }
-      },
-      "LimitName": {
-        "type": "string",
-        "enum": ["wall_ms", "cpu_ms", "memory_mb", "pids", "disk_mb", "output_bytes", "open_files"]
-      },
+      "RequestLimits": null,
+      "LimitName": null,
       "Status": {
         "type": "string",
         "enum": ["ok", "exit_nonzero", "signaled", "timeout", "memory_limit", "pids_limit", "output_limit", "disk_full", "compile_error", "internal_error", "canceled"]
@@ -317,7 +319,7 @@ static const char openapi_document[] = JSON_TEXT(
           },
           "evidence": {"$ref": "#/components/schemas/Evidence"},
           "timing": {"$ref": "#/components/schemas/Timing"},
-          "backend": {"type": "string", "enum": ["native"]},
+          "backend": {"type": "string", "enum": null},
           "pooled": {"type": "boolean"},
           "error": {"type": "string", "description": "What failed, or why it was stopped; present exactly when status is internal_error or canceled."}
         },
@@ -331,63 +333,10 @@ static const char openapi_document[] = JSON_TEXT(
         "required": ["stdout", "stderr"],
         "properties": {"stdout": {"type": "boolean"}, "stderr": {"type": "boolean"}}
       },
-      "Usage": {
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["cpu_ms", "wall_ms", "memory_peak_bytes", "pids_peak", "disk_used_bytes"],
-        "properties": {
-          "cpu_ms": {"type": "integer", "minimum": 0},
-          "wall_ms": {"type": "integer", "minimum": 0},
-          "memory_peak_bytes": {"type": "integer", "minimum": 0},
-          "pids_peak": {"type": "integer", "minimum": 0},
-          "disk_used_bytes": {"type": "integer", "minimum": 0}
-        }
-      },
-      "EffectiveLimits": {
-        "type": "object",
-        "additionalProperties": false,
-        "required": ["wall_ms", "cpu_ms", "memory_mb", "pids", "disk_mb", "output_bytes", "open_files", "cpus"],
-        "properties": {
-          "wall_ms": {"type": "integer", "minimum": 1},
-          "cpu_ms": {"type": "integer", "minimum": 1},
-          "memory_mb": {"type": "integer", "minimum": 1},
-          "pids": {"type": "integer", "minimum": 1},
-          "disk_mb": {"type": "integer", "minimum": 1},
-          "output_bytes": {"type": "integer", "minimum": 1},
-          "open_files": {"type": "integer", "minimum": 1},
-          "cpus": {"type": "number", "exclusiveMinimum": 0, "description": "CPU bandwidth in cores."}
-        }
-      },
-      "Evidence": {
-        "type": "object",
-        "description": "The kernel's counters for the sandbox, as deltas over the execution.",
-        "additionalProperties": false,
-        "required": ["oom_kills", "memory_max_events", "pids_max_events", "cpu_usage_us", "cpu_throttled_us", "cpu_nr_throttled", "wall_timeout", "output_limit", "disk_full"],
-        "properties": {
-          "oom_kills": {"type": "integer", "minimum": 0},
-          "memory_max_events": {"type": "integer", "minimum": 0},
-          "pids_max_events": {"type": "integer", "minimum": 0},
-          "cpu_usage_us": {"type": "integer", "minimum": 0},
-          "cpu_throttled_us": {"type": "integer", "minimum": 0},
-          "cpu_nr_throttled": {"type": "integer", "minimum": 0},
-          "wall_timeout": {"type": "boolean"},
-          "output_limit": {"type": "boolean"},
-          "disk_full": {"type": "boolean"}
-        }
-      },
-      "Timing": {
-        "type": "object",
-        "description": "Microseconds spent in each phase; the same phases feed sandboxd_phase_duration_seconds.",
-        "additionalProperties": false,
-        "required": ["acquire_us", "setup_us", "run_us", "teardown_us", "total_us"],
-        "properties": {
-          "acquire_us": {"type": "integer", "minimum": 0},
-          "setup_us": {"type": "integer", "minimum": 0},
-          "run_us": {"type": "integer", "minimum": 0},
-          "teardown_us": {"type": "integer", "minimum": 0},
-          "total_us": {"type": "integer", "minimum": 0}
-        }
-      },
+      "Usage": null,
+      "EffectiveLimits": null,
+      "Evidence": null,
+      "Timing": null,
       "AuditRecord": {
         "type": "object",
         "description": "One row of the audit log, written when the execution starts (status running, its outcome null) and completed when it ends. Every key is present; a value that was not recorded is null. stdout and stderr are null unless the server stores output (server.store_output).",
@@ -473,12 +422,180 @@ static const char openapi_document[] = JSON_TEXT(
 );
 // clang-format on
 
+/* Sets the member at path ("components/schemas/RequestLimits") to value (stolen), where the
+ * template has a null placeholder: a path that is missing or not a placeholder fails, so that the
+ * template and this file cannot disagree silently. */
+static int fill(json_t *document, const char *path, json_t *value)
+{
+        char copy[128];
+        snprintf(copy, sizeof(copy), "%s", path);
+        json_t *parent = document;
+        char *key = copy;
+        for (char *slash = strchr(key, '/'); slash != NULL; slash = strchr(key, '/')) {
+                *slash = '\0';
+                parent = json_object_get(parent, key);
+                key = slash + 1;
+        }
+        if (value == NULL || !json_is_object(parent) ||
+            !json_is_null(json_object_get(parent, key))) {
+                json_decref(value);
+                return -1;
+        }
+        return json_object_set_new(parent, key, value);
+}
+
+/* {"type": "integer", "minimum": minimum} */
+static json_t *integer_schema(uint64_t minimum)
+{
+        return json_pack("{s:s, s:I}", "type", "integer", "minimum", (json_int_t)minimum);
+}
+
+/* Adds name: schema (stolen) to properties, and name to required when required is not NULL. */
+static int add_property(json_t *properties, json_t *required, const char *name, json_t *schema)
+{
+        if (schema == NULL || json_object_set_new(properties, name, schema) < 0)
+                return -1;
+        return required == NULL ? 0 : json_array_append_new(required, json_string(name));
+}
+
+/* An object schema of properties (stolen), every one of them required when required (stolen)
+ * is not NULL, nothing else allowed. */
+static json_t *object_schema(const char *description, json_t *properties, json_t *required)
+{
+        json_t *schema = json_pack("{s:s}", "type", "object");
+        if (schema != NULL && description != NULL)
+                json_object_set_new(schema, "description", json_string(description));
+        if (schema != NULL)
+                json_object_set_new(schema, "additionalProperties", json_false());
+        if (schema != NULL && required != NULL)
+                json_object_set(schema, "required", required);
+        if (schema != NULL)
+                json_object_set(schema, "properties", properties);
+        json_decref(properties);
+        json_decref(required);
+        return schema;
+}
+
+/* RequestLimits: each settable limit, an integer from its API minimum; no maximum, since a value
+ * above the tier's ceiling is clamped, not refused. */
+static json_t *request_limits_schema(void)
+{
+        json_t *properties = json_object();
+        for (size_t i = 0; properties != NULL && i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *limit = &sbx_limit_fields[i];
+                if (limit->kind == SBX_LIMIT_SETTABLE &&
+                    add_property(properties, NULL, limit->name,
+                                 integer_schema(sbx_limit_api_min(limit))) < 0)
+                        return json_decref(properties), NULL;
+        }
+        return object_schema("Each limit is optional (defaults apply) and clamped to the tier's "
+                             "ceiling.",
+                             properties, NULL);
+}
+
+/* EffectiveLimits: every limit, as sbx_limits_to_json writes it. */
+static json_t *effective_limits_schema(void)
+{
+        json_t *properties = json_object(), *required = json_array();
+        for (size_t i = 0; properties != NULL && required != NULL && i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *limit = &sbx_limit_fields[i];
+                json_t *schema =
+                        limit->kind == SBX_LIMIT_CORES
+                                ? json_pack("{s:s, s:i, s:s}", "type", "number", "exclusiveMinimum",
+                                            0, "description", "CPU bandwidth in cores.")
+                                : integer_schema(1);
+                if (add_property(properties, required, limit->name, schema) < 0)
+                        return json_decref(properties), json_decref(required), NULL;
+        }
+        return object_schema(NULL, properties, required);
+}
+
+/* The names of the settable limits (a response's clamped). */
+static json_t *limit_names(void)
+{
+        json_t *names = json_array();
+        for (size_t i = 0; names != NULL && i < SBX_LIMIT_COUNT; i++)
+                if (sbx_limit_fields[i].kind == SBX_LIMIT_SETTABLE)
+                        json_array_append_new(names, json_string(sbx_limit_fields[i].name));
+        return names;
+}
+
+static json_t *language_names(void)
+{
+        json_t *names = json_array();
+        for (size_t i = 0; names != NULL && i < sbx_language_count(); i++)
+                json_array_append_new(names, json_string(sbx_language_at(i)->name));
+        return names;
+}
+
+static json_t *backend_names(void)
+{
+        json_t *names = json_array();
+        for (size_t i = 0; names != NULL && i < sbx_backend_count(); i++)
+                json_array_append_new(names, json_string(sbx_backend_name_at(i)));
+        return names;
+}
+
+/* The schema of a result's nested object: members (all required), nothing else. */
+static json_t *members_schema(const char *description, const struct sbx_json_member *members,
+                              size_t n)
+{
+        json_t *properties = json_object(), *required = json_array();
+        for (size_t i = 0; properties != NULL && required != NULL && i < n; i++) {
+                json_t *schema = members[i].boolean ? json_pack("{s:s}", "type", "boolean")
+                                                    : integer_schema(0);
+                if (add_property(properties, required, members[i].name, schema) < 0)
+                        return json_decref(properties), json_decref(required), NULL;
+        }
+        return object_schema(description, properties, required);
+}
+
+static char *document_text;
+static size_t document_length;
+static pthread_once_t document_once = PTHREAD_ONCE_INIT;
+
+static void generate(void)
+{
+        json_error_t error;
+        json_t *document = json_loads(openapi_template, 0, &error);
+        if (document == NULL)
+                return;
+        json_t *limit_name = limit_names();
+        int r = fill(document, "components/schemas/RequestLimits", request_limits_schema()) |
+                fill(document, "components/schemas/EffectiveLimits", effective_limits_schema()) |
+                fill(document, "components/schemas/LimitName",
+                     json_pack("{s:s, s:o}", "type", "string", "enum", limit_name)) |
+                fill(document, "components/schemas/ExecutionRequest/properties/language/enum",
+                     language_names()) |
+                fill(document, "components/schemas/ExecutionRequest/properties/backend/enum",
+                     backend_names()) |
+                fill(document, "components/schemas/ExecutionResult/properties/backend/enum",
+                     backend_names()) |
+                fill(document, "components/schemas/Usage",
+                     members_schema(NULL, sbx_usage_json_members, sbx_usage_json_count)) |
+                fill(document, "components/schemas/Evidence",
+                     members_schema("The kernel's counters for the sandbox, as deltas over the "
+                                    "execution.",
+                                    sbx_evidence_json_members, sbx_evidence_json_count)) |
+                fill(document, "components/schemas/Timing",
+                     members_schema("Microseconds spent in each phase; the same phases feed "
+                                    "sandboxd_phase_duration_seconds.",
+                                    sbx_timing_json_members, sbx_timing_json_count));
+        if (r == 0) {
+                document_text = json_dumps(document, JSON_COMPACT);
+                document_length = document_text ? strlen(document_text) : 0;
+        }
+        json_decref(document);
+}
+
 const char *sbx_openapi_json(void)
 {
-        return openapi_document;
+        pthread_once(&document_once, generate);
+        return document_text;
 }
 
 size_t sbx_openapi_json_length(void)
 {
-        return sizeof(openapi_document) - 1;
+        pthread_once(&document_once, generate);
+        return document_length;
 }

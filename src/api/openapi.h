@@ -13,8 +13,9 @@
 /* The Content-Type of the document. */
 #define SBX_OPENAPI_CONTENT_TYPE "application/json"
 
-/* The document as NUL-terminated JSON text (static storage; never freed). */
+/* The document as NUL-terminated JSON text (made at the first call, by whichever thread; never
+ * freed), or NULL when it could not be made (memory ran out). */
 const char *sbx_openapi_json(void);
 
-/* Its length in bytes, without the NUL. */
+/* Its length in bytes, without the NUL (0 when there is no document). */
 size_t sbx_openapi_json_length(void);

@@ -1,31 +1,65 @@
 #include "model/limits.h"
 
-#include <stddef.h>
+#include <string.h>
 
 #include "util/cleanup.h"
 
-#define MIB (1024ull * 1024ull)
+#define SBX_LIMIT_FIELD(member_, type, ...)                                                        \
+        {.member = #member_,                                                                       \
+         .offset = offsetof(struct sbx_limits, member_),                                           \
+         .size = sizeof(type),                                                                     \
+         __VA_ARGS__},
+
+const struct sbx_limit_field sbx_limit_fields[SBX_LIMIT_COUNT] = {SBX_LIMITS(SBX_LIMIT_FIELD)};
+
+#define SBX_LIMIT_CHECK_TYPE(member, type, ...)                                                    \
+        _Static_assert(sizeof(type) == 4 || sizeof(type) == 8, #member ": u32 or u64");
+SBX_LIMITS(SBX_LIMIT_CHECK_TYPE)
+
+const struct sbx_limit_field *sbx_limit_field_find(const char *name)
+{
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                if (strcmp(sbx_limit_fields[i].name, name) == 0)
+                        return &sbx_limit_fields[i];
+        return NULL;
+}
+
+uint64_t sbx_limit_get(const struct sbx_limits *limits, const struct sbx_limit_field *field)
+{
+        const char *at = (const char *)limits + field->offset;
+        if (field->size == sizeof(uint32_t)) {
+                uint32_t value;
+                memcpy(&value, at, sizeof(value));
+                return value;
+        }
+        uint64_t value;
+        memcpy(&value, at, sizeof(value));
+        return value;
+}
+
+void sbx_limit_set(struct sbx_limits *limits, const struct sbx_limit_field *field, uint64_t value)
+{
+        char *at = (char *)limits + field->offset;
+        if (field->size == sizeof(uint32_t)) {
+                uint32_t narrow = (uint32_t)value;
+                memcpy(at, &narrow, sizeof(narrow));
+        } else {
+                memcpy(at, &value, sizeof(value));
+        }
+}
+
+uint64_t sbx_limit_api_min(const struct sbx_limit_field *field)
+{
+        return field->min / field->unit + (field->min % field->unit != 0);
+}
 
 bool sbx_limits_valid(const struct sbx_limits *limits, const char **field)
 {
-        const struct {
-                const char *name;
-                uint64_t value, min, max;
-        } checks[] = {
-                {"wall_ms", limits->wall_ms, 1, SBX_MAX_LIMIT_MS},
-                {"cpu_ms", limits->cpu_ms, 1, SBX_MAX_LIMIT_MS},
-                {"memory", limits->memory_bytes, SBX_MIN_MEMORY_BYTES, SBX_MAX_MEMORY_BYTES},
-                {"pids", limits->pids, SBX_MIN_PIDS, SBX_MAX_PIDS},
-                {"disk", limits->disk_bytes, SBX_MIN_DISK_BYTES, SBX_MAX_DISK_BYTES},
-                {"output_bytes", limits->output_bytes, 1, SBX_MAX_OUTPUT_BYTES},
-                {"open_files", limits->open_files, SBX_MIN_OPEN_FILES, SBX_MAX_OPEN_FILES},
-                {"cpu_millicores", limits->cpu_millicores, SBX_MIN_CPU_MILLICORES,
-                 SBX_MAX_CPU_MILLICORES},
-        };
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(checks); i++) {
-                if (checks[i].value < checks[i].min || checks[i].value > checks[i].max) {
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                uint64_t value = sbx_limit_get(limits, &sbx_limit_fields[i]);
+                if (value < sbx_limit_fields[i].min || value > sbx_limit_fields[i].max) {
                         if (field != NULL)
-                                *field = checks[i].name;
+                                *field = sbx_limit_fields[i].name;
                         return false;
                 }
         }
@@ -34,16 +68,7 @@ bool sbx_limits_valid(const struct sbx_limits *limits, const char **field)
 
 void sbx_limits_default(struct sbx_limits *limits)
 {
-        *limits = (struct sbx_limits){
-                .wall_ms = 10 * 1000,
-                .cpu_ms = 10 * 1000,
-                .memory_bytes = 256 * MIB,
-                .pids = 64,
-                .disk_bytes = 64 * MIB,
-                .output_bytes = 1 * MIB,
-                /* The usual soft limit of a Linux login: socket-heavy programs (servers, test
-                 * suites, asyncio) hit EMFILE below it. */
-                .open_files = 1024,
-                .cpu_millicores = 1000,
-        };
+        *limits = (struct sbx_limits){0};
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                sbx_limit_set(limits, &sbx_limit_fields[i], sbx_limit_fields[i].fallback);
 }

@@ -25,16 +25,26 @@ struct sbx_run {
         uint64_t wall_us; /* from exec to the end of the program */
 };
 
-/* The kernel's counters for one sandbox, as deltas since create (pooled: since acquire). */
+/* The kernel's counters for one sandbox, as deltas since create (pooled: since acquire): one row
+ * per counter, X(member, where the result's JSON reports it). From the rows: the struct, the
+ * engine protocol's evidence field (every row, u64, in order), the result's "evidence" object
+ * (the rows marked EVIDENCE; "usage" reports the others) and the OpenAPI Evidence schema. */
+// clang-format off
+#define SBX_EVIDENCE(X)                                                                            \
+        X(oom_kills, EVIDENCE)         /* v2 memory.events oom_kill; v1 memory.oom_control */      \
+        X(memory_max_events, EVIDENCE) /* v2 memory.events max; v1 memory.failcnt */               \
+        X(memory_peak_bytes, USAGE)    /* v2 memory.peak; v1 memory.max_usage_in_bytes */          \
+        X(pids_max_events, EVIDENCE)   /* pids.events max: forks refused at pids.max */            \
+        X(pids_peak, USAGE)            /* pids.peak where the kernel has it, else 0 */             \
+        X(cpu_usage_us, EVIDENCE)      /* v2 cpu.stat usage_usec; v1 cpuacct.usage */              \
+        X(cpu_throttled_us, EVIDENCE)  /* v2 cpu.stat throttled_usec; v1 cpu.stat throttled_time */\
+        X(cpu_nr_throttled, EVIDENCE)  /* periods in which the quota throttled the sandbox */
+// clang-format on
+
 struct sbx_evidence {
-        uint64_t oom_kills;         /* v2 memory.events oom_kill; v1 memory.oom_control oom_kill */
-        uint64_t memory_max_events; /* v2 memory.events max; v1 memory.failcnt */
-        uint64_t memory_peak_bytes; /* v2 memory.peak; v1 memory.max_usage_in_bytes */
-        uint64_t pids_max_events;   /* pids.events max: forks refused at pids.max */
-        uint64_t pids_peak;         /* pids.peak where the kernel has it, else 0 */
-        uint64_t cpu_usage_us;      /* v2 cpu.stat usage_usec; v1 cpuacct.usage */
-        uint64_t cpu_throttled_us;  /* v2 cpu.stat throttled_usec; v1 cpu.stat throttled_time */
-        uint64_t cpu_nr_throttled;  /* periods in which the quota throttled the sandbox */
+#define SBX_EVIDENCE_MEMBER(member, json) uint64_t member;
+        SBX_EVIDENCE(SBX_EVIDENCE_MEMBER)
+#undef SBX_EVIDENCE_MEMBER
 };
 
 /* Frees the buffers of a run. */
@@ -57,12 +67,22 @@ enum sbx_status {
 /* The number of statuses: each one's number is also its code on the engine protocol's wire. */
 #define SBX_STATUS_COUNT ((size_t)SBX_STATUS_CANCELED + 1)
 
+/* Where the time of one execution went, in microseconds: one row per phase. From the rows: the
+ * struct, the engine protocol's timing field (u64 each, in order), the result's "timing" object
+ * and the OpenAPI Timing schema. */
+// clang-format off
+#define SBX_TIMING(X)                                                                              \
+        X(acquire_us)  /* slot + cgroups + limits */                                               \
+        X(setup_us)    /* clone to exec: namespaces, mounts, Landlock, caps, seccomp */            \
+        X(run_us)      /* exec to the end of the last process */                                   \
+        X(teardown_us) /* kill, evidence, cgroup removal */                                        \
+        X(total_us)
+// clang-format on
+
 struct sbx_timing {
-        uint64_t acquire_us;  /* slot + cgroups + limits */
-        uint64_t setup_us;    /* clone to exec: namespaces, mounts, Landlock, caps, seccomp */
-        uint64_t run_us;      /* exec to the end of the last process */
-        uint64_t teardown_us; /* kill, evidence, cgroup removal */
-        uint64_t total_us;
+#define SBX_TIMING_MEMBER(member) uint64_t member;
+        SBX_TIMING(SBX_TIMING_MEMBER)
+#undef SBX_TIMING_MEMBER
 };
 
 struct sbx_result {

@@ -5,8 +5,6 @@
 
 #include "util/cleanup.h"
 
-#define MIB (1024u * 1024u)
-
 /* Length of the valid UTF-8 sequence at s (at most len bytes), or 0 when it is not one.
  * Rejects overlong forms, surrogates and code points past U+10FFFF (RFC 3629). */
 static size_t utf8_sequence_length(const unsigned char *s, size_t len)
@@ -68,45 +66,96 @@ json_t *sbx_json_string_from_bytes(const void *bytes, size_t len)
         return json_stringn(clean, out);
 }
 
-json_t *sbx_limits_to_json(const struct sbx_limits *l)
+json_t *sbx_limits_to_json(const struct sbx_limits *limits)
 {
-        return json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "wall_ms",
-                         (json_int_t)l->wall_ms, "cpu_ms", (json_int_t)l->cpu_ms, "memory_mb",
-                         (json_int_t)(l->memory_bytes / MIB), "pids", (json_int_t)l->pids,
-                         "disk_mb", (json_int_t)(l->disk_bytes / MIB), "output_bytes",
-                         (json_int_t)l->output_bytes, "open_files", (json_int_t)l->open_files,
-                         "cpus", (double)l->cpu_millicores / 1000.0);
+        json_t *object = json_object();
+        for (size_t i = 0; object != NULL && i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                uint64_t value = sbx_limit_get(limits, field);
+                json_t *member = field->kind == SBX_LIMIT_CORES
+                                         ? json_real((double)value / (double)field->unit)
+                                         : json_integer((json_int_t)(value / field->unit));
+                if (json_object_set_new(object, field->name, member) < 0) {
+                        json_decref(object);
+                        object = NULL;
+                }
+        }
+        return object;
 }
 
-static json_t *evidence_json(const struct sbx_result *r)
+/* A result's "usage": what the program used, one row per member, X(name, its value in the
+ * result r). */
+#define SBX_USAGE(X)                                                                               \
+        X(cpu_ms, r->evidence.cpu_usage_us / 1000)                                                 \
+        X(wall_ms, r->run.wall_us / 1000)                                                          \
+        X(memory_peak_bytes, r->evidence.memory_peak_bytes)                                        \
+        X(pids_peak, r->evidence.pids_peak)                                                        \
+        X(disk_used_bytes, r->run.disk_used_bytes)
+
+/* What a result's "evidence" adds to the kernel's counters (SBX_EVIDENCE rows marked EVIDENCE):
+ * which of the supervisor's own caps ended the run, X(name, whether it did, in the result r). */
+#define SBX_EVIDENCE_FLAGS(X)                                                                      \
+        X(wall_timeout, r->run.wall_timeout)                                                       \
+        X(output_limit, r->run.output_limit)                                                       \
+        X(disk_full, r->status == SBX_STATUS_DISK_FULL)
+
+#define USAGE_MEMBER(name, value) {#name, false},
+const struct sbx_json_member sbx_usage_json_members[] = {SBX_USAGE(USAGE_MEMBER)};
+const size_t sbx_usage_json_count = SBX_ARRAY_SIZE(sbx_usage_json_members);
+
+#define EVIDENCE_MEMBER_EVIDENCE(member) {#member, false},
+#define EVIDENCE_MEMBER_USAGE(member)
+#define EVIDENCE_MEMBER(member, json)     EVIDENCE_MEMBER_##json(member)
+#define EVIDENCE_FLAG_MEMBER(name, value) {#name, true},
+const struct sbx_json_member sbx_evidence_json_members[] = {
+        SBX_EVIDENCE(EVIDENCE_MEMBER) SBX_EVIDENCE_FLAGS(EVIDENCE_FLAG_MEMBER)};
+const size_t sbx_evidence_json_count = SBX_ARRAY_SIZE(sbx_evidence_json_members);
+
+#define TIMING_MEMBER(member) {#member, false},
+const struct sbx_json_member sbx_timing_json_members[] = {SBX_TIMING(TIMING_MEMBER)};
+const size_t sbx_timing_json_count = SBX_ARRAY_SIZE(sbx_timing_json_members);
+
+/* Sets name to value (stolen) in *object; on failure *object becomes NULL (and later calls do
+ * nothing but drop their value). */
+static void set_member(json_t **object, const char *name, json_t *value)
 {
-        const struct sbx_evidence *e = &r->evidence;
-        return json_pack(
-                "{s:I, s:I, s:I, s:I, s:I, s:I, s:b, s:b, s:b}", "oom_kills",
-                (json_int_t)e->oom_kills, "memory_max_events", (json_int_t)e->memory_max_events,
-                "pids_max_events", (json_int_t)e->pids_max_events, "cpu_usage_us",
-                (json_int_t)e->cpu_usage_us, "cpu_throttled_us", (json_int_t)e->cpu_throttled_us,
-                "cpu_nr_throttled", (json_int_t)e->cpu_nr_throttled, "wall_timeout",
-                r->run.wall_timeout, "output_limit", r->run.output_limit, "disk_full",
-                r->status == SBX_STATUS_DISK_FULL);
+        if (*object == NULL) {
+                json_decref(value);
+        } else if (json_object_set_new(*object, name, value) < 0) {
+                json_decref(*object);
+                *object = NULL;
+        }
 }
 
 static json_t *usage_json(const struct sbx_result *r)
 {
-        return json_pack("{s:I, s:I, s:I, s:I, s:I}", "cpu_ms",
-                         (json_int_t)(r->evidence.cpu_usage_us / 1000), "wall_ms",
-                         (json_int_t)(r->run.wall_us / 1000), "memory_peak_bytes",
-                         (json_int_t)r->evidence.memory_peak_bytes, "pids_peak",
-                         (json_int_t)r->evidence.pids_peak, "disk_used_bytes",
-                         (json_int_t)r->run.disk_used_bytes);
+        json_t *object = json_object();
+#define SET_USAGE(name, value) set_member(&object, #name, json_integer((json_int_t)(value)));
+        SBX_USAGE(SET_USAGE)
+#undef SET_USAGE
+        return object;
+}
+
+static json_t *evidence_json(const struct sbx_result *r)
+{
+        json_t *object = json_object();
+#define SET_EVIDENCE_EVIDENCE(member)                                                              \
+        set_member(&object, #member, json_integer((json_int_t)r->evidence.member));
+#define SET_EVIDENCE_USAGE(member)
+#define SET_EVIDENCE(member, json)     SET_EVIDENCE_##json(member)
+#define SET_EVIDENCE_FLAG(name, value) set_member(&object, #name, json_boolean(value));
+        SBX_EVIDENCE(SET_EVIDENCE)
+        SBX_EVIDENCE_FLAGS(SET_EVIDENCE_FLAG)
+        return object;
 }
 
 static json_t *timing_json(const struct sbx_timing *t)
 {
-        return json_pack("{s:I, s:I, s:I, s:I, s:I}", "acquire_us", (json_int_t)t->acquire_us,
-                         "setup_us", (json_int_t)t->setup_us, "run_us", (json_int_t)t->run_us,
-                         "teardown_us", (json_int_t)t->teardown_us, "total_us",
-                         (json_int_t)t->total_us);
+        json_t *object = json_object();
+#define SET_TIMING(member) set_member(&object, #member, json_integer((json_int_t)t->member));
+        SBX_TIMING(SET_TIMING)
+#undef SET_TIMING
+        return object;
 }
 
 json_t *sbx_result_to_json(const struct sbx_result *r)

@@ -2,8 +2,25 @@
 #pragma once
 
 #include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
 
 #include "model/result.h"
+
+/* A member of a result's nested objects ("usage", "evidence", "timing"). The lists below say what
+ * sbx_result_to_json writes there, in order; the OpenAPI document's schemas are made from them
+ * (api/openapi.c). */
+struct sbx_json_member {
+        const char *name;
+        bool boolean; /* a JSON boolean; otherwise an integer, never negative */
+};
+
+extern const struct sbx_json_member sbx_usage_json_members[];
+extern const size_t sbx_usage_json_count;
+extern const struct sbx_json_member sbx_evidence_json_members[];
+extern const size_t sbx_evidence_json_count;
+extern const struct sbx_json_member sbx_timing_json_members[];
+extern const size_t sbx_timing_json_count;
 
 /* A new JSON object (caller owns the reference), or NULL when memory runs out. Output that is not
  * valid UTF-8 has each invalid byte replaced by U+FFFD. */

@@ -59,6 +59,14 @@ static bool type_known(uint16_t type)
         return type < SBX_ARRAY_SIZE(type_names) && type_names[type] != NULL;
 }
 
+/* The records the messages carry are made from their rows (model/limits.h, model/result.h,
+ * SBX_MESSAGE_STATS), so a row added changes the wire: bump SBX_PROTOCOL_VERSION with it, and
+ * these counts (those of version 2). */
+_Static_assert(SBX_LIMIT_COUNT == 8 && sizeof(struct sbx_evidence) == 8 * sizeof(uint64_t) &&
+                       sizeof(struct sbx_timing) == 5 * sizeof(uint64_t) &&
+                       SBX_MESSAGE_STATS_COUNT == 13,
+               "a record's rows changed: bump SBX_PROTOCOL_VERSION and the counts here");
+
 /* ---- Encoding ------------------------------------------------------------------------------ */
 
 struct writer {
@@ -165,16 +173,17 @@ static void put_opt_string(struct writer *w, const char *field, const char *s)
                 put_string(w, field, s);
 }
 
+/* Every limit in SBX_LIMITS order, each as wide as its member. */
 static void put_limits(struct writer *w, const struct sbx_limits *limits)
 {
-        put_u64(w, limits->wall_ms);
-        put_u64(w, limits->cpu_ms);
-        put_u64(w, limits->memory_bytes);
-        put_u64(w, limits->pids);
-        put_u64(w, limits->disk_bytes);
-        put_u64(w, limits->output_bytes);
-        put_u64(w, limits->open_files);
-        put_u32(w, limits->cpu_millicores);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                uint64_t value = sbx_limit_get(limits, field);
+                if (field->size == sizeof(uint32_t))
+                        put_u32(w, (uint32_t)value);
+                else
+                        put_u64(w, value);
+        }
 }
 
 static void put_buffer(struct writer *w, const char *field, const struct sbx_buffer *buffer)
@@ -287,23 +296,13 @@ int sbx_message_encode_result(uint64_t request_id, const struct sbx_result *resu
         put_u64(&w, run->inodes_free);
         put_u64(&w, run->wall_us);
 
-        const struct sbx_evidence *e = &result->evidence;
-        put_u64(&w, e->oom_kills);
-        put_u64(&w, e->memory_max_events);
-        put_u64(&w, e->memory_peak_bytes);
-        put_u64(&w, e->pids_max_events);
-        put_u64(&w, e->pids_peak);
-        put_u64(&w, e->cpu_usage_us);
-        put_u64(&w, e->cpu_throttled_us);
-        put_u64(&w, e->cpu_nr_throttled);
-
+#define PUT_EVIDENCE(member, json) put_u64(&w, result->evidence.member);
+        SBX_EVIDENCE(PUT_EVIDENCE)
+#undef PUT_EVIDENCE
         put_limits(&w, &result->limits);
-        const struct sbx_timing *t = &result->timing;
-        put_u64(&w, t->acquire_us);
-        put_u64(&w, t->setup_us);
-        put_u64(&w, t->run_us);
-        put_u64(&w, t->teardown_us);
-        put_u64(&w, t->total_us);
+#define PUT_TIMING(member) put_u64(&w, result->timing.member);
+        SBX_TIMING(PUT_TIMING)
+#undef PUT_TIMING
 
         put_opt_string(&w, "backend", result->backend);
         put_flag(&w, result->pooled);
@@ -335,19 +334,9 @@ int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message
 {
         struct writer w;
         writer_begin(&w, SBX_MESSAGE_STATS_REPLY, request_id);
-        put_u64(&w, stats->sandboxes_alive);
-        put_u64(&w, stats->workers_alive);
-        put_u64(&w, stats->executions_started);
-        put_u64(&w, stats->executions_finished);
-        put_u64(&w, stats->executions_rejected);
-        put_u64(&w, stats->pool_idle);
-        put_u64(&w, stats->pool_starting);
-        put_u64(&w, stats->pool_in_use);
-        put_u64(&w, stats->pool_created);
-        put_u64(&w, stats->pool_destroyed);
-        put_u64(&w, stats->pool_hits);
-        put_u64(&w, stats->pool_misses);
-        put_u64(&w, stats->pool_refill_us);
+#define PUT_STAT(member) put_u64(&w, stats->member);
+        SBX_MESSAGE_STATS(PUT_STAT)
+#undef PUT_STAT
         return writer_finish(&w, out, out_len, err);
 }
 
@@ -501,15 +490,21 @@ static int get_count(struct reader *r, const char *field, size_t max, size_t *co
 
 static int get_limits(struct reader *r, struct sbx_limits *limits)
 {
-        if (get_u64(r, "limits.wall_ms", &limits->wall_ms) < 0 ||
-            get_u64(r, "limits.cpu_ms", &limits->cpu_ms) < 0 ||
-            get_u64(r, "limits.memory_bytes", &limits->memory_bytes) < 0 ||
-            get_u64(r, "limits.pids", &limits->pids) < 0 ||
-            get_u64(r, "limits.disk_bytes", &limits->disk_bytes) < 0 ||
-            get_u64(r, "limits.output_bytes", &limits->output_bytes) < 0 ||
-            get_u64(r, "limits.open_files", &limits->open_files) < 0 ||
-            get_u32(r, "limits.cpu_millicores", &limits->cpu_millicores) < 0)
-                return -1;
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                char name[48];
+                snprintf(name, sizeof(name), "limits.%s", field->member);
+                uint64_t value;
+                if (field->size == sizeof(uint32_t)) {
+                        uint32_t narrow;
+                        if (get_u32(r, name, &narrow) < 0)
+                                return -1;
+                        value = narrow;
+                } else if (get_u64(r, name, &value) < 0) {
+                        return -1;
+                }
+                sbx_limit_set(limits, field, value);
+        }
         /* The output cap bounds the worker's memory (two buffers of that size). */
         if (limits->output_bytes > SBX_MESSAGE_MAX_OUTPUT_BYTES)
                 return malformed(r->err, "%s: limits.output_bytes: more than %u", r->type,
@@ -692,25 +687,18 @@ static int decode_result(struct reader *r, struct sbx_result *result)
         if (decode_run_outcome(r, &result->run) < 0)
                 return -1;
 
-        struct sbx_evidence *e = &result->evidence;
-        if (get_u64(r, "evidence.oom_kills", &e->oom_kills) < 0 ||
-            get_u64(r, "evidence.memory_max_events", &e->memory_max_events) < 0 ||
-            get_u64(r, "evidence.memory_peak_bytes", &e->memory_peak_bytes) < 0 ||
-            get_u64(r, "evidence.pids_max_events", &e->pids_max_events) < 0 ||
-            get_u64(r, "evidence.pids_peak", &e->pids_peak) < 0 ||
-            get_u64(r, "evidence.cpu_usage_us", &e->cpu_usage_us) < 0 ||
-            get_u64(r, "evidence.cpu_throttled_us", &e->cpu_throttled_us) < 0 ||
-            get_u64(r, "evidence.cpu_nr_throttled", &e->cpu_nr_throttled) < 0)
+#define GET_EVIDENCE(member, json)                                                                 \
+        if (get_u64(r, "evidence." #member, &result->evidence.member) < 0)                         \
                 return -1;
+        SBX_EVIDENCE(GET_EVIDENCE)
+#undef GET_EVIDENCE
         if (get_limits(r, &result->limits) < 0)
                 return -1;
-        struct sbx_timing *t = &result->timing;
-        if (get_u64(r, "timing.acquire_us", &t->acquire_us) < 0 ||
-            get_u64(r, "timing.setup_us", &t->setup_us) < 0 ||
-            get_u64(r, "timing.run_us", &t->run_us) < 0 ||
-            get_u64(r, "timing.teardown_us", &t->teardown_us) < 0 ||
-            get_u64(r, "timing.total_us", &t->total_us) < 0)
+#define GET_TIMING(member)                                                                         \
+        if (get_u64(r, "timing." #member, &result->timing.member) < 0)                             \
                 return -1;
+        SBX_TIMING(GET_TIMING)
+#undef GET_TIMING
         bool present;
         if (get_flag(r, "backend", &present) < 0)
                 return -1;
@@ -747,20 +735,11 @@ static int decode_config(struct reader *r, struct sbx_message_config *config)
 
 static int decode_stats(struct reader *r, struct sbx_message_stats *stats)
 {
-        if (get_u64(r, "sandboxes_alive", &stats->sandboxes_alive) < 0 ||
-            get_u64(r, "workers_alive", &stats->workers_alive) < 0 ||
-            get_u64(r, "executions_started", &stats->executions_started) < 0 ||
-            get_u64(r, "executions_finished", &stats->executions_finished) < 0 ||
-            get_u64(r, "executions_rejected", &stats->executions_rejected) < 0 ||
-            get_u64(r, "pool_idle", &stats->pool_idle) < 0 ||
-            get_u64(r, "pool_starting", &stats->pool_starting) < 0 ||
-            get_u64(r, "pool_in_use", &stats->pool_in_use) < 0 ||
-            get_u64(r, "pool_created", &stats->pool_created) < 0 ||
-            get_u64(r, "pool_destroyed", &stats->pool_destroyed) < 0 ||
-            get_u64(r, "pool_hits", &stats->pool_hits) < 0 ||
-            get_u64(r, "pool_misses", &stats->pool_misses) < 0 ||
-            get_u64(r, "pool_refill_us", &stats->pool_refill_us) < 0)
+#define GET_STAT(member)                                                                           \
+        if (get_u64(r, #member, &stats->member) < 0)                                               \
                 return -1;
+        SBX_MESSAGE_STATS(GET_STAT)
+#undef GET_STAT
         return 0;
 }
 

@@ -14,8 +14,9 @@
  *            string, like the output buffers of struct sbx_run)
  *   string   a blob with no 0 byte among its length bytes
  *   opt(X)   a flag, then X when the flag is 1 (tells NULL from empty)
- *   limits   wall_ms, cpu_ms, memory_bytes, pids, disk_bytes, output_bytes, open_files as u64,
- *            then cpu_millicores as u32
+ *   limits   every member of struct sbx_limits in order (SBX_LIMITS, model/limits.h), each as
+ *            wide as the member: today wall_ms, cpu_ms, memory_bytes, pids, disk_bytes,
+ *            output_bytes, open_files as u64, then cpu_millicores as u32
  *
  *   RUN          execution_id (32 lowercase hex bytes, no terminator), language string,
  *                backend opt(string), code opt(blob), entrypoint opt(string),
@@ -26,11 +27,12 @@
  *                run {exited flag, exit_code i32, signal i32, wall_timeout flag, output_limit
  *                flag, canceled flag, stdout {blob, overflow flag, cap u64}, stderr {likewise},
  *                disk_known flag, disk_used_bytes u64, disk_total_bytes u64, inodes_free u64,
- *                wall_us u64}, evidence (8 u64 in struct order), limits, timing (5 u64 in struct
- *                order), backend opt(string), pooled flag, error string
+ *                wall_us u64}, evidence (a u64 per SBX_EVIDENCE row, in order: 8), limits,
+ *                timing (a u64 per SBX_TIMING row, in order: 5), backend opt(string), pooled
+ *                flag, error string
  *   REFUSED      reason u32 (enum sbx_refusal), detail string
  *   CONFIG       text blob (at most SBX_MESSAGE_MAX_CONFIG_BYTES): the config file, as read
- *   STATS_REPLY  13 u64 in the order of struct sbx_message_stats
+ *   STATS_REPLY  a u64 per SBX_MESSAGE_STATS row, in order (13)
  *   CANCEL, PING, PONG, STATS: empty body
  *
  * Requests carry a request_id chosen by the API; the reply (RESULT or REFUSED to RUN, PONG to
@@ -127,23 +129,34 @@ struct sbx_message_config {
         size_t size;
 };
 
-/* The engine's counters (STATS_REPLY). */
+/* The engine's counters (STATS_REPLY): one row per counter, X(member); the struct and the
+ * message's body (u64 each, in order) are made from the rows. */
+// clang-format off
+#define SBX_MESSAGE_STATS(X)                                                                       \
+        X(sandboxes_alive)     /* workers that may still own a sandbox (one each at most) */       \
+        X(workers_alive)       /* forked and not yet reaped */                                     \
+        X(executions_started)  /* workers forked since start */                                    \
+        X(executions_finished) /* workers reaped since start */                                    \
+        X(executions_rejected) /* RUNs answered at once: busy, shutting down, malformed */         \
+        /* Warm pools, all languages together. */                                                  \
+        X(pool_idle)           /* entries ready and waiting */                                     \
+        X(pool_starting)       /* entries being made */                                            \
+        X(pool_in_use)         /* entries running an execution */                                  \
+        X(pool_created)        /* entries that became ready, since start */                        \
+        X(pool_destroyed)      /* entries that ended without running anything */                   \
+        X(pool_hits)           /* RUNs served by a ready entry */                                  \
+        X(pool_misses)         /* RUNs of a pooled language that found none ready */               \
+        X(pool_refill_us)      /* the time created entries took to become ready, summed */
+// clang-format on
+
 struct sbx_message_stats {
-        uint64_t sandboxes_alive;     /* workers that may still own a sandbox (one each at most) */
-        uint64_t workers_alive;       /* forked and not yet reaped */
-        uint64_t executions_started;  /* workers forked since start */
-        uint64_t executions_finished; /* workers reaped since start */
-        uint64_t executions_rejected; /* RUNs answered at once: busy, shutting down, malformed */
-        /* Warm pools, all languages together. */
-        uint64_t pool_idle;      /* entries ready and waiting */
-        uint64_t pool_starting;  /* entries being made */
-        uint64_t pool_in_use;    /* entries running an execution */
-        uint64_t pool_created;   /* entries that became ready, since start */
-        uint64_t pool_destroyed; /* entries that ended without running anything */
-        uint64_t pool_hits;      /* RUNs served by a ready entry */
-        uint64_t pool_misses;    /* RUNs of a pooled language that found none ready */
-        uint64_t pool_refill_us; /* the time created entries took to become ready, summed */
+#define SBX_MESSAGE_STATS_MEMBER(member) uint64_t member;
+        SBX_MESSAGE_STATS(SBX_MESSAGE_STATS_MEMBER)
+#undef SBX_MESSAGE_STATS_MEMBER
 };
+
+#define SBX_MESSAGE_STATS_ONE(member) +1
+#define SBX_MESSAGE_STATS_COUNT       (0 SBX_MESSAGE_STATS(SBX_MESSAGE_STATS_ONE))
 
 /* Any decoded message. Which body member is valid follows header.type: run for RUN, result for
  * RESULT, refused for REFUSED, config for CONFIG, stats for STATS_REPLY, none for the empty ones.

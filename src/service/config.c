@@ -32,24 +32,6 @@ _Static_assert(SBX_CONFIG_FILE_MAX <= SBX_MESSAGE_MAX_CONFIG_BYTES,
 
 #define DAY_MS (24ull * 3600ull * 1000ull)
 
-const struct sbx_limit_field sbx_limit_fields[SBX_LIMIT_FIELD_COUNT] = {
-        /* An execution is a short job; a day is far past any sane ceiling and keeps every
-         * deadline computation far from overflow. */
-        {"wall_ms", offsetof(struct sbx_limits, wall_ms), 1, 1, DAY_MS},
-        {"cpu_ms", offsetof(struct sbx_limits, cpu_ms), 1, 1, DAY_MS},
-        /* 1 TiB: above any machine this runs on, so the value is a typo, not a plan. */
-        {"memory_mb", offsetof(struct sbx_limits, memory_bytes), MIB, SBX_MIN_MEMORY_BYTES / MIB,
-         1024 * 1024},
-        /* PID_MAX_LIMIT on 64-bit kernels. */
-        {"pids", offsetof(struct sbx_limits, pids), 1, SBX_MIN_PIDS, 4 * 1024 * 1024},
-        {"disk_mb", offsetof(struct sbx_limits, disk_bytes), MIB, SBX_MIN_DISK_BYTES / MIB,
-         1024 * 1024},
-        /* Both streams travel back in one engine RESULT message of at most 48 MiB. */
-        {"output_bytes", offsetof(struct sbx_limits, output_bytes), 1, 1, 16 * MIB},
-        /* The kernel's default fs.nr_open: RLIMIT_NOFILE cannot go higher. */
-        {"open_files", offsetof(struct sbx_limits, open_files), 1, SBX_MIN_OPEN_FILES, 1024 * 1024},
-};
-
 const char sbx_config_default_text[] =
         "; sandboxd's built-in configuration, used by `sandboxd serve` without --config.\n"
         "; It has no tenant: serve then creates tenant \"local\" with a fresh token.\n"
@@ -63,18 +45,11 @@ const char sbx_config_default_text[] =
         "store_output = false\n"
         "\n"
         "[tier.default]\n"
-        "max_wall_ms = 10000\n"
-        "max_cpu_ms = 10000\n"
-        "max_memory_mb = 256\n"
-        "max_pids = 64\n"
-        "max_disk_mb = 64\n"
-        "max_output_bytes = 1048576\n"
-        "max_open_files = 1024\n"
+        "; Left out, as here: every max_<limit> is the built-in default, languages and backends\n"
+        "; are all there are.\n"
         "max_concurrency = 4\n"
         "cpu_budget_ms = 60000\n"
-        "cpu_window_s = 60\n"
-        "languages = python, bash, sh\n"
-        "backends = native\n";
+        "cpu_window_s = 60\n";
 
 enum section_kind { SECTION_NONE, SECTION_SERVER, SECTION_TIER, SECTION_TENANT, SECTION_POOL };
 
@@ -625,14 +600,16 @@ static int server_key(struct loader *loader, const char *key, const char *value)
         return 1;
 }
 
-/* Key indexes of a tier section: 0..6 max_<limit>, 7..13 default_<limit>, then these. */
+/* Key indexes of a tier section: max_<limit> by limit index, default_<limit> after them, then
+ * these. */
 enum tier_key {
-        TIER_KEY_MAX_CONCURRENCY = 2 * SBX_LIMIT_FIELD_COUNT,
+        TIER_KEY_MAX_CONCURRENCY = 2 * SBX_LIMIT_COUNT,
         TIER_KEY_CPU_BUDGET_MS,
         TIER_KEY_CPU_WINDOW_S,
         TIER_KEY_LANGUAGES,
         TIER_KEY_BACKENDS,
 };
+_Static_assert(TIER_KEY_BACKENDS < 64, "a tier's keys are bits of loader->seen_keys");
 
 static int tier_limit_key(struct sbx_tier *tier, const struct sbx_limit_field *field,
                           bool is_default, const char *value, char *why, size_t why_size)
@@ -640,14 +617,12 @@ static int tier_limit_key(struct sbx_tier *tier, const struct sbx_limit_field *f
         uint64_t number;
         size_t name_length = strlen(field->name);
         bool bytes = name_length > 6 && strcmp(field->name + name_length - 6, "_bytes") == 0;
-        int r = bytes ? parse_bytes(value, field->minimum, field->config_max, &number, why,
-                                    why_size)
-                      : parse_number(value, field->minimum, field->config_max, &number, why,
-                                     why_size);
+        uint64_t minimum = sbx_limit_api_min(field);
+        int r = bytes ? parse_bytes(value, minimum, field->config_max, &number, why, why_size)
+                      : parse_number(value, minimum, field->config_max, &number, why, why_size);
         if (r != 0)
                 return -1;
-        *sbx_limit_field_value(is_default ? &tier->defaults : &tier->max, field) =
-                number * field->unit;
+        sbx_limit_set(is_default ? &tier->defaults : &tier->max, field, number * field->unit);
         return 0;
 }
 
@@ -660,12 +635,12 @@ static int tier_key(struct loader *loader, const char *key, const char *value)
         if (strncmp(key, "max_", 4) == 0 || strncmp(key, "default_", 8) == 0) {
                 bool is_default = key[0] == 'd';
                 const char *name = key + (is_default ? 8 : 4);
-                for (index = 0; index < SBX_LIMIT_FIELD_COUNT; index++)
-                        if (strcmp(sbx_limit_fields[index].name, name) == 0)
+                for (index = 0; index < SBX_LIMIT_COUNT; index++)
+                        if (sbx_limit_fields[index].kind == SBX_LIMIT_SETTABLE &&
+                            strcmp(sbx_limit_fields[index].name, name) == 0)
                                 break;
-                if (index < SBX_LIMIT_FIELD_COUNT) {
-                        if (!mark_key_seen(loader,
-                                           index + (is_default ? SBX_LIMIT_FIELD_COUNT : 0)))
+                if (index < SBX_LIMIT_COUNT) {
+                        if (!mark_key_seen(loader, index + (is_default ? SBX_LIMIT_COUNT : 0)))
                                 goto twice;
                         r = tier_limit_key(tier, &sbx_limit_fields[index], is_default, value, why,
                                            sizeof(why));

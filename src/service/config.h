@@ -21,35 +21,6 @@
 #define SBX_TIER_MAX_LANGUAGES 16
 #define SBX_TIER_MAX_BACKENDS  4
 
-/* A limit a request may set, a tier may cap ("max_" + name) and default ("default_" + name).
- * value_offset locates its uint64_t in struct sbx_limits; unit converts the request's unit to the
- * sbx_limits unit (memory_mb -> bytes: 1 MiB). */
-struct sbx_limit_field {
-        const char *name; /* "memory_mb", as in requests, responses and the config */
-        size_t value_offset;
-        uint64_t unit;
-        uint64_t minimum;    /* the smallest value a request or tier may use (SBX_MIN_*) */
-        uint64_t config_max; /* the largest ceiling a tier may configure, in the request unit */
-};
-
-#define SBX_LIMIT_FIELD_COUNT 7
-/* wall_ms, cpu_ms, memory_mb, pids, disk_mb, output_bytes, open_files, in that order. */
-extern const struct sbx_limit_field sbx_limit_fields[SBX_LIMIT_FIELD_COUNT];
-
-/* The member of limits that field describes, to set ... */
-static inline uint64_t *sbx_limit_field_value(struct sbx_limits *limits,
-                                              const struct sbx_limit_field *field)
-{
-        return (uint64_t *)((char *)limits + field->value_offset);
-}
-
-/* ... and to read. */
-static inline uint64_t sbx_limit_field_get(const struct sbx_limits *limits,
-                                           const struct sbx_limit_field *field)
-{
-        return *(const uint64_t *)((const char *)limits + field->value_offset);
-}
-
 struct sbx_server_config {
         char *listen;                           /* as written: "127.0.0.1:8080" or "[::1]:8080" */
         struct sockaddr_storage listen_address; /* the same, ready for bind() */
@@ -69,7 +40,7 @@ struct sbx_server_config {
 
 struct sbx_tier {
         char *name;
-        struct sbx_limits max;      /* the ceilings; every field set (cpu_millicores unused) */
+        struct sbx_limits max; /* the ceilings of the settable limits (cpu_millicores unused) */
         struct sbx_limits defaults; /* a field 0 = not set: the built-in default applies */
         uint64_t max_concurrency;   /* executions in flight per tenant */
         uint64_t cpu_budget_ms;     /* CPU a tenant may use ... */

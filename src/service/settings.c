@@ -51,13 +51,13 @@ struct pipeline {
         size_t n_env;
         bool has_stdin;
         struct byte_view stdin_view;
-        uint64_t requested_limits[SBX_LIMIT_FIELD_COUNT]; /* request units; 0 = not given */
+        uint64_t requested_limits[SBX_LIMIT_COUNT]; /* API units; 0 = not given */
 
         /* assign id, resolve language, defaults, clamp */
         char id[SBX_EXECUTION_ID_CHARS + 1];
         const struct sbx_language *language;
         struct sbx_limits limits;
-        const char *clamped[SBX_LIMIT_FIELD_COUNT];
+        const char *clamped[SBX_LIMIT_COUNT];
         size_t n_clamped;
 };
 
@@ -353,21 +353,24 @@ static void validate_limits(struct pipeline *p)
                 report(p, "limits", "must be an object of integers");
                 return;
         }
-        const char *names[SBX_LIMIT_FIELD_COUNT];
-        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++)
-                names[i] = sbx_limit_fields[i].name;
-        check_known_fields(p, limits, "limits.", names, SBX_LIMIT_FIELD_COUNT);
-        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++) {
-                const json_t *value = json_object_get(limits, names[i]);
-                if (value == NULL)
+        const char *names[SBX_LIMIT_COUNT];
+        size_t n_names = 0;
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                if (sbx_limit_fields[i].kind == SBX_LIMIT_SETTABLE)
+                        names[n_names++] = sbx_limit_fields[i].name;
+        check_known_fields(p, limits, "limits.", names, n_names);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *limit = &sbx_limit_fields[i];
+                const json_t *value = json_object_get(limits, limit->name);
+                if (value == NULL || limit->kind != SBX_LIMIT_SETTABLE)
                         continue;
                 char field[32];
-                snprintf(field, sizeof(field), "limits.%s", names[i]);
+                snprintf(field, sizeof(field), "limits.%s", limit->name);
+                uint64_t minimum = sbx_limit_api_min(limit);
                 if (!json_is_integer(value))
                         report(p, field, "must be an integer");
-                else if (json_integer_value(value) < (json_int_t)sbx_limit_fields[i].minimum)
-                        report(p, field, "must be at least %llu",
-                               (unsigned long long)sbx_limit_fields[i].minimum);
+                else if (json_integer_value(value) < (json_int_t)minimum)
+                        report(p, field, "must be at least %llu", (unsigned long long)minimum);
                 else
                         p->requested_limits[i] = (uint64_t)json_integer_value(value);
         }
@@ -443,18 +446,21 @@ static int step_resolve_language(struct pipeline *p)
 static int step_apply_defaults(struct pipeline *p)
 {
         sbx_limits_default(&p->limits);
-        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++) {
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
                 const struct sbx_limit_field *field = &sbx_limit_fields[i];
-                uint64_t tier_default = sbx_limit_field_get(&p->tier->defaults, field);
-                uint64_t *value = sbx_limit_field_value(&p->limits, field);
+                if (field->kind != SBX_LIMIT_SETTABLE)
+                        continue;
+                uint64_t tier_default = sbx_limit_get(&p->tier->defaults, field);
                 if (tier_default != 0)
-                        *value = tier_default;
+                        sbx_limit_set(&p->limits, field, tier_default);
                 uint64_t requested = p->requested_limits[i];
                 if (requested != 0)
                         /* Saturate: a request for more than fits is simply more than any
                          * ceiling, and the clamp step lowers it. */
-                        *value = requested > UINT64_MAX / field->unit ? UINT64_MAX
-                                                                      : requested * field->unit;
+                        sbx_limit_set(&p->limits, field,
+                                      requested > UINT64_MAX / field->unit
+                                              ? UINT64_MAX
+                                              : requested * field->unit);
         }
         return 0;
 }
@@ -464,13 +470,14 @@ static int step_apply_defaults(struct pipeline *p)
  * request did not ask for them. */
 static int step_clamp_to_tier(struct pipeline *p)
 {
-        for (size_t i = 0; i < SBX_LIMIT_FIELD_COUNT; i++) {
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
                 const struct sbx_limit_field *field = &sbx_limit_fields[i];
-                uint64_t ceiling = sbx_limit_field_get(&p->tier->max, field);
-                uint64_t *value = sbx_limit_field_value(&p->limits, field);
-                if (*value <= ceiling)
+                if (field->kind != SBX_LIMIT_SETTABLE)
                         continue;
-                *value = ceiling;
+                uint64_t ceiling = sbx_limit_get(&p->tier->max, field);
+                if (sbx_limit_get(&p->limits, field) <= ceiling)
+                        continue;
+                sbx_limit_set(&p->limits, field, ceiling);
                 if (p->requested_limits[i] != 0)
                         p->clamped[p->n_clamped++] = field->name;
         }

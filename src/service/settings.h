@@ -40,8 +40,8 @@ struct sbx_settings {
         size_t stdin_size;
         struct sbx_limits limits; /* effective */
         /* The request's limit fields lowered to the tier's ceiling ("memory_mb"), static
-         * strings in sbx_limit_fields order. */
-        const char *clamped[SBX_LIMIT_FIELD_COUNT];
+         * strings in SBX_LIMITS order. */
+        const char *clamped[SBX_LIMIT_COUNT];
         size_t n_clamped;
         json_t *requested; /* a copy of the body as received, for the audit log (owned) */
 };

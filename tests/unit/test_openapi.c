@@ -1,7 +1,8 @@
 /* Unit tests for api/openapi.h: the embedded document is JSON, is OpenAPI 3.1, has every path
  * and method of the API, every "$ref" in it resolves, and it agrees with the code it describes:
  * the status enum with sbx_status_name(), the result schema with the keys sbx_result_to_json()
- * really writes, the problem types with problem.c's slugs. */
+ * really writes, the problem types with problem.c's slugs, and the schemas made from the records'
+ * tables (model/) with those tables: every row present with its bounds, nothing else. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -14,9 +15,12 @@
 #include <cmocka.h>
 
 #include "api/openapi.h"
-#include "service/problem.h"
+#include "model/backend.h"
+#include "model/language.h"
+#include "model/limits.h"
 #include "model/result.h"
 #include "model/result_json.h"
+#include "service/problem.h"
 
 static json_t *load_document(void)
 {
@@ -268,6 +272,134 @@ static void test_security_and_headers(void **state)
         json_decref(document);
 }
 
+/* The names of the object schema's properties, in order, are exactly names[0..n). */
+static void expect_properties(json_t *object_schema, const char *const *names, size_t n)
+{
+        json_t *properties = json_object_get(object_schema, "properties");
+        assert_int_equal(json_object_size(properties), n);
+        assert_true(json_is_false(json_object_get(object_schema, "additionalProperties")));
+        size_t i = 0;
+        const char *key;
+        json_t *value;
+        json_object_foreach(properties, key, value)
+        {
+                assert_string_equal(key, names[i]);
+                i++;
+        }
+}
+
+/* array is exactly the strings names[0..n), in order. */
+static void expect_strings(json_t *array, const char *const *names, size_t n)
+{
+        assert_int_equal(json_array_size(array), n);
+        for (size_t i = 0; i < n; i++)
+                assert_string_equal(json_string_value(json_array_get(array, i)), names[i]);
+}
+
+static void test_limit_schemas_match_the_limits_table(void **state)
+{
+        json_t *document = load_document();
+        const char *settable[SBX_LIMIT_COUNT], *all[SBX_LIMIT_COUNT];
+        size_t n_settable = 0;
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                all[i] = sbx_limit_fields[i].name;
+                if (sbx_limit_fields[i].kind == SBX_LIMIT_SETTABLE)
+                        settable[n_settable++] = sbx_limit_fields[i].name;
+        }
+
+        /* A request may set each settable limit, from its minimum up; there is no maximum (a
+         * value over the tier's ceiling is clamped, not refused). */
+        json_t *request = schema(document, "RequestLimits");
+        expect_properties(request, settable, n_settable);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *limit = &sbx_limit_fields[i];
+                if (limit->kind != SBX_LIMIT_SETTABLE)
+                        continue;
+                json_t *property =
+                        json_object_get(json_object_get(request, "properties"), limit->name);
+                assert_string_equal(json_string_value(json_object_get(property, "type")),
+                                    "integer");
+                assert_int_equal(json_integer_value(json_object_get(property, "minimum")),
+                                 sbx_limit_api_min(limit));
+                assert_null(json_object_get(property, "maximum"));
+        }
+        expect_strings(json_object_get(schema(document, "LimitName"), "enum"), settable,
+                       n_settable);
+
+        /* A result reports every limit, all of them required. */
+        json_t *effective = schema(document, "EffectiveLimits");
+        expect_properties(effective, all, SBX_LIMIT_COUNT);
+        expect_strings(json_object_get(effective, "required"), all, SBX_LIMIT_COUNT);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                json_t *property =
+                        json_object_get(json_object_get(effective, "properties"), all[i]);
+                assert_string_equal(json_string_value(json_object_get(property, "type")),
+                                    sbx_limit_fields[i].kind == SBX_LIMIT_CORES ? "number"
+                                                                                : "integer");
+        }
+
+        /* And what sbx_limits_to_json writes is that. */
+        struct sbx_limits limits;
+        sbx_limits_default(&limits);
+        json_t *written = sbx_limits_to_json(&limits);
+        assert_int_equal(json_object_size(written), SBX_LIMIT_COUNT);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                assert_non_null(json_object_get(written, all[i]));
+        json_decref(written);
+        json_decref(document);
+}
+
+static void test_record_schemas_match_the_records(void **state)
+{
+        json_t *document = load_document();
+        static const struct {
+                const char *schema;
+                const struct sbx_json_member *members;
+                const size_t *count;
+        } records[] = {
+                {"Usage", sbx_usage_json_members, &sbx_usage_json_count},
+                {"Evidence", sbx_evidence_json_members, &sbx_evidence_json_count},
+                {"Timing", sbx_timing_json_members, &sbx_timing_json_count},
+        };
+        for (size_t r = 0; r < sizeof(records) / sizeof(records[0]); r++) {
+                const char *names[32];
+                size_t n = *records[r].count;
+                assert_true(n <= 32);
+                for (size_t i = 0; i < n; i++)
+                        names[i] = records[r].members[i].name;
+                json_t *record = schema(document, records[r].schema);
+                expect_properties(record, names, n);
+                expect_strings(json_object_get(record, "required"), names, n);
+                for (size_t i = 0; i < n; i++) {
+                        json_t *property =
+                                json_object_get(json_object_get(record, "properties"), names[i]);
+                        assert_string_equal(json_string_value(json_object_get(property, "type")),
+                                            records[r].members[i].boolean ? "boolean" : "integer");
+                }
+        }
+        json_decref(document);
+}
+
+static void test_language_and_backend_enums_match_the_tables(void **state)
+{
+        json_t *document = load_document();
+        const char *languages[16], *backends[16];
+        assert_true(sbx_language_count() <= 16 && sbx_backend_count() <= 16);
+        for (size_t i = 0; i < sbx_language_count(); i++)
+                languages[i] = sbx_language_at(i)->name;
+        for (size_t i = 0; i < sbx_backend_count(); i++)
+                backends[i] = sbx_backend_name_at(i);
+        json_t *request = json_object_get(schema(document, "ExecutionRequest"), "properties");
+        expect_strings(json_object_get(json_object_get(request, "language"), "enum"), languages,
+                       sbx_language_count());
+        expect_strings(json_object_get(json_object_get(request, "backend"), "enum"), backends,
+                       sbx_backend_count());
+        json_t *result = json_object_get(schema(document, "ExecutionResult"), "properties");
+        expect_strings(json_object_get(json_object_get(result, "backend"), "enum"), backends,
+                       sbx_backend_count());
+        json_decref(document);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -278,6 +410,9 @@ int main(void)
                 cmocka_unit_test(test_result_schema_matches_the_serializer),
                 cmocka_unit_test(test_problem_types_match_problem_c),
                 cmocka_unit_test(test_security_and_headers),
+                cmocka_unit_test(test_limit_schemas_match_the_limits_table),
+                cmocka_unit_test(test_record_schemas_match_the_records),
+                cmocka_unit_test(test_language_and_backend_enums_match_the_tables),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
