@@ -3,8 +3,8 @@
  *
  * Standard input: one JSON object a line. The first opens the session:
  *   {"op": "open", "language": "python"|"bash", "limits": {...}, "env": {...}}
- * where limits takes the API's names (memory_mb, pids, disk_mb, cpu_millicores, open_files, and
- * wall_ms and output_bytes as each run's defaults) and missing ones are the built-in defaults.
+ * where limits takes the API's names (memory_mb, pids, disk_mb, open_files, and wall_ms and
+ * output_bytes as each run's defaults) and missing ones are the built-in defaults.
  * Then, in any number and order:
  *   {"op": "run", "code": "...", "stdin": "...", "env": {...}, "timeout_ms": N}
  *   {"op": "put", "path": "...", "data_base64": "...", "mode": 420}
@@ -46,7 +46,8 @@ static void print_error(const struct sbx_error *err)
                              strerrorname_np(err->code) ? strerrorname_np(err->code) : "EIO"));
 }
 
-/* limits (the API's names) over the defaults; unknown names are refused. */
+/* limits (the API's names and units, model/limits.h) over the defaults; a limit a session does
+ * not take is refused. */
 static int parse_limits(const json_t *limits, struct sbx_limits *out, struct sbx_error *err)
 {
         sbx_limits_default(out);
@@ -58,30 +59,20 @@ static int parse_limits(const json_t *limits, struct sbx_limits *out, struct sbx
         json_t *value;
         json_object_foreach((json_t *)limits, key, value)
         {
-                if (!json_is_integer(value) || json_integer_value(value) <= 0)
-                        return sbx_error_set(err, EINVAL, "limits.%s: not a positive integer", key);
-                uint64_t n = (uint64_t)json_integer_value(value);
-                if (strcmp(key, "memory_mb") == 0)
-                        out->memory_bytes = n << 20;
-                else if (strcmp(key, "disk_mb") == 0)
-                        out->disk_bytes = n << 20;
-                else if (strcmp(key, "pids") == 0)
-                        out->pids = n;
-                else if (strcmp(key, "open_files") == 0)
-                        out->open_files = n;
-                else if (strcmp(key, "cpu_millicores") == 0)
-                        out->cpu_millicores = (uint32_t)n;
-                else if (strcmp(key, "wall_ms") == 0)
-                        out->wall_ms = n;
-                else if (strcmp(key, "output_bytes") == 0)
-                        out->output_bytes = n;
-                else
+                const struct sbx_limit_field *field = sbx_limit_field_find(key);
+                /* cpu_ms is RLIMIT_CPU, a process's whole life: a session's CPU is measured
+                 * per run instead. */
+                if (field == NULL || field->kind != SBX_LIMIT_SETTABLE ||
+                    strcmp(field->name, "cpu_ms") == 0)
                         return sbx_error_set(err, EINVAL, "limits.%s: not a session limit", key);
+                json_int_t n = json_integer_value(value);
+                if (!json_is_integer(value) || n <= 0 || (uint64_t)n > field->max / field->unit)
+                        return sbx_error_set(err, EINVAL, "limits.%s: not an integer in range",
+                                             key);
+                sbx_limit_set(out, field, (uint64_t)n * field->unit);
         }
         const char *field = NULL;
-        struct sbx_limits checked = *out;
-        checked.cpu_ms = checked.cpu_ms ? checked.cpu_ms : 1;
-        if (!sbx_limits_valid(&checked, &field))
+        if (!sbx_limits_valid(out, &field))
                 return sbx_error_set(err, EINVAL, "limits.%s: out of range", field);
         return 0;
 }
