@@ -82,6 +82,19 @@ static void deliver_config(struct sbx_engine_client *client, void *buf, size_t l
         free(buf);
 }
 
+/* A SESSION_ENDED: decoded and handed to on_session_ended. */
+static void deliver_session_ended(struct sbx_engine_client *client, void *buf, size_t len)
+{
+        struct sbx_error err = {0};
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL || sbx_message_decode(buf, len, message, &err) < 0)
+                sbx_warn("engine client: dropped a SESSION_ENDED: %s",
+                         message ? err.message : "out of memory");
+        else if (client->events.on_session_ended != NULL)
+                client->events.on_session_ended(client->events.ctx, &message->body.session);
+        free(buf);
+}
+
 static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
 {
         struct sbx_message_header header;
@@ -93,6 +106,10 @@ static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
         }
         if (header.type == SBX_MESSAGE_CONFIG) {
                 deliver_config(client, buf, len);
+                return;
+        }
+        if (header.type == SBX_MESSAGE_SESSION_ENDED) {
+                deliver_session_ended(client, buf, len);
                 return;
         }
         pthread_mutex_lock(&client->lock);
@@ -107,8 +124,9 @@ static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
                 free(buf);
                 return;
         }
-        bool refused_run =
-                call->reply_type == SBX_MESSAGE_RESULT && header.type == SBX_MESSAGE_REFUSED;
+        bool refused_run = (call->reply_type == SBX_MESSAGE_RESULT ||
+                            call->reply_type == SBX_MESSAGE_SESSION_REPLY) &&
+                           header.type == SBX_MESSAGE_REFUSED;
         if (header.type == call->reply_type || refused_run) {
                 call->reply = buf;
                 call->reply_len = len;
@@ -353,6 +371,48 @@ int sbx_engine_client_run(struct sbx_engine_client *client, const char *executio
         }
         call_end(client, &call);
         return rc;
+}
+
+int sbx_engine_client_session(struct sbx_engine_client *client,
+                              const struct sbx_message_session *session, uint64_t timeout_ms,
+                              struct sbx_engine_session_reply *out, struct sbx_error *err)
+{
+        *out = (struct sbx_engine_session_reply){0};
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        struct call call;
+        if (call_begin(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, err) < 0)
+                return -1;
+        void *buf;
+        size_t len;
+        int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
+                                            &len, err);
+        if (rc == 0)
+                rc = send_message(client, buf, len, err);
+        if (rc == 0)
+                rc = call_wait(client, &call, timeout_ms, err);
+        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
+                rc = sbx_error_prefix(err, "engine client: SESSION_REPLY");
+        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
+                const struct sbx_message_refused *refused = &message->body.refused;
+                sbx_error_set(err, 0, "%s", refused->detail);
+                err->code = refusal_error_code(refused->reason);
+                rc = -1;
+        } else if (rc == 0) {
+                out->reply = message->body.session;
+                out->message = steal_pointer(&call.reply);
+        }
+        call_end(client, &call);
+        return rc;
+}
+
+void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply)
+{
+        if (reply == NULL)
+                return;
+        free(reply->message);
+        *reply = (struct sbx_engine_session_reply){0};
 }
 
 void sbx_engine_result_free(struct sbx_engine_result *result)

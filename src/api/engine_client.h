@@ -46,6 +46,8 @@ struct sbx_engine_client_events {
         void (*on_lost)(void *ctx);
         /* The config file the engine read again on SIGHUP (size bytes, NUL-terminated). */
         void (*on_config)(void *ctx, const char *text, size_t size);
+        /* A session ended on its own or was closed (SESSION_ENDED; session valid for the call). */
+        void (*on_session_ended)(void *ctx, const struct sbx_message_session *session);
         void *ctx;
 };
 
@@ -65,6 +67,22 @@ int sbx_engine_client_run(struct sbx_engine_client *client, const char *executio
 
 /* Frees a result from sbx_engine_client_run. NULL and a zeroed struct are no-ops. */
 void sbx_engine_result_free(struct sbx_engine_result *result);
+
+/* A SESSION_REPLY as received: reply's pointers point into message, which this struct owns
+ * (free with sbx_engine_session_reply_free). */
+struct sbx_engine_session_reply {
+        struct sbx_message_session reply;
+        void *message;
+};
+
+/* Sends SESSION (session->op on session->session_id) and waits up to timeout_ms for its
+ * SESSION_REPLY: 0 with *out (whose reply.error may still be an errno: the operation's own
+ * refusal), or -1 with the codes above (a REFUSED OPEN included). On ETIMEDOUT nothing is
+ * cancelled: the session's worker answers late, and the answer is dropped. */
+int sbx_engine_client_session(struct sbx_engine_client *client,
+                              const struct sbx_message_session *session, uint64_t timeout_ms,
+                              struct sbx_engine_session_reply *out, struct sbx_error *err);
+void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply);
 
 /* Sends PING and waits up to timeout_ms for the PONG. 0 when the engine answered. */
 int sbx_engine_client_ping(struct sbx_engine_client *client, unsigned timeout_ms,

@@ -25,6 +25,7 @@
 
 #include "api/http_guard.h"
 #include "api/openapi.h"
+#include "api/respond.h"
 #include "model/result_json.h"
 #include "service/auth.h"
 #include "service/problem.h"
@@ -33,8 +34,6 @@
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
-
-#define JSON_CONTENT_TYPE "application/json"
 
 /* Seconds a connection may sit idle (a body trickling in, or a client not reading its answer)
  * before it is closed; the request head has its own, shorter bound (http_guard.h). */
@@ -57,159 +56,23 @@ struct request {
 /* Executions between their quota check and their answer: the drain waits for them. Other
  * requests (a 503 while draining, a record read) are quick; stopping the daemon ends them. */
 static atomic_int executions_in_flight;
-/* SIGTERM arrived: every new request is answered 503 shutting-down at once, while the running
- * ones finish; drain_ends_ms (monotonic) is when the engine's grace period ends. */
-static atomic_bool draining;
-static _Atomic uint64_t drain_ends_ms;
-
-static uint64_t wall_clock_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-/* ---- responses ---- */
-
-struct header {
-        const char *name;
-        const char *value;
-};
-
-static enum MHD_Result respond(struct sbx_api *api, struct MHD_Connection *connection,
-                               unsigned status, const char *content_type, const char *body,
-                               size_t length, const struct header *headers, size_t n_headers)
-{
-        struct MHD_Response *response =
-                MHD_create_response_from_buffer(length, (void *)body, MHD_RESPMEM_MUST_COPY);
-        if (response == NULL)
-                return MHD_NO;
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-        /* Responses describe one tenant's executions: never cache them anywhere. */
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        for (size_t i = 0; i < n_headers; i++)
-                MHD_add_response_header(response, headers[i].name, headers[i].value);
-        enum MHD_Result queued = MHD_queue_response(connection, status, response);
-        MHD_destroy_response(response);
-        sbx_metrics_count_http_request(api->metrics, status);
-        return queued;
-}
-
-static enum MHD_Result respond_json(struct sbx_api *api, struct MHD_Connection *connection,
-                                    unsigned status, const char *content_type, json_t *body,
-                                    const struct header *headers, size_t n_headers)
-{
-        _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
-        json_decref(body);
-        if (text == NULL) {
-                static const char fallback[] =
-                        "{\"type\":\"https://sandboxd.dev/problems/internal\",\"title\":"
-                        "\"Internal error\",\"status\":500,\"detail\":\"out of memory\","
-                        "\"errors\":[]}";
-                return respond(api, connection, 500, SBX_PROBLEM_CONTENT_TYPE, fallback,
-                               sizeof(fallback) - 1, NULL, 0);
-        }
-        return respond(api, connection, status, content_type, text, strlen(text), headers,
-                       n_headers);
-}
-
-/* A problem of the class slug; extra (stolen, may be NULL) adds members to the body. */
-static enum MHD_Result respond_problem_of(struct sbx_api *api, struct MHD_Connection *connection,
-                                          unsigned status, const char *slug, const char *detail,
-                                          const struct sbx_problem_field *fields, size_t n_fields,
-                                          const struct header *headers, size_t n_headers,
-                                          json_t *extra)
-{
-        json_t *body = sbx_problem_new(status, slug, detail, fields, n_fields);
-        if (body != NULL && extra != NULL)
-                json_object_update(body, extra);
-        json_decref(extra);
-        return respond_json(api, connection, status, SBX_PROBLEM_CONTENT_TYPE, body, headers,
-                            n_headers);
-}
-
-static enum MHD_Result respond_problem(struct sbx_api *api, struct MHD_Connection *connection,
-                                       unsigned status, const char *detail,
-                                       const struct sbx_problem_field *fields, size_t n_fields,
-                                       const struct header *headers, size_t n_headers)
-{
-        return respond_problem_of(api, connection, status, sbx_problem_default_slug(status), detail,
-                                  fields, n_fields, headers, n_headers, NULL);
-}
-
-/* 503 of the class slug with Retry-After; execution_id (may be NULL) names the execution whose
- * audit record tells what became of it. */
-static enum MHD_Result respond_unavailable(struct sbx_api *api, struct MHD_Connection *connection,
-                                           const char *slug, const char *detail,
-                                           uint64_t retry_after_s, const char *execution_id)
-{
-        char retry_after[32];
-        snprintf(retry_after, sizeof(retry_after), "%llu",
-                 (unsigned long long)(retry_after_s > 0 ? retry_after_s : 1));
-        const struct header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
-        json_t *extra =
-                execution_id != NULL ? json_pack("{s:s}", "execution_id", execution_id) : NULL;
-        return respond_problem_of(api, connection, 503, slug, detail, NULL, 0, &header, 1, extra);
-}
-
-/* Seconds until the drain ends (the engine's grace period), at least 1. */
-static uint64_t drain_retry_after_s(void)
-{
-        uint64_t now = sbx_now_ms(), ends = atomic_load(&drain_ends_ms);
-        return ends > now ? (ends - now + 999) / 1000 : 1;
-}
-
-static enum MHD_Result respond_shutting_down(struct sbx_api *api, struct MHD_Connection *connection)
-{
-        return respond_unavailable(api, connection, SBX_PROBLEM_SHUTTING_DOWN,
-                                   "the server is shutting down: no new work is taken",
-                                   drain_retry_after_s(), NULL);
-}
-
-static enum MHD_Result respond_method_not_allowed(struct sbx_api *api,
-                                                  struct MHD_Connection *connection,
-                                                  const char *method, const char *allow)
-{
-        char detail[128];
-        snprintf(detail, sizeof(detail), "%.16s is not allowed here; use %s", method, allow);
-        const struct header allow_header = {MHD_HTTP_HEADER_ALLOW, allow};
-        return respond_problem(api, connection, 405, detail, NULL, 0, &allow_header, 1);
-}
-
-/* ---- authentication ---- */
-
-static const struct sbx_tenant *authenticate(struct MHD_Connection *connection,
-                                             const struct request *request)
-{
-        const char *authorization =
-                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
-        return sbx_auth_find_tenant(request->tenants, sbx_auth_bearer_token(authorization));
-}
-
-static enum MHD_Result respond_unauthorized(struct sbx_api *api, struct MHD_Connection *connection)
-{
-        const struct header challenge = {MHD_HTTP_HEADER_WWW_AUTHENTICATE,
-                                         "Bearer realm=\"sandboxd\""};
-        return respond_problem(api, connection, 401,
-                               "a valid token is required: Authorization: Bearer <token>", NULL, 0,
-                               &challenge, 1);
-}
-
 /* ---- GET /health, /metrics, /v1/openapi.json ---- */
 
 static enum MHD_Result handle_health(struct sbx_api *api, struct MHD_Connection *connection)
 {
-        if (atomic_load(&draining))
-                return respond_unavailable(api, connection, SBX_PROBLEM_SHUTTING_DOWN,
-                                           "draining: running executions are finishing and no "
-                                           "new work is taken",
-                                           drain_retry_after_s(), NULL);
+        if (sbx_http_draining())
+                return sbx_http_respond_unavailable(
+                        api, connection, SBX_PROBLEM_SHUTTING_DOWN,
+                        "draining: running executions are finishing and no "
+                        "new work is taken",
+                        sbx_http_drain_retry_after_s(), NULL);
         struct sbx_error err = {0};
         if (sbx_engine_client_ping(api->engine, ENGINE_PROBE_TIMEOUT_MS, &err) < 0)
-                return respond_unavailable(api, connection, "engine-unavailable",
-                                           "the engine does not answer", 1, NULL);
-        return respond_json(api, connection, 200, JSON_CONTENT_TYPE,
-                            json_pack("{s:s, s:s}", "status", "ok", "engine", "up"), NULL, 0);
+                return sbx_http_respond_unavailable(api, connection, "engine-unavailable",
+                                                    "the engine does not answer", 1, NULL);
+        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
+                                     json_pack("{s:s, s:s}", "status", "ok", "engine", "up"), NULL,
+                                     0);
 }
 
 /* Whether the request carries the metrics token (config server.metrics_token_sha256). */
@@ -228,7 +91,7 @@ static enum MHD_Result handle_metrics(struct sbx_api *api, struct MHD_Connection
         /* The figures name every tenant: with a metrics token configured, only its holder (a
          * Prometheus scraper) may read them. */
         if (api->config->server.metrics_token_required && !metrics_token_given(api, connection))
-                return respond_unauthorized(api, connection);
+                return sbx_http_respond_unauthorized(api, connection);
         struct sbx_message_stats stats;
         struct sbx_error err = {0};
         if (sbx_engine_client_stats(api->engine, ENGINE_PROBE_TIMEOUT_MS, &stats, &err) == 0)
@@ -238,7 +101,8 @@ static enum MHD_Result handle_metrics(struct sbx_api *api, struct MHD_Connection
         size_t length = 0;
         _cleanup_free_ char *text = sbx_metrics_render(api->metrics, &length);
         if (text == NULL)
-                return respond_problem(api, connection, 500, "out of memory", NULL, 0, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL, 0,
+                                                NULL, 0);
         struct MHD_Response *response =
                 MHD_create_response_from_buffer(length, text, MHD_RESPMEM_MUST_COPY);
         if (response == NULL)
@@ -251,8 +115,8 @@ static enum MHD_Result handle_metrics(struct sbx_api *api, struct MHD_Connection
 
 static enum MHD_Result handle_openapi(struct sbx_api *api, struct MHD_Connection *connection)
 {
-        return respond(api, connection, 200, SBX_OPENAPI_CONTENT_TYPE, sbx_openapi_json(),
-                       sbx_openapi_json_length(), NULL, 0);
+        return sbx_http_respond(api, connection, 200, SBX_OPENAPI_CONTENT_TYPE, sbx_openapi_json(),
+                                sbx_openapi_json_length(), NULL, 0);
 }
 
 /* ---- POST /v1/executions ---- */
@@ -342,7 +206,7 @@ static void finish_audit_without_result(struct sbx_api *api, const struct sbx_se
         snprintf(result.id, sizeof(result.id), "%s", settings->id);
         snprintf(result.error, sizeof(result.error), "%.*s", (int)sizeof(result.error) - 1, why);
         struct sbx_error err = {0};
-        if (sbx_audit_finish_result(api->audit, &result, NULL, (int64_t)wall_clock_ms(), false,
+        if (sbx_audit_finish_result(api->audit, &result, NULL, (int64_t)sbx_wall_clock_ms(), false,
                                     &err) < 0)
                 sbx_warn("audit: execution %s: %s", settings->id, err.message);
 }
@@ -358,8 +222,8 @@ static void forget_audit(struct sbx_api *api, const struct sbx_settings *setting
 static enum MHD_Result problem_from_settings(struct sbx_api *api, struct MHD_Connection *connection,
                                              const struct sbx_problem *problem)
 {
-        return respond_json(api, connection, problem->status, SBX_PROBLEM_CONTENT_TYPE,
-                            sbx_problem_to_json(problem), NULL, 0);
+        return sbx_http_respond_json(api, connection, problem->status, SBX_PROBLEM_CONTENT_TYPE,
+                                     sbx_problem_to_json(problem), NULL, 0);
 }
 
 /* The answer to a quota refusal: 429 for the tenant's own limits, 503 for the server's. */
@@ -374,8 +238,8 @@ static enum MHD_Result respond_quota_refusal(struct sbx_api *api, struct MHD_Con
         case SBX_QUOTA_OVER_CAPACITY:
                 snprintf(detail, sizeof(detail), "the server runs %llu executions, its maximum",
                          (unsigned long long)api->config->server.max_sandboxes);
-                return respond_unavailable(api, connection, SBX_PROBLEM_AT_CAPACITY, detail,
-                                           decision->retry_after_s, NULL);
+                return sbx_http_respond_unavailable(api, connection, SBX_PROBLEM_AT_CAPACITY,
+                                                    detail, decision->retry_after_s, NULL);
         case SBX_QUOTA_OVER_CONCURRENCY:
                 snprintf(detail, sizeof(detail),
                          "tenant %s has %llu executions running, its tier's maximum", tenant->name,
@@ -391,8 +255,8 @@ static enum MHD_Result respond_quota_refusal(struct sbx_api *api, struct MHD_Con
         char retry_after[32];
         snprintf(retry_after, sizeof(retry_after), "%llu",
                  (unsigned long long)decision->retry_after_s);
-        const struct header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
-        return respond_problem(api, connection, 429, detail, NULL, 0, &header, 1);
+        const struct sbx_http_header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
+        return sbx_http_respond_problem(api, connection, 429, detail, NULL, 0, &header, 1);
 }
 
 /* The answer when the engine gave no RESULT (engine_client.h lists the codes), and what becomes
@@ -410,12 +274,12 @@ static enum MHD_Result respond_engine_failure(struct sbx_api *api,
                 forget_audit(api, settings);
                 sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
                                                   sbx_quota_verdict_name(SBX_QUOTA_OVER_CAPACITY));
-                return respond_unavailable(api, connection, SBX_PROBLEM_AT_CAPACITY, err->message,
-                                           sbx_quota_capacity_retry_after(api->quota, sbx_now_ms()),
-                                           NULL);
+                return sbx_http_respond_unavailable(
+                        api, connection, SBX_PROBLEM_AT_CAPACITY, err->message,
+                        sbx_quota_capacity_retry_after(api->quota, sbx_now_ms()), NULL);
         case ESHUTDOWN:
                 forget_audit(api, settings);
-                return respond_shutting_down(api, connection);
+                return sbx_http_respond_shutting_down(api, connection);
         case EAGAIN:
         case EPIPE:
                 /* Refused, or never answered because the engine is gone: it ran nothing (a
@@ -423,7 +287,8 @@ static enum MHD_Result respond_engine_failure(struct sbx_api *api,
                 forget_audit(api, settings);
                 snprintf(detail, sizeof(detail), "the engine is unavailable (%s); nothing was run",
                          err->message);
-                return respond_unavailable(api, connection, "engine-unavailable", detail, 1, NULL);
+                return sbx_http_respond_unavailable(api, connection, "engine-unavailable", detail,
+                                                    1, NULL);
         case ETIMEDOUT:
         case EBADMSG:
                 /* It may have run: the record stays, saying so. */
@@ -431,12 +296,12 @@ static enum MHD_Result respond_engine_failure(struct sbx_api *api,
                          "%s; the execution may have run: its record says what is known",
                          err->message);
                 finish_audit_without_result(api, settings, detail);
-                return respond_unavailable(api, connection, "engine-unavailable", detail, 1,
-                                           settings->id);
+                return sbx_http_respond_unavailable(api, connection, "engine-unavailable", detail,
+                                                    1, settings->id);
         default: /* EPROTO, EINVAL, ENOMEM: nothing reached a sandbox */
                 forget_audit(api, settings);
                 snprintf(detail, sizeof(detail), "the request could not be run: %s", err->message);
-                return respond_problem(api, connection, 500, detail, NULL, 0, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 500, detail, NULL, 0, NULL, 0);
         }
 }
 
@@ -444,19 +309,21 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
                                           const struct sbx_tenant *tenant,
                                           struct sbx_settings *settings)
 {
-        uint64_t created_at_ms = wall_clock_ms();
+        uint64_t created_at_ms = sbx_wall_clock_ms();
         struct sbx_quota_decision decision;
         struct sbx_error err = {0};
         if (sbx_quota_reserve(api->quota, tenant, settings->limits.wall_ms, sbx_now_ms(), &decision,
                               &err) < 0)
-                return respond_problem(api, connection, 500, err.message, NULL, 0, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0, NULL,
+                                                0);
         if (decision.verdict != SBX_QUOTA_ALLOWED)
                 return respond_quota_refusal(api, connection, tenant, &decision);
         if (begin_audit(api, settings, created_at_ms, &err) < 0) {
                 sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
                 sbx_warn("execution %s: %s", settings->id, err.message);
-                return respond_problem(api, connection, 500,
-                                       "the audit store failed; nothing was run", NULL, 0, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 500,
+                                                "the audit store failed; nothing was run", NULL, 0,
+                                                NULL, 0);
         }
 
         struct sbx_request request;
@@ -474,13 +341,13 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
                 json_object_set_new(response, "id", json_string(settings->id));
                 json_object_set_new(response, "clamped", clamped_json(settings));
         }
-        if (sbx_audit_finish_result(api->audit, result, response, (int64_t)wall_clock_ms(),
+        if (sbx_audit_finish_result(api->audit, result, response, (int64_t)sbx_wall_clock_ms(),
                                     api->config->server.store_output, &err) < 0)
                 sbx_warn("audit: execution %s: %s", settings->id, err.message);
         sbx_metrics_count_execution(api->metrics, tenant->name, sbx_status_name(result->status));
         sbx_metrics_observe_timing(api->metrics, &result->timing);
         sbx_engine_result_free(&outcome);
-        return respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
+        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
 }
 
 static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
@@ -496,26 +363,27 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
                                                struct MHD_Connection *connection,
                                                struct request *request)
 {
-        const struct sbx_tenant *tenant = authenticate(connection, request);
+        const struct sbx_tenant *tenant = sbx_http_authenticate(connection, request->tenants);
         if (tenant == NULL)
-                return respond_unauthorized(api, connection);
+                return sbx_http_respond_unauthorized(api, connection);
         if (request->body_too_large) {
                 char detail[96];
                 snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
                          (unsigned long long)api->config->server.max_body_bytes);
-                return respond_problem(api, connection, 413, detail, NULL, 0, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 413, detail, NULL, 0, NULL, 0);
         }
         const char *content_type = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                                MHD_HTTP_HEADER_CONTENT_TYPE);
         if (!is_json_content_type(content_type))
-                return respond_problem(api, connection, 415, "the body must be application/json",
-                                       NULL, 0, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 415,
+                                                "the body must be application/json", NULL, 0, NULL,
+                                                0);
         if (request->body.len == 0) {
                 const struct sbx_problem_field field = {"body", "empty"};
-                return respond_problem(api, connection, 400,
-                                       "the body is empty: send a JSON object (see "
-                                       "/v1/openapi.json)",
-                                       &field, 1, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 400,
+                                                "the body is empty: send a JSON object (see "
+                                                "/v1/openapi.json)",
+                                                &field, 1, NULL, 0);
         }
 
         json_error_t parse_error;
@@ -529,7 +397,7 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
                 snprintf(detail, sizeof(detail), "malformed JSON at line %d, column %d: %s",
                          parse_error.line, parse_error.column, parse_error.text);
                 const struct sbx_problem_field field = {"body", "not valid JSON"};
-                return respond_problem(api, connection, 400, detail, &field, 1, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 400, detail, &field, 1, NULL, 0);
         }
 
         struct sbx_settings *settings = NULL;
@@ -546,21 +414,22 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
 static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Connection *connection,
                                             const struct request *request, const char *id)
 {
-        const struct sbx_tenant *tenant = authenticate(connection, request);
+        const struct sbx_tenant *tenant = sbx_http_authenticate(connection, request->tenants);
         if (tenant == NULL)
-                return respond_unauthorized(api, connection);
+                return sbx_http_respond_unauthorized(api, connection);
         json_t *record = NULL;
         struct sbx_error err = {0};
         int found = sbx_execution_id_valid(id)
                             ? sbx_audit_fetch(api->audit, tenant->name, id, &record, &err)
                             : 0;
         if (found < 0)
-                return respond_problem(api, connection, 500, "the audit store failed", NULL, 0,
-                                       NULL, 0);
+                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
+                                                NULL, 0, NULL, 0);
         if (found == 0)
                 /* Another tenant's execution is "not found" too: no way to probe for ids. */
-                return respond_problem(api, connection, 404, "no such execution", NULL, 0, NULL, 0);
-        return respond_json(api, connection, 200, JSON_CONTENT_TYPE, record, NULL, 0);
+                return sbx_http_respond_problem(api, connection, 404, "no such execution", NULL, 0,
+                                                NULL, 0);
+        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, record, NULL, 0);
 }
 
 /* ---- routing ---- */
@@ -579,24 +448,27 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         bool post = strcmp(method, MHD_HTTP_METHOD_POST) == 0;
         if (strcmp(url, "/health") == 0)
                 return read ? handle_health(api, connection)
-                            : respond_method_not_allowed(api, connection, method, READ_METHODS);
+                            : sbx_http_respond_method_not_allowed(api, connection, method,
+                                                                  READ_METHODS);
         if (strcmp(url, "/metrics") == 0)
                 return read ? handle_metrics(api, connection)
-                            : respond_method_not_allowed(api, connection, method, READ_METHODS);
+                            : sbx_http_respond_method_not_allowed(api, connection, method,
+                                                                  READ_METHODS);
         if (strcmp(url, "/v1/openapi.json") == 0)
                 return read ? handle_openapi(api, connection)
-                            : respond_method_not_allowed(api, connection, method, READ_METHODS);
+                            : sbx_http_respond_method_not_allowed(api, connection, method,
+                                                                  READ_METHODS);
         if (strcmp(url, EXECUTIONS_PATH) == 0)
                 return post ? handle_create_execution(api, connection, request)
-                            : respond_method_not_allowed(api, connection, method, "POST");
+                            : sbx_http_respond_method_not_allowed(api, connection, method, "POST");
         if (strncmp(url, EXECUTIONS_PATH "/", strlen(EXECUTIONS_PATH) + 1) == 0) {
                 const char *id = url + strlen(EXECUTIONS_PATH) + 1;
                 if (strchr(id, '/') == NULL && id[0] != '\0')
                         return read ? handle_get_execution(api, connection, request, id)
-                                    : respond_method_not_allowed(api, connection, method,
-                                                                 READ_METHODS);
+                                    : sbx_http_respond_method_not_allowed(api, connection, method,
+                                                                          READ_METHODS);
         }
-        return respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
+        return sbx_http_respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
 }
 
 static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connection, const char *url,
@@ -620,11 +492,11 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                  * buffer max_body_bytes per connection without a token. */
                 if (strcmp(url, EXECUTIONS_PATH) != 0 || strcmp(method, MHD_HTTP_METHOD_POST) != 0)
                         return route(api, connection, url, method, request);
-                if (authenticate(connection, request) == NULL)
-                        return respond_unauthorized(api, connection);
+                if (sbx_http_authenticate(connection, request->tenants) == NULL)
+                        return sbx_http_respond_unauthorized(api, connection);
                 /* Draining: no new work, answered at once (the body is not even read). */
-                if (atomic_load(&draining))
-                        return respond_shutting_down(api, connection);
+                if (sbx_http_draining())
+                        return sbx_http_respond_shutting_down(api, connection);
                 const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
                                                                  MHD_HTTP_HEADER_CONTENT_LENGTH);
                 if (length != NULL &&
@@ -707,8 +579,7 @@ int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_
          * its grace period ends, and every cancelled execution answers (status canceled), so
          * the wait ends on its own well before its bound. */
         uint64_t now = sbx_now_ms();
-        atomic_store(&drain_ends_ms, now + server->shutdown_grace_s * 1000);
-        atomic_store(&draining, true);
+        sbx_http_begin_drain(now + server->shutdown_grace_s * 1000);
         uint64_t deadline = now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS;
         while (atomic_load(&executions_in_flight) > 0 && sbx_now_ms() < deadline) {
                 struct timespec pause = {0, 20 * 1000 * 1000};

@@ -15,18 +15,12 @@
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* What an interrupted execution's record says. */
 #define INTERRUPTED_ERROR                                                                          \
         "interrupted: the API process ended before the execution's result reached it, and the "    \
         "engine kept none"
-
-static int64_t wall_clock_ms(void)
-{
-        struct timeval tv;
-        gettimeofday(&tv, NULL);
-        return (int64_t)tv.tv_sec * 1000 + tv.tv_usec / 1000;
-}
 
 static void closedirp(DIR **dir)
 {
@@ -66,8 +60,8 @@ static int fold_one(struct sbx_audit *audit, int dirfd, const char *name, bool s
                          name, file_err.message[0] ? file_err.message : strerror(errno));
                 return 0;
         }
-        int rc = sbx_audit_finish_result(audit, &message->body.result, NULL, wall_clock_ms(),
-                                         store_output, err);
+        int rc = sbx_audit_finish_result(audit, &message->body.result, NULL,
+                                         (int64_t)sbx_wall_clock_ms(), store_output, err);
         if (rc < 0)
                 return -1;
         if (rc == 0)
@@ -99,7 +93,7 @@ int sbx_api_recover(struct sbx_audit *audit, const char *spool_dir, bool store_o
                         sbx_warn("recover: remove %s/%s: %s", spool_dir, entry->d_name,
                                  strerror(errno));
         }
-        if (sbx_audit_interrupt_running(audit, INTERRUPTED_ERROR, wall_clock_ms(),
+        if (sbx_audit_interrupt_running(audit, INTERRUPTED_ERROR, (int64_t)sbx_wall_clock_ms(),
                                         &recovery->interrupted, err) < 0)
                 return -1;
         if (recovery->from_spool > 0 || recovery->interrupted > 0)

@@ -3,6 +3,7 @@
 #include "engine/server.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
@@ -248,6 +249,29 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
                   (unsigned long long)request_id, (int)pid);
 }
 
+/* Answers a session operation from the loop itself (the session's worker answers the rest). */
+static void reply_session(struct engine *e, uint64_t request_id, const char *session_id,
+                          enum sbx_message_type type, int error, const char *detail)
+{
+        char fields[SBX_ERROR_MESSAGE_MAX + 64];
+        json_t *object = json_pack("{s:s}", "detail", detail);
+        char *text = object != NULL ? json_dumps(object, JSON_COMPACT) : NULL;
+        snprintf(fields, sizeof(fields), "%s", text != NULL ? text : "{}");
+        free(text);
+        json_decref(object);
+        struct sbx_message_session message = {
+                .error = error, .fields = fields, .fields_len = strlen(fields)};
+        snprintf(message.session_id, sizeof(message.session_id), "%s", session_id);
+        void *buf = NULL;
+        size_t len = 0;
+        struct sbx_error err = {0};
+        if (sbx_message_encode_session(type, request_id, &message, &buf, &len, &err) < 0) {
+                sbx_warn("engine: session reply: %s", err.message);
+                return;
+        }
+        send_message(e, buf, len);
+}
+
 /* Forgets a reaped worker (closing its fds); answers its request when it did not. */
 static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *info)
 {
@@ -259,6 +283,24 @@ static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *in
                 return;
         }
         bool sent = info->si_code == CLD_EXITED && info->si_status == 0;
+        if (w->session) {
+                /* A session worker answers each operation and says SESSION_ENDED itself; one that
+                 * died did neither: both go for it. */
+                if (!sent) {
+                        sbx_warn("engine: session %s: its worker %d died", w->session_id,
+                                 (int)w->pid);
+                        e->unclean = info->si_code != CLD_EXITED;
+                        reply_session(e, w->last_request_id, w->session_id,
+                                      SBX_MESSAGE_SESSION_REPLY, EPIPE,
+                                      "engine: the session's worker died");
+                        reply_session(e, 0, w->session_id, SBX_MESSAGE_SESSION_ENDED, EPIPE,
+                                      "engine: the session's worker died");
+                }
+                sbx_closep(&w->pidfd);
+                e->stats.executions_finished++;
+                *w = e->workers[--e->n_workers];
+                return;
+        }
         if (!sent) {
                 char how[48];
                 if (info->si_code == CLD_EXITED)
@@ -372,8 +414,9 @@ static void begin_stop(struct engine *e, const char *why, bool drain)
                  drain ? "finishing" : "cancelling", running);
         if (drain && e->api_pid > 0)
                 kill(e->api_pid, SIGTERM); /* it stops accepting, drains, then hangs up */
+        /* Sessions end now too: nobody could use them past the drain. */
         for (size_t i = 0; i < e->n_workers; i++)
-                if (!drain || pool_worker_idle(&e->workers[i]))
+                if (!drain || pool_worker_idle(&e->workers[i]) || e->workers[i].session)
                         engine_signal_worker(&e->workers[i], SIGTERM);
         e->canceled = !drain;
         e->deadline_us = sbx_now_us() + e->grace_ms * 1000;
@@ -453,6 +496,108 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
         spawn_worker(e, request_id);
 }
 
+static struct worker *find_session_worker(struct engine *e, const char *session_id)
+{
+        for (size_t i = 0; i < e->n_workers; i++)
+                if (e->workers[i].session && !e->workers[i].done &&
+                    strcmp(e->workers[i].session_id, session_id) == 0)
+                        return &e->workers[i];
+        return NULL;
+}
+
+/* OPEN: a session worker of its own, counted against max_sandboxes for the session's life. */
+static void spawn_session_worker(struct engine *e, uint64_t request_id)
+{
+        const struct sbx_message_session *open = &e->message.body.session;
+        int pair[2];
+        struct worker *w = engine_add_worker(e);
+        if (w == NULL || engine_control_socket_pair(pair) < 0) {
+                if (w != NULL)
+                        e->n_workers--;
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: start a worker: %s",
+                              strerror(w == NULL ? ENOMEM : errno));
+                return;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                int saved = errno;
+                e->n_workers--;
+                close(pair[0]);
+                close(pair[1]);
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: fork a worker: %s",
+                              strerror(saved));
+                return;
+        }
+        if (pid == 0) {
+                close(pair[0]);
+                const struct sbx_worker_context context = engine_worker_context(e);
+                sbx_session_worker_run_and_exit(&context, pair[1], request_id, open);
+        }
+        close(pair[1]);
+        *w = (struct worker){.request_id = request_id,
+                             .pid = pid,
+                             .pidfd = engine_pidfd_open(pid),
+                             .control_fd = pair[0],
+                             .session = true,
+                             .last_request_id = request_id};
+        memcpy(w->session_id, open->session_id, sizeof(w->session_id));
+        e->stats.executions_started++;
+        if (w->pidfd < 0) {
+                sbx_warn("engine: pidfd_open(%d): %s; killing the worker", (int)pid,
+                         strerror(errno));
+                kill(pid, SIGKILL);
+        }
+        sbx_debug("engine: session %s opening (request %llu, worker %d)", open->session_id,
+                  (unsigned long long)request_id, (int)pid);
+}
+
+static void handle_session(struct engine *e, const void *buf, size_t len, uint64_t request_id)
+{
+        struct sbx_error err = {0};
+        if (sbx_message_decode(buf, len, &e->message, &err) < 0) {
+                sbx_warn("engine: request %llu: refused: %s", (unsigned long long)request_id,
+                         err.message);
+                reply_refused(e, request_id, SBX_REFUSAL_INVALID, "engine: invalid SESSION: %s",
+                              err.message);
+                return;
+        }
+        const struct sbx_message_session *session = &e->message.body.session;
+        struct worker *w = find_session_worker(e, session->session_id);
+        if (session->op != SBX_SESSION_OPEN) {
+                if (w == NULL) {
+                        reply_session(e, request_id, session->session_id, SBX_MESSAGE_SESSION_REPLY,
+                                      ENOENT, "engine: no such session");
+                        return;
+                }
+                /* Never waits: a worker busy with a run reads the next operation after it, and
+                 * the API sends one operation per session at a time. */
+                if (sbx_message_send_nowait(w->control_fd, buf, len, &err) < 0) {
+                        reply_session(e, request_id, session->session_id, SBX_MESSAGE_SESSION_REPLY,
+                                      err.code == EAGAIN ? EBUSY : EPIPE, err.message);
+                        return;
+                }
+                w->last_request_id = request_id;
+                return;
+        }
+        if (e->stopping) {
+                reply_refused(e, request_id, SBX_REFUSAL_STOPPING, "engine shutting down");
+                return;
+        }
+        if (w != NULL || find_worker_by_request(e, request_id) != NULL) {
+                reply_refused(e, request_id, SBX_REFUSAL_INVALID,
+                              "engine: session or request id in use");
+                return;
+        }
+        if (running_workers(e) >= e->max_workers)
+                read_done_notices(e);
+        if (running_workers(e) >= e->max_workers) {
+                reply_refused(e, request_id, SBX_REFUSAL_BUSY,
+                              "engine busy: %zu sandboxes running, the maximum", e->max_workers);
+                return;
+        }
+        spawn_session_worker(e, request_id);
+}
+
 static void handle_message(struct engine *e, const void *buf, size_t len)
 {
         struct sbx_error err = {0};
@@ -467,7 +612,8 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
         }
         /* Request id 0 is how the table marks an idle pool worker: no request may use it. */
         if (header.request_id == 0 &&
-            (header.type == SBX_MESSAGE_RUN || header.type == SBX_MESSAGE_CANCEL)) {
+            (header.type == SBX_MESSAGE_RUN || header.type == SBX_MESSAGE_CANCEL ||
+             header.type == SBX_MESSAGE_SESSION)) {
                 sbx_warn("engine: %s with request id 0 dropped",
                          sbx_message_type_name(header.type));
                 return;
@@ -496,6 +642,11 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 else
                         reply_stats(e, header.request_id);
                 return;
+        case SBX_MESSAGE_SESSION:
+                handle_session(e, buf, len, header.request_id);
+                return;
+        case SBX_MESSAGE_SESSION_REPLY:
+        case SBX_MESSAGE_SESSION_ENDED:
         case SBX_MESSAGE_RESULT:
         case SBX_MESSAGE_REFUSED:
         case SBX_MESSAGE_CONFIG:

@@ -24,6 +24,11 @@ struct worker {
          * sends its RESULT (see running_workers). */
         int control_fd;
         bool done; /* said "D" (or hung up): no longer counts as running */
+        /* Session workers only (session): the session they hold, and the last operation the
+         * engine forwarded (answered for them should they die). */
+        bool session;
+        char session_id[SBX_EXECUTION_ID_CHARS + 1];
+        uint64_t last_request_id;
         /* Pool workers only (pool != NULL): a warm sandbox waiting for its one request. */
         const struct sbx_engine_pool *pool;
         bool ready;              /* it said "R": its sandbox and loader are up */

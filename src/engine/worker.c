@@ -110,7 +110,7 @@ static int deliver_result(const struct sbx_worker_context *context, uint64_t req
 /* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
  * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
  * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
-static int become_worker_or_die(pid_t engine_pid, int keep_a, int keep_b)
+int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b)
 {
         /* Dies with the engine: SIGTERM, i.e. cancel and clean up. Checked after setting it, in
          * case the engine died in between (we would then belong to someone else already). */
@@ -132,7 +132,7 @@ static int become_worker_or_die(pid_t engine_pid, int keep_a, int keep_b)
  * the RESULT, so that the engine can read it before any RUN the API sends after reading that
  * RESULT: the engine then never counts a finished worker against max_sandboxes. A failed write
  * changes nothing: the engine then learns it when the worker exits. */
-static void say_done(int control_fd)
+void sbx_worker_say_done(int control_fd)
 {
         const char done = SBX_WORKER_DONE;
         if (write(control_fd, &done, 1) != 1)
@@ -149,7 +149,7 @@ static _Noreturn void finish_and_exit(const struct sbx_worker_context *context, 
                 sbx_result_set_internal_error(result, run->execution_id, &run->request.limits,
                                               run->request.backend, err->message);
         snprintf(result->id, sizeof(result->id), "%s", run->execution_id);
-        say_done(control_fd);
+        sbx_worker_say_done(control_fd);
         if (deliver_result(context, request_id, result, err) < 0) {
                 sbx_warn("worker: request %llu: %s", (unsigned long long)request_id, err->message);
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
@@ -160,7 +160,7 @@ static _Noreturn void finish_and_exit(const struct sbx_worker_context *context, 
 _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context, int control_fd,
                                        uint64_t request_id, const struct sbx_message_run *run)
 {
-        int cancel_fd = become_worker_or_die(context->engine_pid, context->api_fd, control_fd);
+        int cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd);
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
         struct sbx_result result;
@@ -173,7 +173,7 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language)
 {
-        int cancel_fd = become_worker_or_die(context->engine_pid, context->api_fd, control_fd);
+        int cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd);
         if (cancel_fd < 0)
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
 

@@ -26,6 +26,15 @@ struct sbx_worker_context {
         uid_t spool_owner;
 };
 
+/* What every forked worker does first: dies with the engine (PR_SET_PDEATHSIG SIGTERM), is the
+ * subreaper of its sandbox, leaves the terminal's session, keeps fds 0-2, keep_a and keep_b.
+ * Returns the cancel fd (a SIGTERM signalfd), or -1 when it has none. Ends the process when the
+ * engine is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
+int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b);
+
+/* Says "D" on the control socket: the worker's sandbox is destroyed (see server.h). */
+void sbx_worker_say_done(int control_fd);
+
 /* Runs run (request_id's) in a fresh sandbox, says "D" on control_fd, delivers the RESULT and
  * exits. Never returns. */
 _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context, int control_fd,
@@ -35,3 +44,11 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
  * RUN on it (or for SIGTERM: retire, nothing run), then runs it as above. Never returns. */
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language);
+
+/* A session worker (session_worker.c): opens the session of open (request_id's OPEN), answers it,
+ * then serves the operations the engine forwards on control_fd until the session is closed or
+ * ends on its own (idle, lifetime, its agent gone, SIGTERM); then destroys it, says "D", sends
+ * SESSION_ENDED and exits. Never returns. */
+_Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *context,
+                                               int control_fd, uint64_t request_id,
+                                               const struct sbx_message_session *open);

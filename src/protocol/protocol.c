@@ -31,6 +31,9 @@ static const char *const type_names[] = {
         [SBX_MESSAGE_STATS_REPLY] = "STATS_REPLY",
         [SBX_MESSAGE_REFUSED] = "REFUSED",
         [SBX_MESSAGE_CONFIG] = "CONFIG",
+        [SBX_MESSAGE_SESSION] = "SESSION",
+        [SBX_MESSAGE_SESSION_REPLY] = "SESSION_REPLY",
+        [SBX_MESSAGE_SESSION_ENDED] = "SESSION_ENDED",
 };
 
 static const char *const refusal_names[] = {
@@ -337,6 +340,33 @@ int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message
 #define PUT_STAT(member) put_u64(&w, stats->member);
         SBX_MESSAGE_STATS(PUT_STAT)
 #undef PUT_STAT
+        return writer_finish(&w, out, out_len, err);
+}
+
+int sbx_message_encode_session(enum sbx_message_type type, uint64_t request_id,
+                               const struct sbx_message_session *session, void **out,
+                               size_t *out_len, struct sbx_error *err)
+{
+        if (type != SBX_MESSAGE_SESSION && type != SBX_MESSAGE_SESSION_REPLY &&
+            type != SBX_MESSAGE_SESSION_ENDED)
+                return sbx_error_set(err, EINVAL, "encode: %s is not a session message",
+                                     sbx_message_type_name((uint16_t)type));
+        if (strlen(session->session_id) != SBX_EXECUTION_ID_CHARS)
+                return sbx_error_set(err, EINVAL, "encode: session id of %zu characters",
+                                     strlen(session->session_id));
+        if (session->fields_len > SBX_MESSAGE_MAX_SESSION_FIELDS ||
+            session->data_len > SBX_MESSAGE_MAX_SESSION_DATA)
+                return sbx_error_set(err, EINVAL, "encode: %s over its bounds",
+                                     sbx_message_type_name((uint16_t)type));
+        struct writer w;
+        writer_begin(&w, type, request_id);
+        put(&w, session->session_id, SBX_EXECUTION_ID_CHARS);
+        if (type == SBX_MESSAGE_SESSION)
+                put_u32(&w, session->op);
+        else
+                put_i32(&w, session->error);
+        put_blob(&w, "fields", session->fields, session->fields_len);
+        put_blob(&w, "data", session->data, session->data_len);
         return writer_finish(&w, out, out_len, err);
 }
 
@@ -743,6 +773,34 @@ static int decode_stats(struct reader *r, struct sbx_message_stats *stats)
         return 0;
 }
 
+static int decode_session(struct reader *r, bool request, struct sbx_message_session *session)
+{
+        const uint8_t *id;
+        if (take(r, "session_id", SBX_EXECUTION_ID_CHARS, &id) < 0)
+                return -1;
+        for (size_t i = 0; i < SBX_EXECUTION_ID_CHARS; i++)
+                if (!((id[i] >= '0' && id[i] <= '9') || (id[i] >= 'a' && id[i] <= 'f')))
+                        return malformed(r->err, "%s: session_id: not lowercase hex", r->type);
+        memcpy(session->session_id, id, SBX_EXECUTION_ID_CHARS);
+        session->session_id[SBX_EXECUTION_ID_CHARS] = '\0';
+        if (request) {
+                if (get_u32(r, "op", &session->op) < 0)
+                        return -1;
+                if (session->op < SBX_SESSION_OPEN || session->op > SBX_SESSION_CLOSE)
+                        return malformed(r->err, "%s: op: %u is not an operation", r->type,
+                                         session->op);
+        } else if (get_i32(r, "error", &session->error) < 0) {
+                return -1;
+        } else if (session->error < 0 || session->error > 4095) {
+                return malformed(r->err, "%s: error: %d is not an errno", r->type, session->error);
+        }
+        if (get_string(r, "fields", SBX_MESSAGE_MAX_SESSION_FIELDS, &session->fields) < 0)
+                return -1;
+        session->fields_len = strlen(session->fields);
+        return get_blob(r, "data", SBX_MESSAGE_MAX_SESSION_DATA, &session->data,
+                        &session->data_len);
+}
+
 int sbx_message_decode_header(const void *buf, size_t len, struct sbx_message_header *header,
                               struct sbx_error *err)
 {
@@ -808,6 +866,19 @@ int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
                 break;
         case SBX_MESSAGE_STATS_REPLY:
                 rc = decode_stats(&r, &message->body.stats);
+                break;
+        case SBX_MESSAGE_SESSION:
+                rc = decode_session(&r, true, &message->body.session);
+                break;
+        case SBX_MESSAGE_SESSION_REPLY:
+                rc = decode_session(&r, false, &message->body.session);
+                break;
+        case SBX_MESSAGE_SESSION_ENDED:
+                /* Unasked, like CONFIG. */
+                rc = message->header.request_id != 0
+                             ? malformed(err, "SESSION_ENDED: request_id %llu, not 0",
+                                         (unsigned long long)message->header.request_id)
+                             : decode_session(&r, false, &message->body.session);
                 break;
         case SBX_MESSAGE_CANCEL:
         case SBX_MESSAGE_PING:

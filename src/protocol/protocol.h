@@ -33,6 +33,10 @@
  *   REFUSED      reason u32 (enum sbx_refusal), detail string
  *   CONFIG       text blob (at most SBX_MESSAGE_MAX_CONFIG_BYTES): the config file, as read
  *   STATS_REPLY  a u64 per SBX_MESSAGE_STATS row, in order (13)
+ *   SESSION      session_id (32 lowercase hex bytes), op u32, fields string (a JSON object),
+ *                data blob
+ *   SESSION_REPLY, SESSION_ENDED
+ *                session_id, error i32, fields string (a JSON object), data blob
  *   CANCEL, PING, PONG, STATS: empty body
  *
  * Requests carry a request_id chosen by the API; the reply (RESULT or REFUSED to RUN, PONG to
@@ -41,7 +45,10 @@
  * RESULT means it did run, even when only as far as an internal_error. CANCEL names the RUN to
  * cancel by its request_id and has no reply: the RUN's RESULT says "canceled". CONFIG (request_id
  * 0, no reply) carries the config file the engine read again on SIGHUP, for the API process to
- * take its tiers and tenants from (the file may be readable by root alone).
+ * take its tiers and tenants from (the file may be readable by root alone). SESSION carries an
+ * operation on a long-lived session (engine/session.h) and is answered by one SESSION_REPLY (or
+ * REFUSED, for an OPEN the engine does not start); SESSION_ENDED (request_id 0, no reply) tells
+ * the API that a session ended on its own (idle, lifetime, its agent gone, shutdown).
  *
  * Transport: one message per SOCK_SEQPACKET record. The kernel cannot carry a record much larger
  * than 4 MiB (the record is one physically contiguous allocation; measured on 6.18: 4 MiB goes,
@@ -61,7 +68,7 @@
 #include "util/error.h"
 
 #define SBX_PROTOCOL_MAGIC   0x53425844u /* "SBXD" read as a big-endian word */
-#define SBX_PROTOCOL_VERSION 2
+#define SBX_PROTOCOL_VERSION 3
 
 #define SBX_MESSAGE_HEADER_BYTES 24
 /* The largest message either side accepts. A RUN at its bounds (4 MiB code, 4 MiB stdin, args and
@@ -77,15 +84,18 @@
 #define SBX_MESSAGE_MAX_OUTPUT_BYTES (1024u * 1024u * 1024u) /* per stream: a result's cap */
 
 enum sbx_message_type {
-        SBX_MESSAGE_RUN = 1,         /* API -> engine: run a request */
-        SBX_MESSAGE_RESULT = 2,      /* engine -> API: the RUN's outcome */
-        SBX_MESSAGE_CANCEL = 3,      /* API -> engine: cancel the RUN with this request_id */
-        SBX_MESSAGE_PING = 4,        /* API -> engine: are you there? */
-        SBX_MESSAGE_PONG = 5,        /* engine -> API */
-        SBX_MESSAGE_STATS = 6,       /* API -> engine: counters, please */
-        SBX_MESSAGE_STATS_REPLY = 7, /* engine -> API */
-        SBX_MESSAGE_REFUSED = 8,     /* engine -> API: the RUN was not started; nothing ran */
-        SBX_MESSAGE_CONFIG = 9,      /* engine -> API: the config file, read again (SIGHUP) */
+        SBX_MESSAGE_RUN = 1,            /* API -> engine: run a request */
+        SBX_MESSAGE_RESULT = 2,         /* engine -> API: the RUN's outcome */
+        SBX_MESSAGE_CANCEL = 3,         /* API -> engine: cancel the RUN with this request_id */
+        SBX_MESSAGE_PING = 4,           /* API -> engine: are you there? */
+        SBX_MESSAGE_PONG = 5,           /* engine -> API */
+        SBX_MESSAGE_STATS = 6,          /* API -> engine: counters, please */
+        SBX_MESSAGE_STATS_REPLY = 7,    /* engine -> API */
+        SBX_MESSAGE_REFUSED = 8,        /* engine -> API: the RUN was not started; nothing ran */
+        SBX_MESSAGE_CONFIG = 9,         /* engine -> API: the config file, read again (SIGHUP) */
+        SBX_MESSAGE_SESSION = 10,       /* API -> engine: an operation on a session */
+        SBX_MESSAGE_SESSION_REPLY = 11, /* engine -> API: its answer */
+        SBX_MESSAGE_SESSION_ENDED = 12, /* engine -> API (request_id 0): a session ended */
 };
 
 /* Why the engine refused a RUN (REFUSED). */
@@ -129,6 +139,38 @@ struct sbx_message_config {
         size_t size;
 };
 
+/* The operations on a session (engine/session.h), in SESSION. */
+enum sbx_session_op {
+        SBX_SESSION_OPEN = 1,   /* fields: language, limits, env, files, idle_timeout_s,
+                                   max_lifetime_s; data: the files' bytes, in order */
+        SBX_SESSION_RUN = 2,    /* fields: code, env, timeout_ms; data: stdin */
+        SBX_SESSION_PUT = 3,    /* fields: path, mode; data: the file */
+        SBX_SESSION_GET = 4,    /* fields: path, max_size */
+        SBX_SESSION_LIST = 5,   /* fields: path */
+        SBX_SESSION_DELETE = 6, /* fields: path */
+        SBX_SESSION_CLOSE = 7,  /* no fields */
+};
+
+/* The bounds of a session message's fields (a JSON object, which the engine checks field by
+ * field: a run's result with both output streams) and its data (a file); the whole message stays
+ * within SBX_MESSAGE_MAX_BYTES. */
+#define SBX_MESSAGE_MAX_SESSION_FIELDS (40u * 1024u * 1024u)
+#define SBX_MESSAGE_MAX_SESSION_DATA   (40u * 1024u * 1024u)
+
+/* SESSION, SESSION_REPLY and SESSION_ENDED: the session, then (SESSION) the operation, or (the
+ * other two) an errno (0: done); a JSON text; bytes. A SESSION_REPLY's JSON is the operation's
+ * answer (a run's result, a listing; for an error, {"detail"}), a SESSION_ENDED's is {reason,
+ * usage}. */
+struct sbx_message_session {
+        char session_id[SBX_EXECUTION_ID_CHARS + 1];
+        uint32_t op;   /* SESSION: enum sbx_session_op */
+        int32_t error; /* SESSION_REPLY, SESSION_ENDED: 0 or an errno */
+        const char *fields;
+        size_t fields_len;
+        const uint8_t *data;
+        size_t data_len;
+};
+
 /* The engine's counters (STATS_REPLY): one row per counter, X(member); the struct and the
  * message's body (u64 each, in order) are made from the rows. */
 // clang-format off
@@ -169,6 +211,7 @@ struct sbx_message {
                 struct sbx_message_refused refused;
                 struct sbx_message_config config;
                 struct sbx_message_stats stats;
+                struct sbx_message_session session; /* SESSION, SESSION_REPLY, SESSION_ENDED */
         } body;
 };
 
@@ -204,6 +247,12 @@ int sbx_message_encode_config(const char *text, size_t size, void **out, size_t 
 /* STATS_REPLY. */
 int sbx_message_encode_stats_reply(uint64_t request_id, const struct sbx_message_stats *stats,
                                    void **out, size_t *out_len, struct sbx_error *err);
+
+/* SESSION, SESSION_REPLY or SESSION_ENDED (type) from session: for SESSION its op, for the
+ * others its error. fields must be a JSON text (it is not parsed here, only bounded). */
+int sbx_message_encode_session(enum sbx_message_type type, uint64_t request_id,
+                               const struct sbx_message_session *session, void **out,
+                               size_t *out_len, struct sbx_error *err);
 
 /* A message with an empty body: CANCEL, PING, PONG or STATS (EINVAL for any other type). */
 int sbx_message_encode_empty(enum sbx_message_type type, uint64_t request_id, void **out,

@@ -13,3 +13,10 @@ uint64_t sbx_now_ms(void)
 {
         return sbx_now_us() / 1000;
 }
+
+uint64_t sbx_wall_clock_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}

@@ -42,6 +42,12 @@ static int encode_again(const struct sbx_message *message, void **out, size_t *o
         case SBX_MESSAGE_CONFIG:
                 return sbx_message_encode_config(message->body.config.text,
                                                  message->body.config.size, out, out_len, err);
+        case SBX_MESSAGE_SESSION:
+        case SBX_MESSAGE_SESSION_REPLY:
+        case SBX_MESSAGE_SESSION_ENDED:
+                return sbx_message_encode_session((enum sbx_message_type)message->header.type,
+                                                  request_id, &message->body.session, out, out_len,
+                                                  err);
         case SBX_MESSAGE_CANCEL:
         case SBX_MESSAGE_PING:
         case SBX_MESSAGE_PONG:

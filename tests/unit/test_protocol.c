@@ -812,7 +812,7 @@ static void test_bad_headers(void **state)
         expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "version");
         version = SBX_PROTOCOL_VERSION;
         memcpy(m + 4, &version, 2);
-        uint16_t types[] = {0, SBX_MESSAGE_CONFIG + 1, 0xffff};
+        uint16_t types[] = {0, SBX_MESSAGE_SESSION_ENDED + 1, 0xffff};
         for (size_t i = 0; i < 3; i++) {
                 memcpy(m + 6, &types[i], 2);
                 expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "type");
@@ -1031,12 +1031,68 @@ static void reencode(const struct sbx_message *m, void **buf, size_t *len)
                 rc = sbx_message_encode_stats_reply(m->header.request_id, &m->body.stats, buf, len,
                                                     &err);
                 break;
+        case SBX_MESSAGE_SESSION:
+        case SBX_MESSAGE_SESSION_REPLY:
+        case SBX_MESSAGE_SESSION_ENDED:
+                rc = sbx_message_encode_session(m->header.type, m->header.request_id,
+                                                &m->body.session, buf, len, &err);
+                break;
         default:
                 rc = sbx_message_encode_empty(m->header.type, m->header.request_id, buf, len, &err);
                 break;
         }
         if (rc < 0)
                 fail_msg("decoded message does not re-encode: %s", err.message);
+}
+
+/* SESSION and its answers: every field back as sent; the engine's bounds and checks. */
+static void test_session_messages(void **state)
+{
+        (void)state;
+        struct sbx_error err = {0};
+        struct sbx_message_session sent = {
+                .session_id = "0123456789abcdef0123456789abcdef",
+                .op = SBX_SESSION_RUN,
+                .fields = "{\"code\":\"x = 1\"}",
+                .fields_len = 16,
+                .data = (const uint8_t *)"in\0put",
+                .data_len = 6,
+        };
+        void *buf = NULL;
+        size_t len = 0;
+        assert_int_equal(
+                sbx_message_encode_session(SBX_MESSAGE_SESSION, 7, &sent, &buf, &len, &err), 0);
+        struct sbx_message *m = malloc(sizeof(*m));
+        assert_non_null(m);
+        assert_int_equal(sbx_message_decode(buf, len, m, &err), 0);
+        assert_int_equal(m->header.type, SBX_MESSAGE_SESSION);
+        assert_string_equal(m->body.session.session_id, sent.session_id);
+        assert_int_equal(m->body.session.op, SBX_SESSION_RUN);
+        assert_string_equal(m->body.session.fields, sent.fields);
+        assert_int_equal(m->body.session.data_len, 6);
+        assert_memory_equal(m->body.session.data, "in\0put", 6);
+        /* An op out of range, a session id that is not lowercase hex: refused. */
+        uint32_t op = 99;
+        memcpy((uint8_t *)buf + SBX_MESSAGE_HEADER_BYTES + SBX_EXECUTION_ID_CHARS, &op, 4);
+        assert_int_equal(sbx_message_decode(buf, len, m, &err), -1);
+        assert_non_null(strstr(err.message, "op"));
+        free(buf);
+        sent.session_id[0] = 'G';
+        assert_int_equal(
+                sbx_message_encode_session(SBX_MESSAGE_SESSION, 7, &sent, &buf, &len, &err), -1);
+        sent.session_id[0] = '0';
+        /* SESSION_ENDED is unasked: request id 0 only. */
+        sent.error = ENOENT;
+        assert_int_equal(
+                sbx_message_encode_session(SBX_MESSAGE_SESSION_ENDED, 3, &sent, &buf, &len, &err),
+                -1);
+        assert_int_equal(
+                sbx_message_encode_session(SBX_MESSAGE_SESSION_REPLY, 3, &sent, &buf, &len, &err),
+                0);
+        assert_int_equal(sbx_message_decode(buf, len, m, &err), 0);
+        assert_int_equal(m->body.session.error, ENOENT);
+        free(buf);
+        free(m);
 }
 
 static void test_fuzz(void **state)
@@ -1308,6 +1364,7 @@ int main(void)
                 cmocka_unit_test(test_fuzz),
                 cmocka_unit_test(test_transport_inline_and_memfd),
                 cmocka_unit_test(test_transport_refuses_forged_records),
+                cmocka_unit_test(test_session_messages),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

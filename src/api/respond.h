@@ -1,0 +1,72 @@
+/* The API's answers, for every handler of the API process (http.c, sessions.c): a body with
+ * the headers every answer carries (no caching), JSON, problems (RFC 9457, service/problem.h)
+ * with their classes' extras (Retry-After, Allow, WWW-Authenticate), the drain state, and
+ * authentication. Each answer counts in the metrics by status. */
+#pragma once
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "api/http.h"
+#include "service/config.h"
+#include "service/problem.h"
+
+#define JSON_CONTENT_TYPE "application/json"
+
+struct sbx_http_header {
+        const char *name;
+        const char *value;
+};
+
+/* length bytes of body (copied) with content_type and the headers. */
+enum MHD_Result sbx_http_respond(struct sbx_api *api, struct MHD_Connection *connection,
+                                 unsigned status, const char *content_type, const char *body,
+                                 size_t length, const struct sbx_http_header *headers,
+                                 size_t n_headers);
+
+/* body (stolen) as JSON; out of memory: a 500 problem. */
+enum MHD_Result sbx_http_respond_json(struct sbx_api *api, struct MHD_Connection *connection,
+                                      unsigned status, const char *content_type, json_t *body,
+                                      const struct sbx_http_header *headers, size_t n_headers);
+
+/* A problem of the class slug; extra (stolen, may be NULL) adds members to the body. */
+enum MHD_Result sbx_http_respond_problem_of(struct sbx_api *api, struct MHD_Connection *connection,
+                                            unsigned status, const char *slug, const char *detail,
+                                            const struct sbx_problem_field *fields, size_t n_fields,
+                                            const struct sbx_http_header *headers, size_t n_headers,
+                                            json_t *extra);
+
+/* A problem of the status's default class. */
+enum MHD_Result sbx_http_respond_problem(struct sbx_api *api, struct MHD_Connection *connection,
+                                         unsigned status, const char *detail,
+                                         const struct sbx_problem_field *fields, size_t n_fields,
+                                         const struct sbx_http_header *headers, size_t n_headers);
+
+/* 503 of the class slug with Retry-After; execution_id (may be NULL) names the execution whose
+ * audit record tells what became of it. */
+enum MHD_Result sbx_http_respond_unavailable(struct sbx_api *api, struct MHD_Connection *connection,
+                                             const char *slug, const char *detail,
+                                             uint64_t retry_after_s, const char *execution_id);
+
+/* SIGTERM came: from now on every new request is a 503 shutting-down; ends_ms (monotonic) is
+ * when the engine's grace period ends. */
+void sbx_http_begin_drain(uint64_t ends_ms);
+bool sbx_http_draining(void);
+/* Seconds until the drain ends, at least 1. */
+uint64_t sbx_http_drain_retry_after_s(void);
+enum MHD_Result sbx_http_respond_shutting_down(struct sbx_api *api,
+                                               struct MHD_Connection *connection);
+
+enum MHD_Result sbx_http_respond_method_not_allowed(struct sbx_api *api,
+                                                    struct MHD_Connection *connection,
+                                                    const char *method, const char *allow);
+
+/* The tenant whose token the request carries (tenants: the snapshot the request holds), or
+ * NULL. */
+const struct sbx_tenant *sbx_http_authenticate(struct MHD_Connection *connection,
+                                               const struct sbx_config *tenants);
+enum MHD_Result sbx_http_respond_unauthorized(struct sbx_api *api,
+                                              struct MHD_Connection *connection);

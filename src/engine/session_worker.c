@@ -1,0 +1,428 @@
+/* A session worker (worker.h): one forked worker per session, holding its sandbox
+ * (engine/session.h) for the session's life and serving the operations the engine forwards.
+ *
+ * Everything in a SESSION message's fields is checked here, field by field, as the RUN decoder
+ * checks a request: the API process built it, but the engine trusts nothing it did not check. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine/session.h"
+#include "engine/session_frame.h"
+#include "engine/worker.h"
+#include "model/limits.h"
+#include "model/request.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* How a session may end; the reason travels in SESSION_ENDED. */
+#define END_DELETED     "deleted"
+#define END_IDLE        "idle_timeout"
+#define END_LIFETIME    "max_lifetime"
+#define END_AGENT_GONE  "agent_died"
+#define END_SHUTDOWN    "shutdown"
+#define END_ENGINE_LOST "engine_lost"
+
+struct session_worker {
+        const struct sbx_worker_context *context;
+        int control_fd;
+        int cancel_fd;
+        char session_id[SBX_EXECUTION_ID_CHARS + 1];
+        struct sbx_session *session;
+        uint64_t idle_timeout_us; /* 0: none */
+        uint64_t lifetime_end_us; /* 0: none */
+        uint64_t last_activity_us;
+};
+
+/* Sends a SESSION_REPLY (or, with request_id 0, a SESSION_ENDED). Takes fields. */
+static void reply(struct session_worker *sw, uint64_t request_id, int error, json_t *fields,
+                  const void *data, size_t data_len)
+{
+        char *text = fields != NULL ? json_dumps(fields, JSON_COMPACT) : NULL;
+        json_decref(fields);
+        struct sbx_message_session message = {
+                .error = error,
+                .fields = text != NULL ? text : "{}",
+                .fields_len = text != NULL ? strlen(text) : 2,
+                .data = data,
+                .data_len = data_len,
+        };
+        memcpy(message.session_id, sw->session_id, sizeof(message.session_id));
+        void *buf = NULL;
+        size_t len = 0;
+        struct sbx_error err = {0};
+        enum sbx_message_type type =
+                request_id == 0 ? SBX_MESSAGE_SESSION_ENDED : SBX_MESSAGE_SESSION_REPLY;
+        if (sbx_message_encode_session(type, request_id, &message, &buf, &len, &err) < 0) {
+                /* Too large (a run's output beyond the message): say so instead. */
+                message.error = err.code == 0 ? EIO : err.code;
+                char detail[SBX_ERROR_MESSAGE_MAX + 32];
+                snprintf(detail, sizeof(detail), "{\"detail\":\"engine: %s\"}",
+                         err.code == EINVAL ? "the answer is larger than a message"
+                                            : "cannot encode the answer");
+                message.fields = detail;
+                message.fields_len = strlen(detail);
+                message.data_len = 0;
+                free(buf);
+                buf = NULL;
+                if (sbx_message_encode_session(type, request_id, &message, &buf, &len, &err) < 0) {
+                        free(text);
+                        return;
+                }
+        }
+        if (sbx_message_send(sw->context->api_fd, buf, len, &err) < 0)
+                sbx_warn("session %s: reply: %s", sw->session_id, err.message);
+        free(buf);
+        free(text);
+}
+
+static void reply_error(struct session_worker *sw, uint64_t request_id, const struct sbx_error *err)
+{
+        reply(sw, request_id, err->code > 0 && err->code < 4096 ? err->code : EIO,
+              json_pack("{s:s}", "detail", err->message), NULL, 0);
+}
+
+/* ---- Checking the fields ------------------------------------------------------------------- */
+
+static json_t *parse_fields(const struct sbx_message_session *message, struct sbx_error *err)
+{
+        json_error_t json_error;
+        json_t *fields = json_loadb(message->fields, message->fields_len, JSON_REJECT_DUPLICATES,
+                                    &json_error);
+        if (fields == NULL || !json_is_object(fields)) {
+                json_decref(fields);
+                sbx_error_set(err, EINVAL, "engine: SESSION fields are not a JSON object");
+                return NULL;
+        }
+        return fields;
+}
+
+/* env: an array of at most SBX_MAX_ENV "NAME=value" strings (checked again by the session). */
+static int env_of(const json_t *env, const char **out, size_t *n, struct sbx_error *err)
+{
+        *n = 0;
+        if (env == NULL)
+                return 0;
+        if (!json_is_array(env) || json_array_size(env) > SBX_MAX_ENV)
+                return sbx_error_set(err, EINVAL, "env: not an array of at most %d", SBX_MAX_ENV);
+        size_t i;
+        json_t *entry;
+        json_array_foreach(env, i, entry)
+        {
+                if (!json_is_string(entry) || !sbx_request_env_valid(json_string_value(entry)))
+                        return sbx_error_set(err, EINVAL,
+                                             "env[%zu]: not an entry a program may "
+                                             "set",
+                                             i);
+                out[(*n)++] = json_string_value(entry);
+        }
+        return 0;
+}
+
+/* limits: {member: value} for every row of SBX_LIMITS, in member units. */
+static int limits_of(const json_t *limits, struct sbx_limits *out, struct sbx_error *err)
+{
+        sbx_limits_default(out);
+        if (!json_is_object(limits))
+                return sbx_error_set(err, EINVAL, "limits: not an object");
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                const json_t *value = json_object_get(limits, field->member);
+                if (value == NULL)
+                        continue;
+                if (!json_is_integer(value) || json_integer_value(value) < 0)
+                        return sbx_error_set(err, EINVAL, "limits.%s: not a count", field->member);
+                sbx_limit_set(out, field, (uint64_t)json_integer_value(value));
+        }
+        const char *bad = NULL;
+        if (!sbx_limits_valid(out, &bad))
+                return sbx_error_set(err, EINVAL, "limits.%s: out of range", bad);
+        return 0;
+}
+
+static uint64_t seconds_of(const json_t *value)
+{
+        return json_is_integer(value) && json_integer_value(value) > 0
+                       ? (uint64_t)json_integer_value(value)
+                       : 0;
+}
+
+/* ---- Opening ------------------------------------------------------------------------------- */
+
+static int open_session(struct session_worker *sw, const struct sbx_message_session *open,
+                        struct sbx_error *err)
+{
+        json_t *fields = parse_fields(open, err);
+        if (fields == NULL)
+                return -1;
+        int rc = -1;
+        struct sbx_session_options options = {
+                .language = json_string_value(json_object_get(fields, "language")),
+        };
+        const char *env[SBX_MAX_ENV];
+        struct sbx_file files[SBX_MAX_FILES];
+        const json_t *listed = json_object_get(fields, "files");
+        if (limits_of(json_object_get(fields, "limits"), &options.limits, err) < 0 ||
+            env_of(json_object_get(fields, "env"), env, &options.n_env, err) < 0)
+                goto out;
+        options.env = env;
+        if (listed != NULL) {
+                if (!json_is_array(listed) || json_array_size(listed) > SBX_MAX_FILES) {
+                        sbx_error_set(err, EINVAL, "files: not an array of at most %d",
+                                      SBX_MAX_FILES);
+                        goto out;
+                }
+                size_t offset = 0, i;
+                json_t *file;
+                json_array_foreach(listed, i, file)
+                {
+                        const char *path = json_string_value(json_object_get(file, "path"));
+                        const json_t *size = json_object_get(file, "size");
+                        if (path == NULL || !sbx_request_path_valid(path) ||
+                            !json_is_integer(size) || json_integer_value(size) < 0 ||
+                            (uint64_t)json_integer_value(size) > open->data_len - offset) {
+                                sbx_error_set(err, EINVAL, "files[%zu]: a bad path or size", i);
+                                goto out;
+                        }
+                        files[i] = (struct sbx_file){
+                                .path = path,
+                                .data = open->data + offset,
+                                .size = (size_t)json_integer_value(size),
+                                .executable = json_is_true(json_object_get(file, "executable")),
+                        };
+                        offset += files[i].size;
+                }
+                if (offset != open->data_len) {
+                        sbx_error_set(err, EINVAL, "files: %zu bytes of data left over",
+                                      open->data_len - offset);
+                        goto out;
+                }
+                options.files = files;
+                options.n_files = json_array_size(listed);
+        }
+        uint64_t now = sbx_now_us();
+        sw->idle_timeout_us = seconds_of(json_object_get(fields, "idle_timeout_s")) * 1000000;
+        uint64_t lifetime = seconds_of(json_object_get(fields, "max_lifetime_s"));
+        sw->lifetime_end_us = lifetime ? now + lifetime * 1000000 : 0;
+        sw->last_activity_us = now;
+        rc = sbx_session_open(&options, &sw->session, err);
+out:
+        json_decref(fields);
+        return rc;
+}
+
+/* ---- Operations ---------------------------------------------------------------------------- */
+
+static void do_run(struct session_worker *sw, uint64_t request_id, const json_t *fields,
+                   const struct sbx_message_session *message)
+{
+        struct sbx_error err = {0};
+        const json_t *code = json_object_get(fields, "code");
+        const json_t *timeout = json_object_get(fields, "timeout_ms");
+        const char *env[SBX_MAX_ENV];
+        size_t n_env = 0;
+        if (!json_is_string(code) || json_string_length(code) > SBX_MAX_CODE_BYTES ||
+            message->data_len > SBX_MAX_STDIN_BYTES ||
+            (timeout != NULL && (!json_is_integer(timeout) || json_integer_value(timeout) < 1 ||
+                                 (uint64_t)json_integer_value(timeout) > SBX_LIMIT_DAY_MS)) ||
+            env_of(json_object_get(fields, "env"), env, &n_env, &err) < 0) {
+                if (err.code == 0)
+                        sbx_error_set(&err, EINVAL, "engine: a malformed run");
+                reply_error(sw, request_id, &err);
+                return;
+        }
+        struct sbx_session_run_request run = {
+                .code = json_string_value(code),
+                .code_size = json_string_length(code),
+                .stdin_data = message->data,
+                .stdin_size = message->data_len,
+                .env = env,
+                .n_env = n_env,
+                .timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 0,
+                .cancel_fd = sw->cancel_fd,
+        };
+        json_t *result = sbx_session_run(sw->session, &run, &err);
+        if (result == NULL)
+                reply_error(sw, request_id, &err);
+        else
+                reply(sw, request_id, 0, result, NULL, 0);
+}
+
+static void do_file(struct session_worker *sw, uint64_t request_id, uint32_t op,
+                    const json_t *fields, const struct sbx_message_session *message)
+{
+        struct sbx_error err = {0};
+        const char *path = json_string_value(json_object_get(fields, "path"));
+        if (path == NULL) {
+                sbx_error_set(&err, EINVAL, "path: not a string");
+                reply_error(sw, request_id, &err);
+                return;
+        }
+        switch (op) {
+        case SBX_SESSION_PUT: {
+                const json_t *mode = json_object_get(fields, "mode");
+                if (sbx_session_put(sw->session, path, message->data, message->data_len,
+                                    json_is_integer(mode) ? (unsigned)json_integer_value(mode)
+                                                          : 0644,
+                                    &err) < 0)
+                        reply_error(sw, request_id, &err);
+                else
+                        reply(sw, request_id, 0,
+                              json_pack("{s:I}", "size", (json_int_t)message->data_len), NULL, 0);
+                return;
+        }
+        case SBX_SESSION_GET: {
+                uint64_t max = seconds_of(json_object_get(fields, "max_size"));
+                if (max == 0 || max > SBX_MESSAGE_MAX_SESSION_DATA)
+                        max = SBX_MESSAGE_MAX_SESSION_DATA;
+                void *data = NULL;
+                size_t size = 0;
+                if (sbx_session_get(sw->session, path, (size_t)max, &data, &size, &err) < 0)
+                        reply_error(sw, request_id, &err);
+                else
+                        reply(sw, request_id, 0, json_pack("{s:I}", "size", (json_int_t)size), data,
+                              size);
+                free(data);
+                return;
+        }
+        case SBX_SESSION_LIST: {
+                json_t *entries = sbx_session_list(sw->session, path, &err);
+                if (entries == NULL)
+                        reply_error(sw, request_id, &err);
+                else
+                        reply(sw, request_id, 0, json_pack("{s:o}", "entries", entries), NULL, 0);
+                return;
+        }
+        default:
+                if (sbx_session_delete(sw->session, path, &err) < 0)
+                        reply_error(sw, request_id, &err);
+                else
+                        reply(sw, request_id, 0, json_object(), NULL, 0);
+                return;
+        }
+}
+
+/* One forwarded message. Returns the reason the session ends with, or NULL to go on; *closer
+ * is set to the request to answer after the end (CLOSE). */
+static const char *serve_one(struct session_worker *sw, const void *buf, size_t len,
+                             uint64_t *closer)
+{
+        struct sbx_message message;
+        struct sbx_error err = {0};
+        if (sbx_message_decode(buf, len, &message, &err) < 0 ||
+            message.header.type != SBX_MESSAGE_SESSION ||
+            strcmp(message.body.session.session_id, sw->session_id) != 0) {
+                sbx_warn("session %s: dropped a forwarded message: %s", sw->session_id,
+                         err.code ? err.message : "not this session's");
+                return NULL;
+        }
+        uint64_t request_id = message.header.request_id;
+        const struct sbx_message_session *session = &message.body.session;
+        if (session->op == SBX_SESSION_CLOSE) {
+                *closer = request_id;
+                return END_DELETED;
+        }
+        if (session->op == SBX_SESSION_OPEN) {
+                sbx_error_set(&err, EEXIST, "engine: the session is open already");
+                reply_error(sw, request_id, &err);
+                return NULL;
+        }
+        json_t *fields = parse_fields(session, &err);
+        if (fields == NULL) {
+                reply_error(sw, request_id, &err);
+                return NULL;
+        }
+        if (session->op == SBX_SESSION_RUN)
+                do_run(sw, request_id, fields, session);
+        else
+                do_file(sw, request_id, session->op, fields, session);
+        json_decref(fields);
+        sw->last_activity_us = sbx_now_us();
+        return sbx_session_alive(sw->session) ? NULL : END_AGENT_GONE;
+}
+
+/* Waits for the next forwarded message, or the end. */
+static const char *serve(struct session_worker *sw, uint64_t *closer)
+{
+        for (;;) {
+                uint64_t now = sbx_now_us();
+                uint64_t wake = UINT64_MAX;
+                if (sw->idle_timeout_us != 0) {
+                        uint64_t idle_end = sw->last_activity_us + sw->idle_timeout_us;
+                        if (now >= idle_end)
+                                return END_IDLE;
+                        wake = idle_end;
+                }
+                if (sw->lifetime_end_us != 0) {
+                        if (now >= sw->lifetime_end_us)
+                                return END_LIFETIME;
+                        if (sw->lifetime_end_us < wake)
+                                wake = sw->lifetime_end_us;
+                }
+                struct pollfd fds[2] = {{.fd = sw->control_fd, .events = POLLIN},
+                                        {.fd = sw->cancel_fd, .events = POLLIN}};
+                int timeout = wake == UINT64_MAX ? -1 : (int)((wake - now + 999) / 1000);
+                int ready = poll(fds, 2, timeout);
+                if (ready < 0 && errno != EINTR)
+                        return END_ENGINE_LOST;
+                if (ready <= 0)
+                        continue;
+                if (fds[1].revents)
+                        return END_SHUTDOWN;
+                if (fds[0].revents == 0)
+                        continue;
+                void *buf = NULL;
+                size_t len = 0;
+                struct sbx_error err = {0};
+                int rc = sbx_message_receive(sw->control_fd, &buf, &len, &err);
+                if (rc == 0 || (rc < 0 && !sbx_message_dropped(&err)))
+                        return END_ENGINE_LOST;
+                if (rc < 0)
+                        continue;
+                const char *end = serve_one(sw, buf, len, closer);
+                free(buf);
+                if (end != NULL)
+                        return end;
+        }
+}
+
+_Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *context,
+                                               int control_fd, uint64_t request_id,
+                                               const struct sbx_message_session *open)
+{
+        struct session_worker sw = {
+                .context = context,
+                .control_fd = control_fd,
+                .cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd),
+        };
+        memcpy(sw.session_id, open->session_id, sizeof(sw.session_id));
+        struct sbx_error err = {0};
+        if (sw.cancel_fd < 0 || open_session(&sw, open, &err) < 0) {
+                if (sw.cancel_fd < 0)
+                        sbx_error_set(&err, errno, "engine: worker: cancel signalfd");
+                sbx_worker_say_done(control_fd);
+                reply_error(&sw, request_id, &err);
+                _exit(0);
+        }
+        reply(&sw, request_id, 0, json_object(), NULL, 0);
+        sbx_info("session %s: open (request %llu)", sw.session_id, (unsigned long long)request_id);
+
+        uint64_t closer = 0;
+        const char *reason = serve(&sw, &closer);
+        json_t *usage = NULL;
+        if (sbx_session_evidence(sw.session, &usage, &err) < 0)
+                usage = json_null();
+        sbx_session_close(sw.session);
+        sbx_worker_say_done(control_fd);
+        sbx_info("session %s: ended (%s)", sw.session_id, reason);
+        json_t *ended = json_pack("{s:s,s:o}", "reason", reason, "evidence", usage);
+        if (closer != 0)
+                reply(&sw, closer, 0, json_incref(ended), NULL, 0);
+        reply(&sw, 0, 0, ended, NULL, 0);
+        _exit(0);
+}
