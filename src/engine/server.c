@@ -20,6 +20,7 @@
 
 #include "engine/execution.h"
 #include "protocol/protocol.h"
+#include "protocol/transport.h"
 #include "engine/server_state.h"
 #include "engine/worker.h"
 #include "sandbox/sandbox.h"
