@@ -95,7 +95,7 @@ static int bind_listen_socket(const struct sbx_server_config *server, struct sbx
 
 static int make_engine_sockets(int fds[2], struct sbx_error *err)
 {
-        /* One record per message; a large one travels as a sealed memfd (protocol/protocol.c). */
+        /* One record per message; a large one travels as a sealed memfd (protocol/transport.c). */
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, fds) < 0)
                 return sbx_error_set(err, errno, "socketpair");
         return 0;

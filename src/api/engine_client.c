@@ -15,6 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "protocol/transport.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"

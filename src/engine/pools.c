@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "engine/server_state.h"
+#include "protocol/transport.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"

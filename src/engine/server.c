@@ -21,6 +21,7 @@
 
 #include "engine/execution.h"
 #include "protocol/protocol.h"
+#include "protocol/transport.h"
 #include "engine/server_state.h"
 #include "engine/worker.h"
 #include "sandbox/sandbox.h"

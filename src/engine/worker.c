@@ -13,6 +13,7 @@
 
 #include "engine/execution.h"
 #include "protocol/spool.h"
+#include "protocol/transport.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"

@@ -1,8 +1,9 @@
 /* Unit tests for protocol/protocol.h: round trips of every message type (NUL bytes inside code,
  * stdin and output, empty fields, every count at its bound), a malformed-message suite (every
  * truncation point, wrong magic/version/type, lengths past the end, counts over bounds, NUL in
- * strings, bad flags and enums, trailing bytes), a deterministic fuzz loop, and the SOCK_SEQPACKET
- * transport (inline and memfd messages, oversize and forged records, hang-up).
+ * strings, bad flags and enums, trailing bytes), a deterministic fuzz loop; and for
+ * protocol/transport.h, the SOCK_SEQPACKET transport (inline and memfd messages, oversize and
+ * forged records, hang-up).
  *
  * Every decode runs on an exact-size heap copy, so that a sanitizer build catches any read past
  * the end. */
@@ -23,6 +24,7 @@
 #include <cmocka.h>
 
 #include "protocol/protocol.h"
+#include "protocol/transport.h"
 
 #define MIB (1024u * 1024u)
 
