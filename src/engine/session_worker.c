@@ -17,6 +17,7 @@
 #include "engine/worker.h"
 #include "model/limits.h"
 #include "model/request.h"
+#include "protocol/transport.h"
 #include "util/log.h"
 #include "util/time.h"
 
