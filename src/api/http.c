@@ -26,6 +26,7 @@
 #include "api/http_guard.h"
 #include "api/openapi.h"
 #include "api/respond.h"
+#include "api/sessions.h"
 #include "model/result_json.h"
 #include "service/auth.h"
 #include "service/problem.h"
@@ -458,6 +459,12 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
                 return read ? handle_openapi(api, connection)
                             : sbx_http_respond_method_not_allowed(api, connection, method,
                                                                   READ_METHODS);
+        bool handled = false;
+        enum MHD_Result answered = sbx_sessions_route(
+                api, connection, url, method, request->tenants, request->body.data,
+                request->body.len, request->body_too_large, &handled);
+        if (handled)
+                return answered;
         if (strcmp(url, EXECUTIONS_PATH) == 0)
                 return post ? handle_create_execution(api, connection, request)
                             : sbx_http_respond_method_not_allowed(api, connection, method, "POST");
@@ -487,10 +494,14 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                 request->tenants = sbx_live_config_acquire(api->live);
                 *state = request;
                 sbx_http_guard_request_started(connection);
-                /* Only an authenticated POST /v1/executions gets its body read: every other
+                /* Only an authenticated request that sends work (POST /v1/executions, a session's
+                 * open, run or file upload) gets its body read: every other
                  * request is answered from its headers, so that nobody can make this process
                  * buffer max_body_bytes per connection without a token. */
-                if (strcmp(url, EXECUTIONS_PATH) != 0 || strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+                bool reads_body = (strcmp(url, EXECUTIONS_PATH) == 0 &&
+                                   strcmp(method, MHD_HTTP_METHOD_POST) == 0) ||
+                                  sbx_sessions_route_reads_body(url, method);
+                if (!reads_body)
                         return route(api, connection, url, method, request);
                 if (sbx_http_authenticate(connection, request->tenants) == NULL)
                         return sbx_http_respond_unauthorized(api, connection);

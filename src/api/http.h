@@ -9,6 +9,8 @@
 #include "service/audit.h"
 #include "service/config.h"
 #include "service/quota.h"
+
+struct sbx_sessions;
 #include "util/error.h"
 
 struct sbx_api {
@@ -18,7 +20,8 @@ struct sbx_api {
         struct sbx_metrics *metrics;
         struct sbx_quota *quota;
         struct sbx_engine_client *engine;
-        int listen_fd; /* bound and listening; owned by the server once started */
+        struct sbx_sessions *sessions; /* api/sessions.h */
+        int listen_fd;                 /* bound and listening; owned by the server once started */
 };
 
 /* Serves api->listen_fd until SIGTERM or SIGINT arrives or the engine is lost (the caller blocks

@@ -32,6 +32,7 @@
 
 #include "api/engine_client.h"
 #include "api/http.h"
+#include "api/sessions.h"
 #include "api/live_config.h"
 #include "api/metrics.h"
 #include "api/openapi.h"
@@ -162,7 +163,14 @@ static int print_token(int argc, char **argv)
 struct reload_context {
         struct sbx_live_config *live;
         const char *name;
+        struct sbx_sessions *sessions; /* told when the engine ends a session */
 };
+
+static void session_ended(void *ctx, const struct sbx_message_session *ended)
+{
+        struct reload_context *reload = ctx;
+        sbx_sessions_ended(reload->sessions, ended);
+}
 
 static void config_arrived(void *ctx, const char *text, size_t size)
 {
@@ -187,13 +195,17 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
         struct sbx_quota *quota = sbx_quota_new(config->server.max_sandboxes);
         struct sbx_live_config *live =
                 metrics ? sbx_live_config_new(config, local_digest, metrics) : NULL;
+        struct sbx_sessions *sessions = sbx_sessions_new();
         struct reload_context reload = {.live = live,
-                                        .name = config_path ? config_path : "<embedded>"};
-        const struct sbx_engine_client_events events = {
-                .on_lost = engine_lost, .on_config = config_arrived, .ctx = &reload};
+                                        .name = config_path ? config_path : "<embedded>",
+                                        .sessions = sessions};
+        const struct sbx_engine_client_events events = {.on_lost = engine_lost,
+                                                        .on_config = config_arrived,
+                                                        .on_session_ended = session_ended,
+                                                        .ctx = &reload};
         struct sbx_engine_client *engine = NULL;
         int rc = 1;
-        if (metrics == NULL || quota == NULL || live == NULL) {
+        if (metrics == NULL || quota == NULL || live == NULL || sessions == NULL) {
                 fprintf(stderr, "sandboxd-api: out of memory\n");
         } else if (sbx_engine_client_start(ENGINE_FD, &events, &engine, &err) < 0) {
                 fprintf(stderr, "sandboxd-api: engine client: %s\n", err.message);
@@ -205,6 +217,7 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
                         .metrics = metrics,
                         .quota = quota,
                         .engine = engine,
+                        .sessions = sessions,
                         .listen_fd = LISTEN_FD,
                 };
                 rc = sbx_api_serve(&api, signals, &err) < 0 ? 1 : 0;
@@ -212,6 +225,7 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
                         fprintf(stderr, "sandboxd-api: %s\n", err.message);
         }
         sbx_engine_client_free(engine); /* no reload can arrive after this */
+        sbx_sessions_free(sessions);
         sbx_live_config_free(live);
         sbx_quota_free(quota);
         sbx_metrics_free(metrics);

@@ -391,6 +391,7 @@ static const char openapi_template[] = JSON_TEXT(
               "https://sandboxd.dev/problems/forbidden",
               "https://sandboxd.dev/problems/not-found",
               "https://sandboxd.dev/problems/method-not-allowed",
+              "https://sandboxd.dev/problems/conflict",
               "https://sandboxd.dev/problems/payload-too-large",
               "https://sandboxd.dev/problems/unsupported-media-type",
               "https://sandboxd.dev/problems/quota-exceeded",

@@ -285,15 +285,16 @@ static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *in
         }
         bool sent = info->si_code == CLD_EXITED && info->si_status == 0;
         if (w->session) {
-                /* A session worker answers each operation and says SESSION_ENDED itself; one that
-                 * died did neither: both go for it. */
+                /* A session worker answers each operation and says SESSION_ENDED itself. An
+                 * operation forwarded while it was ending found nobody to read it: its answer
+                 * goes now (if the worker did answer it, the API has stopped waiting and drops
+                 * this one). One that died answered nothing: SESSION_ENDED goes for it too. */
+                reply_session(e, w->last_request_id, w->session_id, SBX_MESSAGE_SESSION_REPLY,
+                              ESRCH, "engine: the session has ended");
                 if (!sent) {
                         sbx_warn("engine: session %s: its worker %d died", w->session_id,
                                  (int)w->pid);
                         e->unclean = info->si_code != CLD_EXITED;
-                        reply_session(e, w->last_request_id, w->session_id,
-                                      SBX_MESSAGE_SESSION_REPLY, EPIPE,
-                                      "engine: the session's worker died");
                         reply_session(e, 0, w->session_id, SBX_MESSAGE_SESSION_ENDED, EPIPE,
                                       "engine: the session's worker died");
                 }
@@ -567,7 +568,7 @@ static void handle_session(struct engine *e, const void *buf, size_t len, uint64
         if (session->op != SBX_SESSION_OPEN) {
                 if (w == NULL) {
                         reply_session(e, request_id, session->session_id, SBX_MESSAGE_SESSION_REPLY,
-                                      ENOENT, "engine: no such session");
+                                      ESRCH, "engine: no such session");
                         return;
                 }
                 /* Never waits: a worker busy with a run reads the next operation after it, and

@@ -502,7 +502,9 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
         uint64_t timeout_ms =
                 request->timeout_ms != 0 ? request->timeout_ms : session->spec.limits.wall_ms;
         char id[SBX_EXECUTION_ID_CHARS + 1];
-        if (sbx_execution_id_new(id, err) < 0)
+        if (request->id != NULL && sbx_execution_id_valid(request->id))
+                snprintf(id, sizeof(id), "%s", request->id);
+        else if (sbx_execution_id_new(id, err) < 0)
                 return NULL;
         json_t *header = run_header(request, err);
         if (header == NULL)

@@ -55,6 +55,7 @@ int sbx_session_open(const struct sbx_session_options *options, struct sbx_sessi
                      struct sbx_error *err);
 
 struct sbx_session_run_request {
+        const char *id; /* the run's id (SBX_EXECUTION_ID_CHARS lowercase hex); NULL: a new one */
         const char *code;
         size_t code_size;
         const void *stdin_data;

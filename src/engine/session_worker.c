@@ -237,7 +237,14 @@ static void do_run(struct session_worker *sw, uint64_t request_id, const json_t 
                 reply_error(sw, request_id, &err);
                 return;
         }
+        const char *id = json_string_value(json_object_get(fields, "id"));
+        if (id != NULL && !sbx_execution_id_valid(id)) {
+                sbx_error_set(&err, EINVAL, "engine: a run id that is not an id");
+                reply_error(sw, request_id, &err);
+                return;
+        }
         struct sbx_session_run_request run = {
+                .id = id,
                 .code = json_string_value(code),
                 .code_size = json_string_length(code),
                 .stdin_data = message->data,

@@ -41,10 +41,12 @@ struct sbx_server_config {
 struct sbx_tier {
         char *name;
         struct sbx_limits max; /* the ceilings of the settable limits (cpu_millicores unused) */
-        struct sbx_limits defaults; /* a field 0 = not set: the built-in default applies */
-        uint64_t max_concurrency;   /* executions in flight per tenant */
-        uint64_t cpu_budget_ms;     /* CPU a tenant may use ... */
-        uint64_t cpu_window_s;      /* ... within this rolling window */
+        struct sbx_limits defaults;      /* a field 0 = not set: the built-in default applies */
+        uint64_t max_concurrency;        /* executions in flight per tenant */
+        uint64_t cpu_budget_ms;          /* CPU a tenant may use ... */
+        uint64_t cpu_window_s;           /* ... within this rolling window */
+        uint64_t max_sessions;           /* sessions open per tenant; 0: the default (8) */
+        uint64_t max_session_lifetime_s; /* a session's longest life; 0: the default (3600) */
         const char *languages[SBX_TIER_MAX_LANGUAGES]; /* static names (sbx_language_find) */
         size_t n_languages;
         const char *backends[SBX_TIER_MAX_BACKENDS]; /* static names (sbx_backend_find) */

@@ -22,6 +22,7 @@ static const struct problem_class problem_classes[] = {
         {403, "forbidden", "Forbidden"},
         {404, "not-found", "Not found"},
         {405, "method-not-allowed", "Method not allowed"},
+        {409, "conflict", "Conflict"},
         {413, "payload-too-large", "Payload too large"},
         {415, "unsupported-media-type", "Unsupported media type"},
         {429, "quota-exceeded", "Quota exceeded"},

@@ -50,6 +50,7 @@ PROBLEM_SLUGS = {
     403: "forbidden",
     404: "not-found",
     405: "method-not-allowed",
+    409: "conflict",
     413: "payload-too-large",
     415: "unsupported-media-type",
     429: "quota-exceeded",
@@ -608,8 +609,10 @@ def expect_problem(response, status, *, field=None, fields=None, slug=None):
         f"Content-Type {content_type!r}; {context}"
     body = response.json()
     assert isinstance(body, dict), context
-    # execution_id: on a 503 for an execution that may have run (its record says what is known).
-    assert set(body) - {"execution_id"} == {"type", "title", "status", "detail", "errors"}, context
+    # execution_id: on a 503 for an execution that may have run (its record says what is known);
+    # end_reason: on the 404 of a session that ended.
+    assert set(body) - {"execution_id", "end_reason"} == {"type", "title", "status", "detail",
+                                                          "errors"}, context
     if status == 503:
         assert body["type"] in {PROBLEM_TYPE_BASE + s for s in PROBLEM_503_SLUGS}, context
         retry_after = response.headers.get("Retry-After", "")

@@ -220,7 +220,7 @@ static void test_result_schema_matches_the_serializer(void **state)
 
 static void test_problem_types_match_problem_c(void **state)
 {
-        static const unsigned statuses[] = {400, 401, 403, 404, 405, 413, 415, 429, 500, 503};
+        static const unsigned statuses[] = {400, 401, 403, 404, 405, 409, 413, 415, 429, 500, 503};
         /* The 503 classes beside the default one. */
         static const char *const more_503[] = {SBX_PROBLEM_AT_CAPACITY, SBX_PROBLEM_SHUTTING_DOWN};
         json_t *document = load_document();

@@ -98,15 +98,11 @@ static void test_default_slugs_and_titles(void **state)
                 unsigned status;
                 const char *slug;
         } expected[] = {
-                {400, "invalid-request"},
-                {401, "unauthorized"},
-                {403, "forbidden"},
-                {404, "not-found"},
-                {405, "method-not-allowed"},
-                {413, "payload-too-large"},
-                {415, "unsupported-media-type"},
-                {429, "quota-exceeded"},
-                {503, "engine-unavailable"},
+                {400, "invalid-request"},    {401, "unauthorized"},
+                {403, "forbidden"},          {404, "not-found"},
+                {405, "method-not-allowed"}, {409, "conflict"},
+                {413, "payload-too-large"},  {415, "unsupported-media-type"},
+                {429, "quota-exceeded"},     {503, "engine-unavailable"},
                 {500, "internal"},
         };
         for (size_t i = 0; i < sizeof(expected) / sizeof(expected[0]); i++) {

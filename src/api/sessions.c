@@ -1,0 +1,994 @@
+/* Sessions over HTTP (sessions.h). */
+#define _GNU_SOURCE
+#include "api/sessions.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "api/engine_client.h"
+#include "api/respond.h"
+#include "model/limits.h"
+#include "model/request.h"
+#include "model/result_json.h"
+#include "service/audit.h"
+#include "service/quota.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+#include "util/time.h"
+
+#define SESSIONS_PATH "/v1/sessions"
+
+/* What a session gets when its request and its tier say nothing. */
+#define DEFAULT_IDLE_TIMEOUT_S 300
+#define DEFAULT_MAX_SESSIONS   8
+#define DEFAULT_MAX_LIFETIME_S 3600
+#define MAX_IDLE_TIMEOUT_S     86400
+/* Ended sessions remembered (for a 404 that says why) at most this long, and this many. */
+#define ENDED_KEPT_MS    (3600u * 1000u)
+#define ENDED_KEPT_COUNT 4096
+/* Bounds of the engine's answers, past the run's own deadline. */
+#define OPEN_TIMEOUT_MS    60000
+#define FILE_OP_TIMEOUT_MS 60000
+#define RUN_SLACK_MS       SBX_ENGINE_RUN_SLACK_MS
+/* A run that does not stop at its deadline is interrupted, restarted after a grace, and the new
+ * interpreter may take a while to be ready (engine/session.h: 2 s and 10 s). */
+#define RUN_RESTART_MS 12000
+
+struct session {
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        char *tenant;
+        char language[16];
+        uint64_t created_ms, expires_ms, last_activity_ms, ended_ms; /* wall clock */
+        uint64_t idle_timeout_s;
+        uint64_t wall_ms; /* a run's default deadline */
+        json_t *limits;   /* the effective limits, as a result's "limits" */
+        json_t *clamped;
+        bool busy;  /* an operation is in progress */
+        bool ended; /* the engine said so (or it never opened) */
+        char end_reason[32];
+};
+
+struct sbx_sessions {
+        pthread_mutex_t lock;
+        struct session **items;
+        size_t n, alloc;
+};
+
+struct sbx_sessions *sbx_sessions_new(void)
+{
+        struct sbx_sessions *sessions = calloc(1, sizeof(*sessions));
+        if (sessions != NULL)
+                pthread_mutex_init(&sessions->lock, NULL);
+        return sessions;
+}
+
+static void session_free(struct session *s)
+{
+        if (s == NULL)
+                return;
+        free(s->tenant);
+        json_decref(s->limits);
+        json_decref(s->clamped);
+        free(s);
+}
+
+void sbx_sessions_free(struct sbx_sessions *sessions)
+{
+        if (sessions == NULL)
+                return;
+        for (size_t i = 0; i < sessions->n; i++)
+                session_free(sessions->items[i]);
+        free(sessions->items);
+        pthread_mutex_destroy(&sessions->lock);
+        free(sessions);
+}
+
+/* Drops ended sessions past what is kept. With the lock held. */
+static void forget_old(struct sbx_sessions *sessions, uint64_t now_ms)
+{
+        size_t ended = 0;
+        for (size_t i = 0; i < sessions->n; i++)
+                ended += sessions->items[i]->ended;
+        for (size_t i = 0; i < sessions->n;) {
+                struct session *s = sessions->items[i];
+                if (s->ended && !s->busy &&
+                    (now_ms - s->ended_ms > ENDED_KEPT_MS || ended > ENDED_KEPT_COUNT)) {
+                        session_free(s);
+                        sessions->items[i] = sessions->items[--sessions->n];
+                        ended--;
+                        continue;
+                }
+                i++;
+        }
+}
+
+static struct session *find(struct sbx_sessions *sessions, const char *id, const char *tenant)
+{
+        for (size_t i = 0; i < sessions->n; i++)
+                if (strcmp(sessions->items[i]->id, id) == 0 &&
+                    strcmp(sessions->items[i]->tenant, tenant) == 0)
+                        return sessions->items[i];
+        return NULL;
+}
+
+static void mark_ended(struct session *s, const char *reason)
+{
+        if (s->ended)
+                return;
+        s->ended = true;
+        s->ended_ms = sbx_wall_clock_ms();
+        snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
+}
+
+void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_session *ended)
+{
+        json_error_t json_error;
+        json_t *fields = json_loadb(ended->fields, ended->fields_len, 0, &json_error);
+        const char *reason = json_string_value(json_object_get(fields, "reason"));
+        pthread_mutex_lock(&sessions->lock);
+        for (size_t i = 0; i < sessions->n; i++)
+                if (strcmp(sessions->items[i]->id, ended->session_id) == 0)
+                        mark_ended(sessions->items[i], reason != NULL ? reason : "agent_died");
+        pthread_mutex_unlock(&sessions->lock);
+        sbx_info("session %s: ended (%s)", ended->session_id, reason ? reason : "unknown");
+        json_decref(fields);
+}
+
+size_t sbx_sessions_open_count(struct sbx_sessions *sessions)
+{
+        size_t open = 0;
+        pthread_mutex_lock(&sessions->lock);
+        for (size_t i = 0; i < sessions->n; i++)
+                open += !sessions->items[i]->ended;
+        pthread_mutex_unlock(&sessions->lock);
+        return open;
+}
+
+static json_t *session_json(const struct session *s)
+{
+        json_t *object =
+                json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:O,s:O}", "id", s->id, "language",
+                          s->language, "state",
+                          s->ended  ? "ended"
+                          : s->busy ? "running"
+                                    : "idle",
+                          "created_at", (json_int_t)s->created_ms, "last_activity_at",
+                          (json_int_t)s->last_activity_ms, "expires_at", (json_int_t)s->expires_ms,
+                          "idle_timeout_s", (json_int_t)s->idle_timeout_s, "limits", s->limits,
+                          "clamped", s->clamped);
+        if (object != NULL && s->ended)
+                json_object_set_new(object, "end_reason", json_string(s->end_reason));
+        return object;
+}
+
+/* ---- Answers ---- */
+
+static enum MHD_Result bad_request(struct sbx_api *api, struct MHD_Connection *connection,
+                                   const char *field, const char *message)
+{
+        const struct sbx_problem_field problem_field = {field, message};
+        char detail[256];
+        snprintf(detail, sizeof(detail), "%s: %s", field, message);
+        return sbx_http_respond_problem(api, connection, 400, detail, &problem_field, 1, NULL, 0);
+}
+
+static enum MHD_Result not_found(struct sbx_api *api, struct MHD_Connection *connection,
+                                 const struct session *s)
+{
+        if (s == NULL)
+                return sbx_http_respond_problem(api, connection, 404, "no such session", NULL, 0,
+                                                NULL, 0);
+        char detail[128];
+        snprintf(detail, sizeof(detail), "the session has ended: %s", s->end_reason);
+        return sbx_http_respond_problem_of(api, connection, 404, sbx_problem_default_slug(404),
+                                           detail, NULL, 0, NULL, 0,
+                                           json_pack("{s:s}", "end_reason", s->end_reason));
+}
+
+/* The answer to an engine failure (no SESSION_REPLY, or its error). */
+static enum MHD_Result engine_failure(struct sbx_api *api, struct MHD_Connection *connection,
+                                      int code, const char *detail, const char *path)
+{
+        switch (code) {
+        case EBUSY:
+                return sbx_http_respond_unavailable(
+                        api, connection, SBX_PROBLEM_AT_CAPACITY, detail,
+                        sbx_quota_capacity_retry_after(api->quota, sbx_now_ms()), NULL);
+        case ESHUTDOWN:
+                return sbx_http_respond_shutting_down(api, connection);
+        case EINVAL:
+                return bad_request(api, connection, path != NULL ? "path" : "body", detail);
+        case ENOENT:
+                return sbx_http_respond_problem(api, connection, 404, detail, NULL, 0, NULL, 0);
+        case ENOSPC:
+        case EFBIG:
+                return sbx_http_respond_problem(api, connection, 413, detail, NULL, 0, NULL, 0);
+        case EEXIST:
+                return sbx_http_respond_problem(api, connection, 409, detail, NULL, 0, NULL, 0);
+        case EPIPE:
+        case EAGAIN:
+        case ETIMEDOUT:
+                return sbx_http_respond_unavailable(api, connection, "engine-unavailable", detail,
+                                                    1, NULL);
+        default:
+                return sbx_http_respond_problem(api, connection, 500, detail, NULL, 0, NULL, 0);
+        }
+}
+
+/* ---- Calls to the engine ---- */
+
+/* One operation; 0 with *reply (its error 0), or -1 with *code and detail for the answer. The
+ * session is marked ended when the engine says it is gone. */
+static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_op op,
+                       json_t *fields, const void *data, size_t data_len, uint64_t timeout_ms,
+                       struct sbx_engine_session_reply *reply, int *code, char *detail,
+                       size_t detail_size)
+{
+        _cleanup_free_ char *text = json_dumps(fields, JSON_COMPACT);
+        json_decref(fields);
+        if (text == NULL) {
+                *code = ENOMEM;
+                snprintf(detail, detail_size, "out of memory");
+                return -1;
+        }
+        struct sbx_message_session message = {
+                .op = op,
+                .fields = text,
+                .fields_len = strlen(text),
+                .data = data,
+                .data_len = data_len,
+        };
+        memcpy(message.session_id, s->id, sizeof(message.session_id));
+        struct sbx_error err = {0};
+        if (sbx_engine_client_session(api->engine, &message, timeout_ms, reply, &err) < 0) {
+                *code = err.code;
+                snprintf(detail, detail_size, "%s", err.message);
+                return -1;
+        }
+        if (reply->reply.error == 0)
+                return 0;
+        *code = reply->reply.error;
+        json_error_t json_error;
+        json_t *answer = json_loadb(reply->reply.fields, reply->reply.fields_len, 0, &json_error);
+        const char *said = json_string_value(json_object_get(answer, "detail"));
+        snprintf(detail, detail_size, "%s", said != NULL ? said : strerror(*code));
+        json_decref(answer);
+        sbx_engine_session_reply_free(reply);
+        if (*code == ESRCH || *code == EPIPE) {
+                pthread_mutex_lock(&api->sessions->lock);
+                mark_ended(s, *code == ESRCH ? "gone" : "agent_died");
+                pthread_mutex_unlock(&api->sessions->lock);
+        }
+        return -1;
+}
+
+/* ---- POST /v1/sessions ---- */
+
+static bool tier_allows(const struct sbx_tier *tier, const char *language)
+{
+        return sbx_tier_allows_language(tier, language);
+}
+
+/* The effective limits: the request's (API units) over the tier's defaults over the built-in
+ * ones, each lowered to the tier's ceiling. cpu_ms is not a session limit. */
+static int session_limits(const json_t *requested, const struct sbx_tier *tier,
+                          struct sbx_limits *out, json_t *clamped, const char **bad_field,
+                          const char **why)
+{
+        sbx_limits_default(out);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                uint64_t tier_default = sbx_limit_get(&tier->defaults, field);
+                if (tier_default != 0)
+                        sbx_limit_set(out, field, tier_default);
+        }
+        if (requested != NULL && !json_is_object(requested)) {
+                *bad_field = "limits";
+                *why = "not an object";
+                return -1;
+        }
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)requested, key, value)
+        {
+                const struct sbx_limit_field *field = sbx_limit_field_find(key);
+                if (field == NULL || field->kind != SBX_LIMIT_SETTABLE ||
+                    strcmp(field->name, "cpu_ms") == 0) {
+                        *bad_field = key;
+                        *why = "not a session limit";
+                        return -1;
+                }
+                if (!json_is_integer(value) || json_integer_value(value) < 0 ||
+                    (uint64_t)json_integer_value(value) < sbx_limit_api_min(field) ||
+                    (uint64_t)json_integer_value(value) > field->max / field->unit) {
+                        *bad_field = key;
+                        *why = "not an integer in the limit's range";
+                        return -1;
+                }
+                sbx_limit_set(out, field, (uint64_t)json_integer_value(value) * field->unit);
+        }
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                uint64_t ceiling = sbx_limit_get(&tier->max, field);
+                if (field->kind == SBX_LIMIT_SETTABLE && ceiling != 0 &&
+                    sbx_limit_get(out, field) > ceiling) {
+                        sbx_limit_set(out, field, ceiling);
+                        if (json_object_get(requested, field->name) != NULL)
+                                json_array_append_new(clamped, json_string(field->name));
+                }
+        }
+        return 0;
+}
+
+static json_t *limits_fields(const struct sbx_limits *limits)
+{
+        json_t *object = json_object();
+        for (size_t i = 0; object != NULL && i < SBX_LIMIT_COUNT; i++)
+                json_object_set_new(
+                        object, sbx_limit_fields[i].member,
+                        json_integer((json_int_t)sbx_limit_get(limits, &sbx_limit_fields[i])));
+        return object;
+}
+
+static uint64_t tier_max_sessions(const struct sbx_tier *tier)
+{
+        return tier->max_sessions != 0 ? tier->max_sessions : DEFAULT_MAX_SESSIONS;
+}
+
+static uint64_t tier_max_lifetime_s(const struct sbx_tier *tier)
+{
+        return tier->max_session_lifetime_s != 0 ? tier->max_session_lifetime_s
+                                                 : DEFAULT_MAX_LIFETIME_S;
+}
+
+static bool seconds_field(const json_t *body, const char *name, uint64_t max, uint64_t *out)
+{
+        const json_t *value = json_object_get(body, name);
+        if (value == NULL)
+                return true;
+        if (!json_is_integer(value) || json_integer_value(value) < 1 ||
+            (uint64_t)json_integer_value(value) > max)
+                return false;
+        *out = (uint64_t)json_integer_value(value);
+        return true;
+}
+
+static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *connection,
+                                   const struct sbx_tenant *tenant, const json_t *body)
+{
+        static const char *const known[] = {"language", "limits",         "env",
+                                            "files",    "idle_timeout_s", "max_lifetime_s"};
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)body, key, value)
+        {
+                bool ok = false;
+                for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+                        ok |= strcmp(key, known[i]) == 0;
+                if (!ok)
+                        return bad_request(api, connection, key, "unknown field");
+        }
+        const char *language = json_string_value(json_object_get(body, "language"));
+        if (language == NULL || (strcmp(language, "python") != 0 && strcmp(language, "bash") != 0))
+                return bad_request(api, connection, "language", "sessions run python or bash");
+        if (!tier_allows(tenant->tier, language))
+                return sbx_http_respond_problem(api, connection, 403,
+                                                "the tier does not allow this language", NULL, 0,
+                                                NULL, 0);
+        struct sbx_limits limits;
+        _cleanup_(json_decrefp) json_t *clamped = json_array();
+        const char *bad = NULL, *why = NULL;
+        if (session_limits(json_object_get(body, "limits"), tenant->tier, &limits, clamped, &bad,
+                           &why) < 0) {
+                char field[96];
+                snprintf(field, sizeof(field), "limits.%s", bad);
+                return bad_request(api, connection, field, why);
+        }
+        uint64_t lifetime_max = tier_max_lifetime_s(tenant->tier);
+        uint64_t idle = DEFAULT_IDLE_TIMEOUT_S, lifetime = lifetime_max;
+        if (!seconds_field(body, "idle_timeout_s", MAX_IDLE_TIMEOUT_S, &idle))
+                return bad_request(api, connection, "idle_timeout_s",
+                                   "an integer of seconds from 1 to 86400");
+        if (!seconds_field(body, "max_lifetime_s", lifetime_max, &lifetime))
+                return bad_request(api, connection, "max_lifetime_s",
+                                   "an integer of seconds from 1 to the tier's maximum");
+
+        /* env: {NAME: value}; files: [{path, content, executable}]. */
+        _cleanup_(json_decrefp) json_t *env = json_array();
+        const json_t *env_object = json_object_get(body, "env");
+        if (env_object != NULL &&
+            (!json_is_object(env_object) || json_object_size(env_object) > SBX_MAX_ENV))
+                return bad_request(api, connection, "env", "an object of at most 64 variables");
+        json_object_foreach((json_t *)env_object, key, value)
+        {
+                char *entry = NULL;
+                if (!json_is_string(value) ||
+                    asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
+                        return bad_request(api, connection, "env", "values must be strings");
+                bool valid = sbx_request_env_valid(entry);
+                json_array_append_new(env, json_string(entry));
+                free(entry);
+                if (!valid)
+                        return bad_request(api, connection, "env",
+                                           "a name sandboxd sets itself or cannot pass");
+        }
+        _cleanup_(json_decrefp) json_t *files = json_array();
+        struct sbx_buffer data;
+        sbx_buffer_init(&data, SBX_MAX_CODE_BYTES);
+        const json_t *listed = json_object_get(body, "files");
+        size_t index;
+        json_t *file;
+        if (listed != NULL && (!json_is_array(listed) || json_array_size(listed) > SBX_MAX_FILES))
+                return bad_request(api, connection, "files", "an array of at most 64 files");
+        json_array_foreach(listed, index, file)
+        {
+                const char *path = json_string_value(json_object_get(file, "path"));
+                const json_t *content = json_object_get(file, "content");
+                if (path == NULL || !sbx_request_path_valid(path) || !json_is_string(content)) {
+                        sbx_buffer_free(&data);
+                        return bad_request(api, connection, "files",
+                                           "each needs a relative path and a string content");
+                }
+                sbx_buffer_append(&data, json_string_value(content), json_string_length(content));
+                json_array_append_new(
+                        files, json_pack("{s:s,s:I,s:b}", "path", path, "size",
+                                         (json_int_t)json_string_length(content), "executable",
+                                         json_is_true(json_object_get(file, "executable"))));
+        }
+        if (data.overflow) {
+                sbx_buffer_free(&data);
+                return sbx_http_respond_problem(api, connection, 413,
+                                                "the files are over 4 MiB together", NULL, 0, NULL,
+                                                0);
+        }
+
+        struct session *s = calloc(1, sizeof(*s));
+        struct sbx_error err = {0};
+        if (s == NULL || (s->tenant = strdup(tenant->name)) == NULL ||
+            sbx_execution_id_new(s->id, &err) < 0) {
+                session_free(s);
+                sbx_buffer_free(&data);
+                return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL, 0,
+                                                NULL, 0);
+        }
+        snprintf(s->language, sizeof(s->language), "%s", language);
+        s->created_ms = s->last_activity_ms = sbx_wall_clock_ms();
+        s->expires_ms = s->created_ms + lifetime * 1000;
+        s->idle_timeout_s = idle;
+        s->wall_ms = limits.wall_ms;
+        s->limits = sbx_limits_to_json(&limits);
+        s->clamped = json_incref(clamped);
+        s->busy = true;
+
+        /* The tenant's quota of open sessions, counted with this one in the table. */
+        pthread_mutex_lock(&api->sessions->lock);
+        forget_old(api->sessions, s->created_ms);
+        size_t open = 0;
+        for (size_t i = 0; i < api->sessions->n; i++)
+                open += !api->sessions->items[i]->ended &&
+                        strcmp(api->sessions->items[i]->tenant, tenant->name) == 0;
+        bool allowed = open < tier_max_sessions(tenant->tier);
+        if (allowed && api->sessions->n == api->sessions->alloc) {
+                size_t alloc = api->sessions->alloc ? api->sessions->alloc * 2 : 16;
+                struct session **items = realloc(api->sessions->items, alloc * sizeof(*items));
+                if (items != NULL) {
+                        api->sessions->items = items;
+                        api->sessions->alloc = alloc;
+                }
+        }
+        bool room = api->sessions->n < api->sessions->alloc;
+        if (allowed && room)
+                api->sessions->items[api->sessions->n++] = s;
+        pthread_mutex_unlock(&api->sessions->lock);
+        if (!allowed || !room) {
+                session_free(s);
+                sbx_buffer_free(&data);
+                if (!room)
+                        return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL,
+                                                        0, NULL, 0);
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "sessions");
+                char detail[128];
+                snprintf(detail, sizeof(detail),
+                         "tenant %s has %zu sessions open, its tier's maximum", tenant->name, open);
+                const struct sbx_http_header retry = {MHD_HTTP_HEADER_RETRY_AFTER, "60"};
+                return sbx_http_respond_problem(api, connection, 429, detail, NULL, 0, &retry, 1);
+        }
+
+        json_t *fields =
+                json_pack("{s:s,s:o,s:O,s:O,s:I,s:I}", "language", language, "limits",
+                          limits_fields(&limits), "env", env, "files", files, "idle_timeout_s",
+                          (json_int_t)idle, "max_lifetime_s", (json_int_t)lifetime);
+        struct sbx_engine_session_reply reply;
+        int code = 0;
+        char detail[SBX_ERROR_MESSAGE_MAX + 64];
+        int rc = call_engine(api, s, SBX_SESSION_OPEN, fields, data.data, data.len, OPEN_TIMEOUT_MS,
+                             &reply, &code, detail, sizeof(detail));
+        sbx_buffer_free(&data);
+        pthread_mutex_lock(&api->sessions->lock);
+        s->busy = false;
+        if (rc < 0)
+                mark_ended(s, "never_opened");
+        json_t *answer = rc == 0 ? session_json(s) : NULL;
+        pthread_mutex_unlock(&api->sessions->lock);
+        if (rc < 0) {
+                sbx_warn("session %s: open: %s", s->id, detail);
+                return engine_failure(api, connection, code == EINVAL ? EIO : code, detail, NULL);
+        }
+        sbx_engine_session_reply_free(&reply);
+        sbx_info("session %s: open for tenant %s (%s)", s->id, tenant->name, language);
+        return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, NULL, 0);
+}
+
+/* ---- One session's operations ---- */
+
+/* Marks s busy for one operation, or answers why not (ended: 404, busy: 409). */
+static bool begin_operation(struct sbx_api *api, struct session *s, bool *answered_404)
+{
+        bool ok = false;
+        pthread_mutex_lock(&api->sessions->lock);
+        *answered_404 = s->ended;
+        if (!s->ended && !s->busy) {
+                s->busy = true;
+                ok = true;
+        }
+        pthread_mutex_unlock(&api->sessions->lock);
+        return ok;
+}
+
+static void end_operation(struct sbx_api *api, struct session *s)
+{
+        pthread_mutex_lock(&api->sessions->lock);
+        s->busy = false;
+        s->last_activity_ms = sbx_wall_clock_ms();
+        pthread_mutex_unlock(&api->sessions->lock);
+}
+
+static enum MHD_Result busy(struct sbx_api *api, struct MHD_Connection *connection,
+                            const struct session *s, bool ended)
+{
+        if (ended)
+                return not_found(api, connection, s);
+        return sbx_http_respond_problem(api, connection, 409,
+                                        "another run or file operation of this session is in "
+                                        "progress",
+                                        NULL, 0, NULL, 0);
+}
+
+static json_t *digest_of(const char *data, size_t size)
+{
+        char hex[SBX_AUDIT_SHA256_HEX_SIZE];
+        struct sbx_error err = {0};
+        if (sbx_audit_sha256_hex(data, size, hex, &err) < 0)
+                return json_null();
+        return json_pack("{s:I,s:s}", "bytes", (json_int_t)size, "sha256", hex);
+}
+
+static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *connection,
+                                  const struct sbx_tenant *tenant, struct session *s,
+                                  const json_t *body)
+{
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)body, key,
+                            value) if (strcmp(key, "code") != 0 && strcmp(key, "stdin") != 0 &&
+                                       strcmp(key, "env") != 0 &&
+                                       strcmp(key, "timeout_ms") !=
+                                               0) return bad_request(api, connection, key,
+                                                                     "unknown "
+                                                                     "field");
+        const json_t *code = json_object_get(body, "code");
+        const json_t *stdin_value = json_object_get(body, "stdin");
+        if (!json_is_string(code) || json_string_length(code) > SBX_MAX_CODE_BYTES)
+                return bad_request(api, connection, "code", "a string of at most 4 MiB");
+        if (stdin_value != NULL &&
+            (!json_is_string(stdin_value) || json_string_length(stdin_value) > SBX_MAX_STDIN_BYTES))
+                return bad_request(api, connection, "stdin", "a string of at most 4 MiB");
+        uint64_t timeout_ms = s->wall_ms;
+        const json_t *timeout = json_object_get(body, "timeout_ms");
+        uint64_t ceiling = tenant->tier->max.wall_ms ? tenant->tier->max.wall_ms : SBX_LIMIT_DAY_MS;
+        if (timeout != NULL) {
+                if (!json_is_integer(timeout) || json_integer_value(timeout) < 1)
+                        return bad_request(api, connection, "timeout_ms",
+                                           "a positive integer of milliseconds");
+                timeout_ms = (uint64_t)json_integer_value(timeout);
+                if (timeout_ms > ceiling)
+                        timeout_ms = ceiling;
+        }
+        _cleanup_(json_decrefp) json_t *env = json_array();
+        const json_t *env_object = json_object_get(body, "env");
+        if (env_object != NULL &&
+            (!json_is_object(env_object) || json_object_size(env_object) > SBX_MAX_ENV))
+                return bad_request(api, connection, "env", "an object of at most 64 variables");
+        json_object_foreach((json_t *)env_object, key, value)
+        {
+                char *entry = NULL;
+                if (!json_is_string(value) ||
+                    asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
+                        return bad_request(api, connection, "env", "values must be strings");
+                bool valid = sbx_request_env_valid(entry);
+                json_array_append_new(env, json_string(entry));
+                free(entry);
+                if (!valid)
+                        return bad_request(api, connection, "env",
+                                           "a name sandboxd sets itself or cannot pass");
+        }
+
+        bool ended;
+        if (!begin_operation(api, s, &ended))
+                return busy(api, connection, s, ended);
+        struct sbx_quota_decision decision;
+        struct sbx_error err = {0};
+        if (sbx_quota_reserve(api->quota, tenant, timeout_ms, sbx_now_ms(), &decision, &err) < 0) {
+                end_operation(api, s);
+                return sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0, NULL,
+                                                0);
+        }
+        if (decision.verdict != SBX_QUOTA_ALLOWED) {
+                end_operation(api, s);
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
+                                                  sbx_quota_verdict_name(decision.verdict));
+                char retry_after[32];
+                snprintf(retry_after, sizeof(retry_after), "%" PRIu64, decision.retry_after_s);
+                const struct sbx_http_header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
+                return sbx_http_respond_problem(
+                        api, connection, decision.verdict == SBX_QUOTA_OVER_CAPACITY ? 503 : 429,
+                        decision.verdict == SBX_QUOTA_OVER_CPU_BUDGET
+                                ? "the tenant used its CPU budget for the window"
+                                : "the tenant has its tier's maximum of runs in progress",
+                        NULL, 0, &header, 1);
+        }
+
+        /* The audit record first, as for an execution: a run that started has one. */
+        char run_id[SBX_EXECUTION_ID_CHARS + 1];
+        uint64_t created_ms = sbx_wall_clock_ms();
+        _cleanup_(json_decrefp) json_t *requested =
+                json_pack("{s:s,s:o,s:o,s:I}", "session_id", s->id, "code",
+                          digest_of(json_string_value(code), json_string_length(code)), "stdin",
+                          stdin_value ? digest_of(json_string_value(stdin_value),
+                                                  json_string_length(stdin_value))
+                                      : json_null(),
+                          "timeout_ms", (json_int_t)timeout_ms);
+        if (sbx_execution_id_new(run_id, &err) < 0) {
+                sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
+                end_operation(api, s);
+                return sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0, NULL,
+                                                0);
+        }
+        const struct sbx_audit_record begun = {
+                .id = run_id,
+                .tenant = tenant->name,
+                .created_at_ms = (int64_t)created_ms,
+                .language = s->language,
+                .requested = requested,
+                .effective = s->limits,
+                .clamped = s->clamped,
+        };
+        if (sbx_audit_begin(api->audit, &begun, &err) < 0) {
+                sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
+                end_operation(api, s);
+                sbx_warn("session %s: run %s: %s", s->id, run_id, err.message);
+                return sbx_http_respond_problem(api, connection, 500,
+                                                "the audit store failed; nothing was run", NULL, 0,
+                                                NULL, 0);
+        }
+
+        json_t *fields = json_pack("{s:s,s:O,s:O,s:I}", "id", run_id, "code", code, "env", env,
+                                   "timeout_ms", (json_int_t)timeout_ms);
+        struct sbx_engine_session_reply reply;
+        int failure = 0;
+        char detail[SBX_ERROR_MESSAGE_MAX + 64];
+        int rc = call_engine(api, s, SBX_SESSION_RUN, fields,
+                             stdin_value ? json_string_value(stdin_value) : NULL,
+                             stdin_value ? json_string_length(stdin_value) : 0,
+                             timeout_ms + RUN_RESTART_MS + RUN_SLACK_MS, &reply, &failure, detail,
+                             sizeof(detail));
+        json_t *result = NULL;
+        if (rc == 0) {
+                json_error_t json_error;
+                /* Program output may hold NUL bytes (\u0000 in the JSON). */
+                result = json_loadb(reply.reply.fields, reply.reply.fields_len, JSON_ALLOW_NUL,
+                                    &json_error);
+                sbx_engine_session_reply_free(&reply);
+        }
+        json_t *usage = json_object_get(result, "usage");
+        uint64_t cpu_ms = (uint64_t)json_integer_value(json_object_get(usage, "cpu_ms"));
+        sbx_quota_release(api->quota, tenant, decision.reservation, rc == 0, cpu_ms, sbx_now_ms());
+        end_operation(api, s);
+
+        const char *status = json_string_value(json_object_get(result, "status"));
+        const json_t *out = json_object_get(result, "stdout");
+        const json_t *errout = json_object_get(result, "stderr");
+        const struct sbx_audit_record finished = {
+                .id = run_id,
+                .finished_at_ms = (int64_t)sbx_wall_clock_ms(),
+                .status = status != NULL ? status : "internal_error",
+                .exit_code = json_is_integer(json_object_get(result, "exit_code"))
+                                     ? (int)json_integer_value(json_object_get(result, "exit_code"))
+                                     : -1,
+                .error = rc < 0 ? detail
+                                : json_string_value(json_object_get(result, "internal_error")),
+                .usage = usage,
+                .evidence = json_object_get(result, "evidence"),
+                .timing = json_object_get(result, "timing"),
+                .stdout_data = json_string_value(out),
+                .stdout_size = json_string_length(out),
+                .stderr_data = json_string_value(errout),
+                .stderr_size = json_string_length(errout),
+                .store_output = api->config->server.store_output,
+        };
+        if (sbx_audit_finish(api->audit, &finished, &err) < 0)
+                sbx_warn("audit: run %s: %s", run_id, err.message);
+        if (rc < 0 || result == NULL) {
+                json_decref(result);
+                return engine_failure(api, connection, rc < 0 ? failure : EIO,
+                                      rc < 0 ? detail : "the engine's answer is not JSON", NULL);
+        }
+        sbx_metrics_count_execution(api->metrics, tenant->name, status ? status : "internal_error");
+        json_object_set_new(result, "session_id", json_string(s->id));
+        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, result, NULL, 0);
+}
+
+/* A file's content type, from its name: what a browser or a client needs most. */
+static const char *content_type_of(const char *path)
+{
+        static const struct {
+                const char *suffix, *type;
+        } types[] = {
+                {".png", "image/png"},         {".jpg", "image/jpeg"},
+                {".jpeg", "image/jpeg"},       {".gif", "image/gif"},
+                {".svg", "image/svg+xml"},     {".json", "application/json"},
+                {".csv", "text/csv"},          {".txt", "text/plain; charset=utf-8"},
+                {".html", "text/html"},        {".py", "text/x-python"},
+                {".sh", "text/x-shellscript"}, {".pdf", "application/pdf"},
+        };
+        size_t len = strlen(path);
+        for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++) {
+                size_t n = strlen(types[i].suffix);
+                if (len > n && strcasecmp(path + len - n, types[i].suffix) == 0)
+                        return types[i].type;
+        }
+        return "application/octet-stream";
+}
+
+static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *connection,
+                                   struct session *s, const char *method, const char *path,
+                                   const void *body, size_t body_len, bool listing)
+{
+        bool read = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                    strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        bool put = strcmp(method, MHD_HTTP_METHOD_PUT) == 0;
+        bool del = strcmp(method, MHD_HTTP_METHOD_DELETE) == 0;
+        if (listing ? !read : !(read || put || del))
+                return sbx_http_respond_method_not_allowed(
+                        api, connection, method, listing ? "GET, HEAD" : "GET, HEAD, PUT, DELETE");
+        if (path == NULL || path[0] == '\0' || strlen(path) > 4096)
+                return bad_request(api, connection, "path", "a path under /workspace is needed");
+        unsigned mode = 0644;
+        if (put) {
+                const char *given =
+                        MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "mode");
+                char *end = NULL;
+                if (given != NULL) {
+                        unsigned long parsed = strtoul(given, &end, 8);
+                        if (*given == '\0' || *end != '\0' || parsed > 07777)
+                                return bad_request(api, connection, "mode",
+                                                   "an octal file mode such as 0755");
+                        mode = (unsigned)parsed;
+                }
+        }
+        bool ended;
+        if (!begin_operation(api, s, &ended))
+                return busy(api, connection, s, ended);
+        enum sbx_session_op op = listing ? SBX_SESSION_LIST
+                                 : put   ? SBX_SESSION_PUT
+                                 : del   ? SBX_SESSION_DELETE
+                                         : SBX_SESSION_GET;
+        json_t *fields = put ? json_pack("{s:s,s:i}", "path", path, "mode", (int)mode)
+                             : json_pack("{s:s}", "path", path);
+        struct sbx_engine_session_reply reply;
+        int failure = 0;
+        char detail[SBX_ERROR_MESSAGE_MAX + 64];
+        int rc = call_engine(api, s, op, fields, put ? body : NULL, put ? body_len : 0,
+                             FILE_OP_TIMEOUT_MS, &reply, &failure, detail, sizeof(detail));
+        end_operation(api, s);
+        if (rc < 0) {
+                char said[SBX_ERROR_MESSAGE_MAX + 4200];
+                snprintf(said, sizeof(said), "%s: %s", path, detail);
+                return engine_failure(api, connection, failure, said, path);
+        }
+        enum MHD_Result answer;
+        if (op == SBX_SESSION_GET) {
+                answer = sbx_http_respond(api, connection, 200, content_type_of(path),
+                                          (const char *)reply.reply.data, reply.reply.data_len,
+                                          NULL, 0);
+        } else if (op == SBX_SESSION_LIST) {
+                json_error_t json_error;
+                json_t *entries =
+                        json_loadb(reply.reply.fields, reply.reply.fields_len, 0, &json_error);
+                json_object_set_new(entries, "path", json_string(path));
+                answer = sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, entries,
+                                               NULL, 0);
+        } else if (op == SBX_SESSION_PUT) {
+                answer = sbx_http_respond_json(
+                        api, connection, 201, JSON_CONTENT_TYPE,
+                        json_pack("{s:s,s:I}", "path", path, "size", (json_int_t)body_len), NULL,
+                        0);
+        } else {
+                answer = sbx_http_respond(api, connection, 204, JSON_CONTENT_TYPE, "", 0, NULL, 0);
+        }
+        sbx_engine_session_reply_free(&reply);
+        return answer;
+}
+
+static enum MHD_Result handle_close(struct sbx_api *api, struct MHD_Connection *connection,
+                                    struct session *s)
+{
+        bool ended;
+        if (!begin_operation(api, s, &ended))
+                return busy(api, connection, s, ended);
+        struct sbx_engine_session_reply reply;
+        int failure = 0;
+        char detail[SBX_ERROR_MESSAGE_MAX + 64];
+        int rc = call_engine(api, s, SBX_SESSION_CLOSE, json_object(), NULL, 0, FILE_OP_TIMEOUT_MS,
+                             &reply, &failure, detail, sizeof(detail));
+        pthread_mutex_lock(&api->sessions->lock);
+        s->busy = false;
+        mark_ended(s, "deleted");
+        pthread_mutex_unlock(&api->sessions->lock);
+        if (rc < 0 && failure != ESRCH && failure != EPIPE)
+                return engine_failure(api, connection, failure, detail, NULL);
+        if (rc == 0)
+                sbx_engine_session_reply_free(&reply);
+        return sbx_http_respond(api, connection, 204, JSON_CONTENT_TYPE, "", 0, NULL, 0);
+}
+
+/* ---- Routing ---- */
+
+bool sbx_sessions_route_reads_body(const char *url, const char *method)
+{
+        if (strncmp(url, SESSIONS_PATH, strlen(SESSIONS_PATH)) != 0)
+                return false;
+        const char *rest = url + strlen(SESSIONS_PATH);
+        if (rest[0] == '\0')
+                return strcmp(method, MHD_HTTP_METHOD_POST) == 0;
+        if (strcmp(method, MHD_HTTP_METHOD_POST) == 0)
+                return strlen(rest) == 1 + SBX_EXECUTION_ID_CHARS + 4 &&
+                       strcmp(rest + 1 + SBX_EXECUTION_ID_CHARS, "/run") == 0;
+        return strcmp(method, MHD_HTTP_METHOD_PUT) == 0 && strstr(rest, "/files/") != NULL;
+}
+
+static json_t *parse_body(struct sbx_api *api, struct MHD_Connection *connection, const void *body,
+                          size_t body_len, bool body_too_large, enum MHD_Result *answer)
+{
+        if (body_too_large) {
+                char detail[96];
+                snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
+                         (unsigned long long)api->config->server.max_body_bytes);
+                *answer = sbx_http_respond_problem(api, connection, 413, detail, NULL, 0, NULL, 0);
+                return NULL;
+        }
+        json_error_t parse_error;
+        json_t *parsed =
+                body_len == 0 ? NULL
+                              : json_loadb(body, body_len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL,
+                                           &parse_error);
+        if (!json_is_object(parsed)) {
+                json_decref(parsed);
+                *answer = bad_request(api, connection, "body",
+                                      body_len == 0 ? "empty: send a JSON object"
+                                                    : "not a JSON object");
+                return NULL;
+        }
+        return parsed;
+}
+
+enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *connection,
+                                   const char *url, const char *method,
+                                   const struct sbx_config *tenants, const void *body,
+                                   size_t body_len, bool body_too_large, bool *handled)
+{
+        *handled = false;
+        size_t prefix = strlen(SESSIONS_PATH);
+        if (strncmp(url, SESSIONS_PATH, prefix) != 0 || (url[prefix] != '\0' && url[prefix] != '/'))
+                return MHD_NO;
+        *handled = true;
+        const struct sbx_tenant *tenant = sbx_http_authenticate(connection, tenants);
+        if (tenant == NULL)
+                return sbx_http_respond_unauthorized(api, connection);
+        bool read = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                    strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        const char *rest = url + prefix;
+        enum MHD_Result answer = MHD_NO;
+
+        if (rest[0] == '\0' || strcmp(rest, "/") == 0) {
+                if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
+                        if (sbx_http_draining())
+                                return sbx_http_respond_shutting_down(api, connection);
+                        json_t *parsed = parse_body(api, connection, body, body_len, body_too_large,
+                                                    &answer);
+                        if (parsed == NULL)
+                                return answer;
+                        answer = handle_open(api, connection, tenant, parsed);
+                        json_decref(parsed);
+                        return answer;
+                }
+                if (!read)
+                        return sbx_http_respond_method_not_allowed(api, connection, method,
+                                                                   "GET, HEAD, POST");
+                json_t *list = json_array();
+                pthread_mutex_lock(&api->sessions->lock);
+                forget_old(api->sessions, sbx_wall_clock_ms());
+                for (size_t i = 0; i < api->sessions->n; i++)
+                        if (!api->sessions->items[i]->ended &&
+                            strcmp(api->sessions->items[i]->tenant, tenant->name) == 0)
+                                json_array_append_new(list, session_json(api->sessions->items[i]));
+                pthread_mutex_unlock(&api->sessions->lock);
+                return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
+                                             json_pack("{s:o}", "sessions", list), NULL, 0);
+        }
+
+        /* /{id}[/...] */
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        snprintf(id, sizeof(id), "%.*s", SBX_EXECUTION_ID_CHARS, rest + 1);
+        const char *after = rest + 1 + strnlen(rest + 1, SBX_EXECUTION_ID_CHARS);
+        struct session *s = NULL;
+        if (sbx_execution_id_valid(id) && (after[0] == '\0' || after[0] == '/')) {
+                pthread_mutex_lock(&api->sessions->lock);
+                s = find(api->sessions, id, tenant->name);
+                pthread_mutex_unlock(&api->sessions->lock);
+        }
+        if (s == NULL)
+                return not_found(api, connection, NULL);
+        /* Sessions are only ever dropped from the table while ended and idle (forget_old), and
+         * only by a request that holds the lock: s stays valid while this request uses it. */
+        if (after[0] == '\0') {
+                if (read) {
+                        pthread_mutex_lock(&api->sessions->lock);
+                        json_t *object = s->ended ? NULL : session_json(s);
+                        pthread_mutex_unlock(&api->sessions->lock);
+                        if (object == NULL)
+                                return not_found(api, connection, s);
+                        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
+                                                     object, NULL, 0);
+                }
+                if (strcmp(method, MHD_HTTP_METHOD_DELETE) == 0)
+                        return handle_close(api, connection, s);
+                return sbx_http_respond_method_not_allowed(api, connection, method,
+                                                           "GET, HEAD, DELETE");
+        }
+        if (strcmp(after, "/run") == 0) {
+                if (strcmp(method, MHD_HTTP_METHOD_POST) != 0)
+                        return sbx_http_respond_method_not_allowed(api, connection, method, "POST");
+                if (sbx_http_draining())
+                        return sbx_http_respond_shutting_down(api, connection);
+                json_t *parsed =
+                        parse_body(api, connection, body, body_len, body_too_large, &answer);
+                if (parsed == NULL)
+                        return answer;
+                answer = handle_run(api, connection, tenant, s, parsed);
+                json_decref(parsed);
+                return answer;
+        }
+        if (strcmp(after, "/files") == 0 || strcmp(after, "/files/") == 0) {
+                const char *path =
+                        MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "path");
+                return handle_file(api, connection, s, method, path ? path : ".", NULL, 0, true);
+        }
+        if (strncmp(after, "/files/", 7) == 0) {
+                if (body_too_large) {
+                        char detail[96];
+                        snprintf(detail, sizeof(detail), "the file is larger than %llu bytes",
+                                 (unsigned long long)api->config->server.max_body_bytes);
+                        return sbx_http_respond_problem(api, connection, 413, detail, NULL, 0, NULL,
+                                                        0);
+                }
+                return handle_file(api, connection, s, method, after + 7, body, body_len, false);
+        }
+        return sbx_http_respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
+}

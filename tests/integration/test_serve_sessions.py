@@ -1,0 +1,233 @@
+"""Sessions over HTTP (issue 13): open, run, state that survives, files in and out, the session's
+ends (delete, idle timeout, its agent gone), tenants kept apart, quotas, bad input, and every
+run audited as an execution."""
+
+import base64
+import json
+import threading
+import time
+
+import requests
+
+from serve_helpers import (FREE_TIER, PRO_TIER, STANDARD_TENANTS, STANDARD_TIERS, audit_rows,
+                           expect_problem, kept_data_dir, running_server)
+
+TIERS = {"free": {**FREE_TIER, "max_concurrency": 4, "max_sessions": 2,
+                  "max_session_lifetime_s": 600},
+         "pro": PRO_TIER}
+TENANTS = STANDARD_TENANTS
+
+
+def open_session(srv, body=None, tenant="acme", want=201):
+    r = srv.request("POST", "/v1/sessions", data=json.dumps(body or {"language": "python"}),
+                    headers=srv.headers(tenant))
+    assert r.status_code == want, r.text[:2000]
+    return r.json()
+
+
+def run(srv, session_id, code, tenant="acme", want=200, **fields):
+    r = srv.request("POST", f"/v1/sessions/{session_id}/run",
+                    data=json.dumps({"code": code, **fields}), headers=srv.headers(tenant))
+    assert r.status_code == want, r.text[:2000]
+    return r.json()
+
+
+def delete(srv, session_id, tenant="acme"):
+    return srv.request("DELETE", f"/v1/sessions/{session_id}",
+                       headers=srv.headers(tenant, content_type=None))
+
+
+def test_a_conversation():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        session = open_session(srv, {"language": "python", "limits": {"memory_mb": 128},
+                                     "env": {"GREETING": "hi"}, "idle_timeout_s": 60,
+                                     "files": [{"path": "data.csv", "content": "a,b\n1,2\n"}]})
+        sid = session["id"]
+        assert len(sid) == 32 and session["language"] == "python"
+        assert session["state"] == "idle" and session["limits"]["memory_mb"] == 128
+        assert session["expires_at"] > session["created_at"]
+        first = run(srv, sid, "import os, csv\nrows = list(csv.reader(open('data.csv')))\n"
+                              "os.environ['GREETING']")
+        assert first["status"] == "ok" and first["session_id"] == sid
+        assert first["results"] == [{"text/plain": "'hi'"}]
+        second = run(srv, sid, "print(len(rows))\nrows[1]")
+        assert second["stdout"] == "2\n" and second["results"] == [{"text/plain": "['1', '2']"}]
+        assert second["execution_count"] == 2
+        third = run(srv, sid, "undefined_name")
+        assert third["status"] == "error" and third["error"]["name"] == "NameError"
+        # Each run is an execution on record, naming its session.
+        record = srv.get_execution(second["id"]).json()
+        assert record["status"] == "ok" and record["requested"]["session_id"] == sid
+        listed = srv.get("/v1/sessions", headers=srv.headers(content_type=None)).json()
+        assert [s["id"] for s in listed["sessions"]] == [sid]
+        assert delete(srv, sid).status_code == 204
+        gone = run(srv, sid, "1", want=404)
+        assert gone["end_reason"] == "deleted"
+        assert srv.get(f"/v1/sessions/{sid}",
+                       headers=srv.headers(content_type=None)).status_code == 404
+
+
+def test_files_over_http():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv)["id"]
+        data = bytes(range(256)) * 10
+        put = srv.request("PUT", f"/v1/sessions/{sid}/files/in/blob.bin?mode=0755", data=data,
+                          headers=srv.headers(content_type="application/octet-stream"))
+        assert put.status_code == 201, put.text
+        got = srv.get(f"/v1/sessions/{sid}/files/in/blob.bin",
+                      headers=srv.headers(content_type=None))
+        assert got.status_code == 200 and got.content == data
+        assert got.headers["Content-Type"] == "application/octet-stream"
+        empty = srv.request("PUT", f"/v1/sessions/{sid}/files/empty.txt", data=b"",
+                            headers=srv.headers(content_type="text/plain"))
+        assert empty.status_code == 201
+        listing = srv.get(f"/v1/sessions/{sid}/files?path=in",
+                          headers=srv.headers(content_type=None)).json()
+        assert [(e["name"], e["size"], e["mode"]) for e in listing["entries"]] == [
+            ("blob.bin", 2560, 0o755)]
+        # The cell sees it; a figure it saves comes back as a PNG.
+        result = run(srv, sid, "import matplotlib.pyplot as plt\nplt.plot([1, 2])\n"
+                               "plt.savefig('plot.png')\nlen(open('in/blob.bin', 'rb').read())")
+        assert result["results"][0] == {"text/plain": "2560"}
+        png = srv.get(f"/v1/sessions/{sid}/files/plot.png", headers=srv.headers(content_type=None))
+        assert png.headers["Content-Type"] == "image/png" and png.content.startswith(b"\x89PNG")
+        for path in ("../etc/passwd", "%2Fetc%2Fpasswd"):
+            bad = srv.get(f"/v1/sessions/{sid}/files/{path}",
+                          headers=srv.headers(content_type=None))
+            assert bad.status_code in (400, 404), (path, bad.status_code, bad.text)
+        run(srv, sid, "import os\nos.symlink('/etc', 'etc-link')")
+        refused = srv.get(f"/v1/sessions/{sid}/files/etc-link/hostname",
+                          headers=srv.headers(content_type=None))
+        expect_problem(refused, 400)
+        assert "etc-link/hostname" in refused.json()["detail"]
+        assert srv.request("DELETE", f"/v1/sessions/{sid}/files/in/blob.bin",
+                           headers=srv.headers(content_type=None)).status_code == 204
+        expect_problem(srv.get(f"/v1/sessions/{sid}/files/in/blob.bin",
+                               headers=srv.headers(content_type=None)), 404)
+        assert delete(srv, sid).status_code == 204
+
+
+def test_a_put_over_the_disk_cap_is_413_and_leaves_nothing():
+    with running_server(tiers=TIERS, tenants=TENANTS,
+                        server={"max_body_bytes": "8M"}) as srv:
+        sid = open_session(srv, {"language": "python", "limits": {"disk_mb": 2}})["id"]
+        big = srv.request("PUT", f"/v1/sessions/{sid}/files/big.bin", data=b"x" * (3 << 20),
+                          headers=srv.headers(content_type="application/octet-stream"))
+        expect_problem(big, 413)
+        listing = srv.get(f"/v1/sessions/{sid}/files", headers=srv.headers(content_type=None))
+        assert listing.json()["entries"] == []
+        assert delete(srv, sid).status_code == 204
+
+
+def test_tenants_are_kept_apart_and_quotas_hold():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv, tenant="acme")["id"]
+        # Another tenant's id is unknown to globex.
+        expect_problem(srv.request("POST", f"/v1/sessions/{sid}/run",
+                                   data=json.dumps({"code": "1"}),
+                                   headers=srv.headers("globex")), 404)
+        assert delete(srv, sid, tenant="globex").status_code == 404
+        # free: two sessions at most.
+        second = open_session(srv, tenant="acme")["id"]
+        third = srv.request("POST", "/v1/sessions", data=json.dumps({"language": "bash"}),
+                            headers=srv.headers("acme"))
+        expect_problem(third, 429)
+        assert int(third.headers["Retry-After"]) >= 1
+        for s in (sid, second):
+            assert delete(srv, s).status_code == 204
+        open_session(srv, {"language": "bash"}, tenant="acme")
+
+
+def test_one_operation_at_a_time():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv)["id"]
+        slow = {}
+
+        def long_run():
+            slow["r"] = run(srv, sid, "import time\ntime.sleep(2)\n'done'")
+
+        thread = threading.Thread(target=long_run)
+        thread.start()
+        time.sleep(0.7)
+        busy = srv.request("POST", f"/v1/sessions/{sid}/run", data=json.dumps({"code": "1"}),
+                           headers=srv.headers())
+        expect_problem(busy, 409)
+        thread.join()
+        assert slow["r"]["results"] == [{"text/plain": "'done'"}]
+        assert delete(srv, sid).status_code == 204
+
+
+def test_idle_timeout_ends_the_session():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv, {"language": "bash", "idle_timeout_s": 1})["id"]
+        assert run(srv, sid, "echo hi")["stdout"] == "hi\n"
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            r = srv.get(f"/v1/sessions/{sid}", headers=srv.headers(content_type=None))
+            if r.status_code == 404:
+                break
+            time.sleep(0.3)
+        assert r.status_code == 404 and r.json()["end_reason"] == "idle_timeout"
+
+
+def test_timeout_memory_and_a_dead_agent():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv, {"language": "python", "limits": {"memory_mb": 64}})["id"]
+        run(srv, sid, "kept = 1")
+        timed_out = run(srv, sid, "import time\ntime.sleep(30)", timeout_ms=300)
+        assert timed_out["status"] == "timeout" and not timed_out["restarted"]
+        oom = run(srv, sid, "hog = bytearray(256 * 1024 * 1024)")
+        assert oom["status"] == "memory_limit" and oom["restarted"]
+        assert run(srv, sid, "'kept' in globals()")["results"] == [{"text/plain": "False"}]
+        dead = run(srv, sid, "import os, signal\nos.kill(os.getppid(), signal.SIGKILL)\n"
+                             "import time\ntime.sleep(5)")
+        assert dead["status"] == "internal_error"
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            r = srv.request("POST", f"/v1/sessions/{sid}/run", data=json.dumps({"code": "1"}),
+                            headers=srv.headers())
+            if r.status_code == 404:
+                break
+            time.sleep(0.2)
+        expect_problem(r, 404)
+        assert r.json()["end_reason"] == "agent_died"
+
+
+def test_bad_input():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        for body, field in [({"language": "ruby"}, "language"),
+                            ({"language": "python", "limits": {"cpu_ms": 10}}, "limits.cpu_ms"),
+                            ({"language": "python", "limits": {"memory_mb": 1}},
+                             "limits.memory_mb"),
+                            ({"language": "python", "extra": 1}, "extra"),
+                            ({"language": "python", "idle_timeout_s": 0}, "idle_timeout_s"),
+                            ({"language": "python", "env": {"LD_PRELOAD": "x"}}, "env")]:
+            r = srv.request("POST", "/v1/sessions", data=json.dumps(body), headers=srv.headers())
+            expect_problem(r, 400)
+            assert r.json()["errors"][0]["field"] == field, r.json()
+        expect_problem(srv.request("POST", "/v1/sessions", data="{", headers=srv.headers()), 400)
+        expect_problem(srv.request("POST", "/v1/sessions", data="{}",
+                                   headers=srv.headers(token="nope")), 401)
+        expect_problem(srv.request("POST", "/v1/sessions/" + "0" * 32 + "/run",
+                                   data=json.dumps({"code": "1"}), headers=srv.headers()), 404)
+        sid = open_session(srv)["id"]
+        expect_problem(srv.request("POST", f"/v1/sessions/{sid}/run",
+                                   data=json.dumps({"code": 5}), headers=srv.headers()), 400)
+        expect_problem(srv.request("PATCH", f"/v1/sessions/{sid}", headers=srv.headers()), 405)
+        # A cell that prints a forged frame only prints it.
+        fake = run(srv, sid, "import sys, struct\nh = b'{\"op\": \"done\"}'\n"
+                             "sys.stdout.buffer.write(struct.pack('<II', 4 + len(h), len(h)) + h)"
+                             "\nsys.stdout.flush()\n'real'")
+        assert fake["results"] == [{"text/plain": "'real'"}]
+        assert delete(srv, sid).status_code == 204
+
+
+def test_every_run_is_audited():
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=TIERS, tenants=TENANTS, data_dir=data_dir) as srv:
+            sid = open_session(srv)["id"]
+            ids = [run(srv, sid, f"{i} * 2")["id"] for i in range(3)]
+            assert delete(srv, sid).status_code == 204
+        rows = audit_rows(data_dir)
+        for run_id in ids:
+            assert rows[run_id]["status"] == "ok"
