@@ -97,6 +97,7 @@ static enum MHD_Result handle_metrics(struct sbx_api *api, struct MHD_Connection
         struct sbx_error err = {0};
         if (sbx_engine_client_stats(api->engine, ENGINE_PROBE_TIMEOUT_MS, &stats, &err) == 0)
                 sbx_metrics_set_engine_stats(api->metrics, &stats);
+        sbx_metrics_set_sessions_open(api->metrics, sbx_sessions_open_count(api->sessions));
         /* Counted before rendering, so that this request is in its own figures. */
         sbx_metrics_count_http_request(api->metrics, 200);
         size_t length = 0;

@@ -42,7 +42,16 @@ static const struct bucket buckets[] = {
 
 #define BUCKET_COUNT SBX_ARRAY_SIZE(buckets)
 
-static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity"};
+static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity", "sessions"};
+
+/* A session run's statuses (engine/session.h) and a session's ends (api/sessions.h). */
+static const char *const session_statuses[] = {
+        "ok",         "error",        "exit_nonzero", "timeout",  "memory_limit",
+        "pids_limit", "output_limit", "disk_full",    "canceled", "internal_error"};
+static const char *const session_ends[] = {"deleted",  "idle_timeout", "max_lifetime", "agent_died",
+                                           "shutdown", "gone",         "never_opened"};
+#define SESSION_STATUS_COUNT SBX_ARRAY_SIZE(session_statuses)
+#define SESSION_END_COUNT    SBX_ARRAY_SIZE(session_ends)
 
 #define REASON_COUNT SBX_ARRAY_SIZE(quota_reasons)
 
@@ -63,6 +72,13 @@ struct sbx_metrics {
         uint64_t http_requests_other;
         struct histogram phases[PHASE_COUNT];
         struct sbx_message_stats engine; /* the engine's last STATS reply */
+        /* Sessions: opened, ended by reason (+ other), runs by status (+ other), the runs'
+         * round trip, and how many are open (set before each render). */
+        uint64_t sessions_opened;
+        uint64_t sessions_ended[SESSION_END_COUNT + 1];
+        uint64_t session_runs[SESSION_STATUS_COUNT + 1];
+        struct histogram session_run_time;
+        uint64_t sessions_open;
 };
 
 struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
@@ -230,6 +246,46 @@ void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code)
         pthread_mutex_unlock(&metrics->lock);
 }
 
+static size_t name_index(const char *const *names, size_t count, const char *name)
+{
+        for (size_t i = 0; name != NULL && i < count; i++)
+                if (strcmp(names[i], name) == 0)
+                        return i;
+        return count;
+}
+
+void sbx_metrics_count_session_opened(struct sbx_metrics *metrics)
+{
+        pthread_mutex_lock(&metrics->lock);
+        metrics->sessions_opened++;
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_count_session_ended(struct sbx_metrics *metrics, const char *reason)
+{
+        size_t i = name_index(session_ends, SESSION_END_COUNT, reason);
+        pthread_mutex_lock(&metrics->lock);
+        metrics->sessions_ended[i]++;
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_count_session_run(struct sbx_metrics *metrics, const char *status,
+                                   uint64_t duration_us)
+{
+        size_t i = name_index(session_statuses, SESSION_STATUS_COUNT, status);
+        pthread_mutex_lock(&metrics->lock);
+        metrics->session_runs[i]++;
+        histogram_observe(&metrics->session_run_time, duration_us);
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_set_sessions_open(struct sbx_metrics *metrics, uint64_t open)
+{
+        pthread_mutex_lock(&metrics->lock);
+        metrics->sessions_open = open;
+        pthread_mutex_unlock(&metrics->lock);
+}
+
 void sbx_metrics_set_engine_stats(struct sbx_metrics *metrics,
                                   const struct sbx_message_stats *stats)
 {
@@ -373,6 +429,30 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
         fprintf(out, "sandboxd_pool_refill_seconds_sum %" PRIu64 ".%06" PRIu64 "\n",
                 engine->pool_refill_us / 1000000, engine->pool_refill_us % 1000000);
         fprintf(out, "sandboxd_pool_refill_seconds_count %" PRIu64 "\n", engine->pool_created);
+
+        write_family_header(out, "sandboxd_sessions_open", "gauge", "Sessions open now.");
+        fprintf(out, "sandboxd_sessions_open %" PRIu64 "\n", metrics->sessions_open);
+        write_family_header(out, "sandboxd_sessions_opened_total", "counter", "Sessions opened.");
+        fprintf(out, "sandboxd_sessions_opened_total %" PRIu64 "\n", metrics->sessions_opened);
+        write_family_header(
+                out, "sandboxd_sessions_ended_total", "counter",
+                "Sessions ended, by reason (deleted, idle_timeout, max_lifetime, ...).");
+        for (size_t i = 0; i <= SESSION_END_COUNT; i++)
+                if (i < SESSION_END_COUNT || metrics->sessions_ended[i] != 0)
+                        fprintf(out, "sandboxd_sessions_ended_total{reason=\"%s\"} %" PRIu64 "\n",
+                                i < SESSION_END_COUNT ? session_ends[i] : SBX_METRICS_OTHER,
+                                metrics->sessions_ended[i]);
+        write_family_header(out, "sandboxd_session_runs_total", "counter",
+                            "Session runs finished, by status.");
+        for (size_t i = 0; i <= SESSION_STATUS_COUNT; i++)
+                if (i < SESSION_STATUS_COUNT || metrics->session_runs[i] != 0)
+                        fprintf(out, "sandboxd_session_runs_total{status=\"%s\"} %" PRIu64 "\n",
+                                i < SESSION_STATUS_COUNT ? session_statuses[i] : SBX_METRICS_OTHER,
+                                metrics->session_runs[i]);
+        write_family_header(out, "sandboxd_session_run_duration_seconds", "histogram",
+                            "A session run's round trip in the API process, in seconds.");
+        write_histogram(out, "sandboxd_session_run_duration_seconds", "total",
+                        &metrics->session_run_time);
 
         write_family_header(out, "sandboxd_http_requests_total", "counter",
                             "HTTP responses, by status code.");

@@ -61,6 +61,14 @@ void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *
 /* Counts one HTTP response by its status code. */
 void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code);
 
+/* Sessions (api/sessions.h): one opened; one ended, by reason; a run finished, by status,
+ * with its round trip; how many are open now (set before rendering). */
+void sbx_metrics_count_session_opened(struct sbx_metrics *metrics);
+void sbx_metrics_count_session_ended(struct sbx_metrics *metrics, const char *reason);
+void sbx_metrics_count_session_run(struct sbx_metrics *metrics, const char *status,
+                                   uint64_t duration_us);
+void sbx_metrics_set_sessions_open(struct sbx_metrics *metrics, uint64_t open);
+
 /* Takes the engine's figures from its last STATS reply: the sandboxes-alive gauge and the warm
  * pools' (idle, starting, in use gauges; created, destroyed, hits, misses counters; the refill
  * time as a summary). */

@@ -95,6 +95,140 @@ static const char openapi_template[] = JSON_TEXT(
         }
       }
     },
+    "/v1/sessions": {
+      "post": {
+        "operationId": "createSession",
+        "summary": "Open a session: a sandbox kept for many runs, with a persistent Python interpreter or bash shell.",
+        "description": "Limits above the tier's ceilings are clamped (listed in clamped). A tier allows max_sessions open sessions per tenant (429 past it). The session ends when deleted, after idle_timeout_s without a run or file operation, at max_lifetime_s, or when its interpreter's keeper dies; an ended session answers 404 with end_reason.",
+        "requestBody": {
+          "required": true,
+          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionRequest"}}}
+        },
+        "responses": {
+          "201": {"description": "Open.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Session"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "403": {"$ref": "#/components/responses/Forbidden"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"},
+          "429": {"$ref": "#/components/responses/QuotaExceeded"},
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
+        }
+      },
+      "get": {
+        "operationId": "listSessions",
+        "summary": "The caller's open sessions.",
+        "responses": {
+          "200": {"description": "Open sessions.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionList"}}}},
+          "401": {"$ref": "#/components/responses/Unauthorized"}
+        }
+      }
+    },
+    "/v1/sessions/{id}": {
+      "parameters": [{"$ref": "#/components/parameters/SessionId"}],
+      "get": {
+        "operationId": "getSession",
+        "summary": "One open session of the caller's.",
+        "responses": {
+          "200": {"description": "The session.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Session"}}}},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"}
+        }
+      },
+      "delete": {
+        "operationId": "deleteSession",
+        "summary": "End the session: its sandbox and everything in it are destroyed.",
+        "responses": {
+          "204": {"description": "Ended."},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"}
+        }
+      }
+    },
+    "/v1/sessions/{id}/run": {
+      "parameters": [{"$ref": "#/components/parameters/SessionId"}],
+      "post": {
+        "operationId": "runInSession",
+        "summary": "Run code in the session; globals (Python) or variables (bash) survive between runs.",
+        "description": "A run past timeout_ms is interrupted (KeyboardInterrupt; SIGINT to bash's foreground command); one that does not stop within 2 s, or whose interpreter the memory cap killed, gets a fresh interpreter (restarted true; files stay). Each run counts against the tier's max_concurrency and CPU budget, and is audited: GET /v1/executions/{id} answers for its id.",
+        "requestBody": {
+          "required": true,
+          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionRunRequest"}}}
+        },
+        "responses": {
+          "200": {"description": "The run's result.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionRunResult"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"},
+          "429": {"$ref": "#/components/responses/QuotaExceeded"},
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
+        }
+      }
+    },
+    "/v1/sessions/{id}/files": {
+      "parameters": [
+        {"$ref": "#/components/parameters/SessionId"},
+        {"name": "path", "in": "query", "required": false, "description": "A directory under /workspace (relative, or absolute under it); default the workspace.", "schema": {"type": "string"}}
+      ],
+      "get": {
+        "operationId": "listSessionFiles",
+        "summary": "The entries of a directory of the session's workspace.",
+        "responses": {
+          "200": {"description": "The listing.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileListing"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"}
+        }
+      }
+    },
+    "/v1/sessions/{id}/files/{path}": {
+      "parameters": [
+        {"$ref": "#/components/parameters/SessionId"},
+        {"name": "path", "in": "path", "required": true, "description": "A file under /workspace. A path that leaves it (.., an absolute path elsewhere, a symlink), a FIFO or a device answers 400 naming the path.", "schema": {"type": "string"}}
+      ],
+      "put": {
+        "operationId": "putSessionFile",
+        "summary": "Write the raw body to the file (directories are made); ?mode=0755 sets its mode. A file that does not fit the session's disk answers 413 and leaves nothing.",
+        "parameters": [{"name": "mode", "in": "query", "required": false, "schema": {"type": "string", "pattern": "^[0-7]{1,4}$"}}],
+        "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+        "responses": {
+          "201": {"description": "Written.", "content": {"application/json": {"schema": {"type": "object", "required": ["path", "size"], "properties": {"path": {"type": "string"}, "size": {"type": "integer", "minimum": 0}}}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"}
+        }
+      },
+      "get": {
+        "operationId": "getSessionFile",
+        "summary": "The file's bytes, with a content type from its name.",
+        "responses": {
+          "200": {"description": "The file.", "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"}
+        }
+      },
+      "delete": {
+        "operationId": "deleteSessionFile",
+        "summary": "Remove the file (or an empty directory).",
+        "responses": {
+          "204": {"description": "Removed."},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"}
+        }
+      }
+    },
     "/health": {
       "get": {
         "operationId": "getHealth",
@@ -165,7 +299,16 @@ static const char openapi_template[] = JSON_TEXT(
         "schema": {"type": "string", "pattern": "^Bearer"}
       }
     },
+    "parameters": {
+      "SessionId": {"name": "id", "in": "path", "required": true, "description": "The id POST /v1/sessions answered. Another tenant's id answers 404, like an unknown one.", "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+    },
     "responses": {
+      "Conflict": {
+        "description": "Another run or file operation of this session is in progress: one at a time.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
       "InvalidRequest": {
         "description": "Malformed JSON, a wrong type, an unknown field, a bad value or an unknown language; errors names each field.",
         "content": {
@@ -232,6 +375,104 @@ static const char openapi_template[] = JSON_TEXT(
       }
     },
     "schemas": {
+      "SessionRequest": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["language"],
+        "properties": {
+          "language": {"type": "string", "enum": ["python", "bash"]},
+          "limits": {"type": "object", "description": "As an execution's limits (memory_mb, pids, disk_mb, open_files for the session's life; wall_ms and output_bytes as each run's defaults), except cpu_ms: a run's CPU is measured instead.", "additionalProperties": {"type": "integer", "minimum": 1}},
+          "env": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}},
+          "files": {"type": "array", "maxItems": 64, "items": {"$ref": "#/components/schemas/File"}},
+          "idle_timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400, "default": 300},
+          "max_lifetime_s": {"type": "integer", "minimum": 1, "description": "At most the tier's max_session_lifetime_s, which is also the default."}
+        }
+      },
+      "Session": {
+        "type": "object",
+        "required": ["id", "language", "state", "created_at", "last_activity_at", "expires_at", "idle_timeout_s", "limits", "clamped"],
+        "properties": {
+          "id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+          "language": {"type": "string", "enum": ["python", "bash"]},
+          "state": {"type": "string", "enum": ["idle", "running"]},
+          "created_at": {"type": "integer", "description": "Milliseconds since the Unix epoch."},
+          "last_activity_at": {"type": "integer"},
+          "expires_at": {"type": "integer", "description": "When max_lifetime_s ends it."},
+          "idle_timeout_s": {"type": "integer"},
+          "limits": {"$ref": "#/components/schemas/EffectiveLimits"},
+          "clamped": {"type": "array", "items": {"type": "string"}}
+        }
+      },
+      "SessionList": {
+        "type": "object",
+        "required": ["sessions"],
+        "properties": {"sessions": {"type": "array", "items": {"$ref": "#/components/schemas/Session"}}}
+      },
+      "SessionRunRequest": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["code"],
+        "properties": {
+          "code": {"type": "string", "maxLength": 4194304},
+          "stdin": {"type": "string", "description": "What the run reads on its standard input."},
+          "env": {"type": "object", "maxProperties": 64, "additionalProperties": {"type": "string"}, "description": "For this run only."},
+          "timeout_ms": {"type": "integer", "minimum": 1, "description": "Default the session's wall_ms; at most the tier's max_wall_ms."}
+        }
+      },
+      "MimeBundle": {
+        "type": "object",
+        "description": "A rich output, like Jupyter's display_data: text/plain always; text/html, text/markdown, image/png (base64), image/svg+xml, application/json and others where the object has them.",
+        "required": ["text/plain"],
+        "additionalProperties": true
+      },
+      "SessionRunResult": {
+        "type": "object",
+        "required": ["id", "session_id", "status", "stdout", "stderr", "truncated", "results", "results_truncated", "error", "exit_code", "execution_count", "restarted", "evidence", "usage", "timing"],
+        "properties": {
+          "id": {"$ref": "#/components/schemas/ExecutionId"},
+          "session_id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+          "status": {"type": "string", "enum": ["ok", "error", "exit_nonzero", "timeout", "memory_limit", "pids_limit", "output_limit", "disk_full", "canceled", "internal_error"]},
+          "stdout": {"type": "string"},
+          "stderr": {"type": "string"},
+          "truncated": {"type": "object", "required": ["stdout", "stderr"], "properties": {"stdout": {"type": "boolean"}, "stderr": {"type": "boolean"}}},
+          "results": {"type": "array", "items": {"$ref": "#/components/schemas/MimeBundle"}},
+          "results_truncated": {"type": "boolean"},
+          "error": {
+            "oneOf": [
+              {"type": "null"},
+              {"type": "object", "required": ["name", "value", "traceback"], "properties": {"name": {"type": "string"}, "value": {"type": "string"}, "traceback": {"type": "array", "items": {"type": "string"}}}}
+            ]
+          },
+          "exit_code": {"type": ["integer", "null"], "description": "bash: the cell's status."},
+          "execution_count": {"type": ["integer", "null"]},
+          "restarted": {"type": "boolean", "description": "The interpreter was restarted: variables are gone, files stay."},
+          "evidence": {"type": ["object", "null"], "description": "The kernel's counters for this run (deltas; memory_peak_bytes and pids_peak: the session's so far)."},
+          "usage": {"type": "object", "required": ["cpu_ms", "memory_peak_bytes"], "properties": {"cpu_ms": {"type": "integer"}, "memory_peak_bytes": {"type": "integer"}}},
+          "timing": {"type": "object", "required": ["total_us"], "properties": {"total_us": {"type": "integer"}}},
+          "internal_error": {"type": "string"}
+        }
+      },
+      "FileListing": {
+        "type": "object",
+        "required": ["path", "entries"],
+        "properties": {
+          "path": {"type": "string"},
+          "entries": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "required": ["name", "type", "size", "mtime", "mode"],
+              "properties": {
+                "name": {"type": "string"},
+                "type": {"type": "string", "enum": ["file", "dir", "symlink", "other"]},
+                "size": {"type": "integer"},
+                "mtime": {"type": "integer", "description": "Seconds since the Unix epoch."},
+                "mode": {"type": "integer"}
+              }
+            }
+          }
+        }
+      },
       "ExecutionRequest": {
         "type": "object",
         "description": "Either code, or files with an entrypoint naming one of them.",
@@ -402,6 +643,7 @@ static const char openapi_template[] = JSON_TEXT(
             ]
           },
           "execution_id": {"$ref": "#/components/schemas/ExecutionId", "description": "On a 503 for an execution that may have run: its audit record."},
+          "end_reason": {"type": "string", "description": "On the 404 of a session that ended: deleted, idle_timeout, max_lifetime, agent_died, shutdown, gone, never_opened."},
           "title": {"type": "string"},
           "status": {"type": "integer", "minimum": 400, "maximum": 599},
           "detail": {"type": "string"},

@@ -55,16 +55,19 @@ struct session {
 };
 
 struct sbx_sessions {
+        struct sbx_metrics *metrics; /* counts opens, ends and runs */
         pthread_mutex_t lock;
         struct session **items;
         size_t n, alloc;
 };
 
-struct sbx_sessions *sbx_sessions_new(void)
+struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics)
 {
         struct sbx_sessions *sessions = calloc(1, sizeof(*sessions));
-        if (sessions != NULL)
-                pthread_mutex_init(&sessions->lock, NULL);
+        if (sessions == NULL)
+                return NULL;
+        sessions->metrics = metrics;
+        pthread_mutex_init(&sessions->lock, NULL);
         return sessions;
 }
 
@@ -117,10 +120,11 @@ static struct session *find(struct sbx_sessions *sessions, const char *id, const
         return NULL;
 }
 
-static void mark_ended(struct session *s, const char *reason)
+static void mark_ended(struct sbx_sessions *sessions, struct session *s, const char *reason)
 {
         if (s->ended)
                 return;
+        sbx_metrics_count_session_ended(sessions->metrics, reason);
         s->ended = true;
         s->ended_ms = sbx_wall_clock_ms();
         snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
@@ -134,7 +138,8 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
         pthread_mutex_lock(&sessions->lock);
         for (size_t i = 0; i < sessions->n; i++)
                 if (strcmp(sessions->items[i]->id, ended->session_id) == 0)
-                        mark_ended(sessions->items[i], reason != NULL ? reason : "agent_died");
+                        mark_ended(sessions, sessions->items[i],
+                                   reason != NULL ? reason : "agent_died");
         pthread_mutex_unlock(&sessions->lock);
         sbx_info("session %s: ended (%s)", ended->session_id, reason ? reason : "unknown");
         json_decref(fields);
@@ -262,7 +267,7 @@ static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_
         sbx_engine_session_reply_free(reply);
         if (*code == ESRCH || *code == EPIPE) {
                 pthread_mutex_lock(&api->sessions->lock);
-                mark_ended(s, *code == ESRCH ? "gone" : "agent_died");
+                mark_ended(api->sessions, s, *code == ESRCH ? "gone" : "agent_died");
                 pthread_mutex_unlock(&api->sessions->lock);
         }
         return -1;
@@ -513,7 +518,7 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
         pthread_mutex_lock(&api->sessions->lock);
         s->busy = false;
         if (rc < 0)
-                mark_ended(s, "never_opened");
+                mark_ended(api->sessions, s, "never_opened");
         json_t *answer = rc == 0 ? session_json(s) : NULL;
         pthread_mutex_unlock(&api->sessions->lock);
         if (rc < 0) {
@@ -521,6 +526,7 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 return engine_failure(api, connection, code == EINVAL ? EIO : code, detail, NULL);
         }
         sbx_engine_session_reply_free(&reply);
+        sbx_metrics_count_session_opened(api->metrics);
         sbx_info("session %s: open for tenant %s (%s)", s->id, tenant->name, language);
         return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, NULL, 0);
 }
@@ -729,7 +735,8 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                 return engine_failure(api, connection, rc < 0 ? failure : EIO,
                                       rc < 0 ? detail : "the engine's answer is not JSON", NULL);
         }
-        sbx_metrics_count_execution(api->metrics, tenant->name, status ? status : "internal_error");
+        sbx_metrics_count_session_run(api->metrics, status,
+                                      (sbx_wall_clock_ms() - created_ms) * 1000);
         json_object_set_new(result, "session_id", json_string(s->id));
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, result, NULL, 0);
 }
@@ -839,7 +846,7 @@ static enum MHD_Result handle_close(struct sbx_api *api, struct MHD_Connection *
                              &reply, &failure, detail, sizeof(detail));
         pthread_mutex_lock(&api->sessions->lock);
         s->busy = false;
-        mark_ended(s, "deleted");
+        mark_ended(api->sessions, s, "deleted");
         pthread_mutex_unlock(&api->sessions->lock);
         if (rc < 0 && failure != ESRCH && failure != EPIPE)
                 return engine_failure(api, connection, failure, detail, NULL);

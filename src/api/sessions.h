@@ -28,12 +28,14 @@
 #include <stddef.h>
 
 #include "api/http.h"
+#include "api/metrics.h"
 #include "protocol/protocol.h"
 #include "service/config.h"
 
 struct sbx_sessions;
 
-struct sbx_sessions *sbx_sessions_new(void);
+/* A registry whose opens, ends and runs count in metrics. */
+struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics);
 void sbx_sessions_free(struct sbx_sessions *sessions);
 
 /* The engine's SESSION_ENDED (from the engine client's thread). */

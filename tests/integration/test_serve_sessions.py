@@ -231,3 +231,34 @@ def test_every_run_is_audited():
         rows = audit_rows(data_dir)
         for run_id in ids:
             assert rows[run_id]["status"] == "ok"
+
+
+def test_responses_match_the_openapi_document():
+    from test_serve_openapi import check_response
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        doc = srv.get("/v1/openapi.json").json()
+        opened = srv.request("POST", "/v1/sessions", data=json.dumps({"language": "python"}),
+                             headers=srv.headers())
+        sid = check_response(doc, "/v1/sessions", "POST", opened)["id"]
+        check_response(doc, "/v1/sessions", "GET",
+                       srv.get("/v1/sessions", headers=srv.headers(content_type=None)))
+        check_response(doc, f"/v1/sessions/{sid}", "GET",
+                       srv.get(f"/v1/sessions/{sid}", headers=srv.headers(content_type=None)),
+                       "/v1/sessions/{id}")
+        for code in ("1 + 1", "1 / 0", "import matplotlib.pyplot as plt\nplt.plot([1])",
+                     "import time\ntime.sleep(5)"):
+            r = srv.request("POST", f"/v1/sessions/{sid}/run",
+                            data=json.dumps({"code": code, "timeout_ms": 300}),
+                            headers=srv.headers())
+            check_response(doc, f"/v1/sessions/{sid}/run", "POST", r, "/v1/sessions/{id}/run")
+        put = srv.request("PUT", f"/v1/sessions/{sid}/files/a.txt", data=b"a",
+                          headers=srv.headers(content_type="application/octet-stream"))
+        check_response(doc, f"/v1/sessions/{sid}/files/a.txt", "PUT", put,
+                       "/v1/sessions/{id}/files/{path}")
+        listing = srv.get(f"/v1/sessions/{sid}/files", headers=srv.headers(content_type=None))
+        check_response(doc, f"/v1/sessions/{sid}/files", "GET", listing, "/v1/sessions/{id}/files")
+        bad = srv.get(f"/v1/sessions/{sid}/files/..%2F..%2Fetc", headers=srv.headers(content_type=None))
+        check_response(doc, "bad path", "GET", bad, "/v1/sessions/{id}/files/{path}")
+        assert delete(srv, sid).status_code == 204
+        gone = srv.get(f"/v1/sessions/{sid}", headers=srv.headers(content_type=None))
+        check_response(doc, "ended", "GET", gone, "/v1/sessions/{id}")
