@@ -1,3 +1,9 @@
+/* The configuration loader. libinih splits the file into sections and keys; the reader below
+ * sees every line first (section headers and line numbers, which inih does not report). Each
+ * section's keys are one table of struct config_key rows, {name, kind, member, range} or a
+ * function of its own, so adding a key is one row; a tier's max_NAME and default_NAME keys come
+ * from the limits' table (model/limits.h). Values are parsed into a struct sbx_error, and the
+ * first failure becomes "FILE:LINE: [section] key: why" (loader_fail). */
 #include "service/config.h"
 
 #include <arpa/inet.h>
@@ -25,11 +31,7 @@
 _Static_assert(SBX_CONFIG_FILE_MAX <= SBX_MESSAGE_MAX_CONFIG_BYTES,
                "a config file must fit in a CONFIG message");
 
-#define MIB (1024ull * 1024ull)
-
-/* A config file is a few dozen lines; the cap only keeps a wrong path (a log, a device) from
- * being read into memory whole. */
-
+#define MIB    (1024ull * 1024ull)
 #define DAY_MS (24ull * 3600ull * 1000ull)
 
 const char sbx_config_default_text[] =
@@ -114,41 +116,46 @@ bool sbx_config_name_valid(const char *name)
 
 /* ---- values ---------------------------------------------------------------------------- */
 
-/* A whole number from min to max; why gets the reason otherwise. */
-static int parse_number(const char *value, uint64_t min, uint64_t max, uint64_t *out, char *why,
-                        size_t why_size)
+/* A value the format does not allow (or no memory to keep it): code, and no strerror text, since
+ * the loader puts the location before the message and that says it all. Returns -1. */
+__attribute__((format(printf, 3, 4))) static int value_error(struct sbx_error *err, int code,
+                                                             const char *fmt, ...)
 {
-        struct sbx_error err = {0};
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err->message, sizeof(err->message), fmt, ap);
+        va_end(ap);
+        err->code = code;
+        return -1;
+}
+
+/* A whole number from min to max. */
+static int parse_number(const char *value, uint64_t min, uint64_t max, uint64_t *out,
+                        struct sbx_error *err)
+{
         uint64_t number;
-        if (sbx_parse_u64(value, max, &number, &err) != 0 || number < min) {
-                snprintf(why, why_size, "'%s' is not a whole number from %llu to %llu", value,
-                         (unsigned long long)min, (unsigned long long)max);
-                return -1;
-        }
+        if (sbx_parse_u64(value, max, &number, NULL) != 0 || number < min)
+                return value_error(err, EINVAL, "'%s' is not a whole number from %llu to %llu",
+                                   value, (unsigned long long)min, (unsigned long long)max);
         *out = number;
         return 0;
 }
 
 /* A byte count, with the K/M/G suffixes of sbx_parse_size, from min to max. */
-static int parse_bytes(const char *value, uint64_t min, uint64_t max, uint64_t *out, char *why,
-                       size_t why_size)
+static int parse_bytes(const char *value, uint64_t min, uint64_t max, uint64_t *out,
+                       struct sbx_error *err)
 {
-        struct sbx_error err = {0};
         uint64_t bytes;
-        if (sbx_parse_size(value, &bytes, &err) != 0) {
-                snprintf(why, why_size, "%s", err.message);
+        if (sbx_parse_size(value, &bytes, err) != 0)
                 return -1;
-        }
-        if (bytes < min || bytes > max) {
-                snprintf(why, why_size, "'%s' is not a size from %llu to %llu bytes", value,
-                         (unsigned long long)min, (unsigned long long)max);
-                return -1;
-        }
+        if (bytes < min || bytes > max)
+                return value_error(err, EINVAL, "'%s' is not a size from %llu to %llu bytes", value,
+                                   (unsigned long long)min, (unsigned long long)max);
         *out = bytes;
         return 0;
 }
 
-static int parse_bool(const char *value, bool *out, char *why, size_t why_size)
+static int parse_bool(const char *value, bool *out, struct sbx_error *err)
 {
         static const char *const yes[] = {"true", "yes", "on", "1"};
         static const char *const no[] = {"false", "no", "off", "0"};
@@ -162,14 +169,30 @@ static int parse_bool(const char *value, bool *out, char *why, size_t why_size)
                         return 0;
                 }
         }
-        snprintf(why, why_size, "'%s' is not a boolean (true or false)", value);
-        return -1;
+        return value_error(err, EINVAL, "'%s' is not a boolean (true or false)", value);
+}
+
+/* A tier's ceiling or default for one settable limit, in the limit's API unit (memory_mb: MiB)
+ * and from its API minimum to the ceiling a tier may configure; a *_bytes limit takes the K/M/G
+ * suffixes too. */
+static int parse_limit(const char *value, const struct sbx_limit_field *field,
+                       struct sbx_limits *limits, struct sbx_error *err)
+{
+        uint64_t number = 0;
+        size_t name_length = strlen(field->name);
+        bool bytes = name_length > 6 && strcmp(field->name + name_length - 6, "_bytes") == 0;
+        uint64_t minimum = sbx_limit_api_min(field);
+        int r = bytes ? parse_bytes(value, minimum, field->config_max, &number, err)
+                      : parse_number(value, minimum, field->config_max, &number, err);
+        if (r != 0)
+                return -1;
+        sbx_limit_set(limits, field, number * field->unit);
+        return 0;
 }
 
 /* "IPv4:port" or "[IPv6]:port". Only literal addresses: the server binds before it could trust
  * a resolver, and a name resolving to several addresses would make the bound one a surprise. */
-static int parse_listen(const char *value, struct sbx_server_config *server, char *why,
-                        size_t why_size)
+static int parse_listen(const char *value, struct sbx_server_config *server, struct sbx_error *err)
 {
         const char *colon = strrchr(value, ':');
         const char *host = value;
@@ -205,34 +228,29 @@ static int parse_listen(const char *value, struct sbx_server_config *server, cha
                 size = sizeof(*in4);
         }
         char *copy = strdup(value);
-        if (copy == NULL) {
-                snprintf(why, why_size, "out of memory");
-                return -1;
-        }
+        if (copy == NULL)
+                return value_error(err, ENOMEM, "out of memory");
         free(server->listen);
         server->listen = copy;
         server->listen_address = address;
         server->listen_address_size = size;
         return 0;
 bad:
-        snprintf(why, why_size,
-                 "'%s' is not host:port with a literal address and a port from 1 to 65535 "
-                 "(like 127.0.0.1:8080 or [::1]:8080)",
-                 value);
-        return -1;
+        return value_error(err, EINVAL,
+                           "'%s' is not host:port with a literal address and a port from 1 to "
+                           "65535 (like 127.0.0.1:8080 or [::1]:8080)",
+                           value);
 }
 
 /* Splits a comma-separated list and keeps each item's canonical name from find (a static
  * string); items must be known and listed once. */
 static int parse_name_list(const char *value, const char *(*find)(const char *), const char *what,
-                           const char **names, size_t capacity, size_t *count, char *why,
-                           size_t why_size)
+                           const char **names, size_t capacity, size_t *count,
+                           struct sbx_error *err)
 {
         _cleanup_free_ char *copy = strdup(value);
-        if (copy == NULL) {
-                snprintf(why, why_size, "out of memory");
-                return -1;
-        }
+        if (copy == NULL)
+                return value_error(err, ENOMEM, "out of memory");
         size_t n = 0;
         char *saveptr = NULL;
         for (char *item = strtok_r(copy, ",", &saveptr); item != NULL;
@@ -242,26 +260,18 @@ static int parse_name_list(const char *value, const char *(*find)(const char *),
                 while (length > 0 && (item[length - 1] == ' ' || item[length - 1] == '\t'))
                         item[--length] = '\0';
                 const char *name = find(item);
-                if (name == NULL) {
-                        snprintf(why, why_size, "unknown %s '%s'", what, item);
-                        return -1;
-                }
-                for (size_t i = 0; i < n; i++) {
-                        if (names[i] == name) {
-                                snprintf(why, why_size, "%s '%s' is listed twice", what, item);
-                                return -1;
-                        }
-                }
-                if (n == capacity) {
-                        snprintf(why, why_size, "more than %zu items", capacity);
-                        return -1;
-                }
+                if (name == NULL)
+                        return value_error(err, EINVAL, "unknown %s '%s'", what, item);
+                for (size_t i = 0; i < n; i++)
+                        if (names[i] == name)
+                                return value_error(err, EINVAL, "%s '%s' is listed twice", what,
+                                                   item);
+                if (n == capacity)
+                        return value_error(err, EINVAL, "more than %zu items", capacity);
                 names[n++] = name;
         }
-        if (n == 0) {
-                snprintf(why, why_size, "list at least one %s", what);
-                return -1;
-        }
+        if (n == 0)
+                return value_error(err, EINVAL, "list at least one %s", what);
         *count = n;
         return 0;
 }
@@ -272,13 +282,181 @@ static const char *find_language_name(const char *name)
         return language ? language->name : NULL;
 }
 
-/* ---- sections --------------------------------------------------------------------------- */
+/* ---- key tables ------------------------------------------------------------------------ */
+
+/* How a key's value is read, and the C type of the member it sets. */
+enum key_kind {
+        KEY_NUMBER,  /* uint64_t: a whole number from min to max (parse_number) */
+        KEY_INTEGER, /* uint64_t: an integer from 0 to max, refused in sbx_parse_u64's words */
+        KEY_BYTES,   /* uint64_t: a byte count from min to max (parse_bytes) */
+        KEY_BOOL,    /* bool: true, yes, on, 1 or false, no, off, 0 */
+        KEY_LIMIT,   /* struct sbx_limits: the member limit describes (parse_limit) */
+        KEY_CUSTOM,  /* parse() reads the value and sets whatever it must */
+};
+
+/* One key of a section. A section's keys are one table of these, so adding a key is one row;
+ * offset is that of the member the key sets in the section's record (struct sbx_server_config,
+ * struct sbx_tier, struct sbx_pool_config, struct sbx_tenant). */
+struct config_key {
+        const char *name;
+        enum key_kind kind;
+        size_t offset;
+        uint64_t min, max;                   /* KEY_NUMBER, KEY_INTEGER (max only), KEY_BYTES */
+        const struct sbx_limit_field *limit; /* KEY_LIMIT */
+        int (*parse)(struct loader *loader, void *record, const char *value,
+                     struct sbx_error *err); /* KEY_CUSTOM: fails with err set */
+};
+
+/* Rows of a table whose section record is RECORD (defined around each table): the offset of
+ * member, checked at compile time to be of the C type the kind sets. */
+#define MEMBER(member, type)                                                                       \
+        (offsetof(RECORD, member) + 0 * sizeof(_Generic(((RECORD *)0)->member, type : 0)))
+#define NUMBER(member, min_value, max_value)                                                       \
+        .kind = KEY_NUMBER, .offset = MEMBER(member, uint64_t), .min = (min_value),                \
+        .max = (max_value)
+#define INTEGER(member, max_value)                                                                 \
+        .kind = KEY_INTEGER, .offset = MEMBER(member, uint64_t), .max = (max_value)
+#define BYTES(member, min_value, max_value)                                                        \
+        .kind = KEY_BYTES, .offset = MEMBER(member, uint64_t), .min = (min_value),                 \
+        .max = (max_value)
+#define BOOLEAN(member)  .kind = KEY_BOOL, .offset = MEMBER(member, bool)
+#define CUSTOM(function) .kind = KEY_CUSTOM, .parse = (function)
+
+/* Every section's keys are bits of loader->seen_keys. */
+#define MAX_SECTION_KEYS 64
+
+/* Marks the key with this bit as set in this section; false when it already was. */
+static bool mark_key_seen(struct loader *loader, unsigned bit)
+{
+        uint64_t mask = 1ull << bit;
+        if (loader->seen_keys & mask)
+                return false;
+        loader->seen_keys |= mask;
+        return true;
+}
+
+static int parse_value(struct loader *loader, const struct config_key *row, void *record,
+                       const char *value, struct sbx_error *err)
+{
+        void *member = (char *)record + row->offset;
+        switch (row->kind) {
+        case KEY_NUMBER:
+                return parse_number(value, row->min, row->max, member, err);
+        case KEY_INTEGER:
+                return sbx_parse_u64(value, row->max, member, err);
+        case KEY_BYTES:
+                return parse_bytes(value, row->min, row->max, member, err);
+        case KEY_BOOL:
+                return parse_bool(value, member, err);
+        case KEY_LIMIT:
+                return parse_limit(value, row->limit, member, err);
+        case KEY_CUSTOM:
+                return row->parse(loader, record, value, err);
+        }
+        return value_error(err, EINVAL, "key of unknown kind %d", (int)row->kind);
+}
+
+/* Sets the key row describes in record from value, unless the section set it already (bit: its
+ * bit in loader->seen_keys). Returns what inih expects of a handler: 1, or 0 after loader_fail. */
+static int set_key(struct loader *loader, const struct config_key *row, unsigned bit, void *record,
+                   const char *value)
+{
+        if (!mark_key_seen(loader, bit))
+                return loader_fail(loader, loader->line, row->name,
+                                   "set twice (an indented line continues the key above)");
+        struct sbx_error why = {0};
+        if (parse_value(loader, row, record, value, &why) < 0)
+                return loader_fail(loader, loader->line, row->name, "%s", why.message);
+        return 1;
+}
+
+/* Looks key up in keys[0..n_keys) and sets it in record (see set_key); first_bit is the bit of
+ * keys[0]. */
+static int set_table_key(struct loader *loader, const struct config_key *keys, size_t n_keys,
+                         unsigned first_bit, void *record, const char *key, const char *value)
+{
+        for (size_t i = 0; i < n_keys; i++)
+                if (strcmp(keys[i].name, key) == 0)
+                        return set_key(loader, &keys[i], first_bit + (unsigned)i, record, value);
+        return loader_fail(loader, loader->line, key, "unknown key");
+}
+
+/* ---- [server] -------------------------------------------------------------------------- */
+
+static int server_listen(struct loader *loader, void *record, const char *value,
+                         struct sbx_error *err)
+{
+        return parse_listen(value, record, err);
+}
+
+static int server_data_dir(struct loader *loader, void *record, const char *value,
+                           struct sbx_error *err)
+{
+        struct sbx_server_config *server = record;
+        if (value[0] != '/' || strlen(value) >= 4096)
+                return value_error(err, EINVAL, "'%s' is not an absolute path", value);
+        free(server->data_dir);
+        server->data_dir = strdup(value);
+        if (server->data_dir == NULL)
+                return value_error(err, ENOMEM, "out of memory");
+        return 0;
+}
+
+/* Never 0: the API process parses untrusted input and must not be root; never (uid_t)-1, which
+ * set*id() reads as "unchanged"; never one of the sandboxes' uids, whose processes it would
+ * own. */
+static int server_api_uid(struct loader *loader, void *record, const char *value,
+                          struct sbx_error *err)
+{
+        struct sbx_server_config *server = record;
+        uint64_t number = 0;
+        if (parse_number(value, 1, 4294967294u, &number, err) < 0)
+                return -1;
+        if (number >= SBX_SANDBOX_HOST_IDS_FIRST)
+                return value_error(err, EINVAL,
+                                   "uids from %u on belong to the sandboxes (it must be below)",
+                                   SBX_SANDBOX_HOST_IDS_FIRST);
+        server->api_uid = (uid_t)number;
+        return 0;
+}
+
+static int server_metrics_token(struct loader *loader, void *record, const char *value,
+                                struct sbx_error *err)
+{
+        struct sbx_server_config *server = record;
+        server->metrics_token_required = false;
+        if (strlen(value) != SBX_SHA256_HEX_SIZE ||
+            !sbx_hex_decode(value, server->metrics_token_sha256, SBX_SHA256_SIZE))
+                return value_error(err, EINVAL, "not %d hex digits", SBX_SHA256_HEX_SIZE);
+        server->metrics_token_required = true;
+        return 0;
+}
+
+#define RECORD struct sbx_server_config
+static const struct config_key server_keys[] = {
+        {"listen", CUSTOM(server_listen)},
+        {"data_dir", CUSTOM(server_data_dir)},
+        {"api_uid", CUSTOM(server_api_uid)},
+        /* At least a small request; at most the engine's largest message (48 MiB): a bigger
+         * body could not be forwarded anyway. */
+        {"max_body_bytes", BYTES(max_body_bytes, 1024, 48 * MIB)},
+        {"max_sandboxes", NUMBER(max_sandboxes, 1, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
+        {"shutdown_grace_s", NUMBER(shutdown_grace_s, 0, 3600)},
+        {"store_output", BOOLEAN(store_output)},
+        /* A thread each (libmicrohttpd's thread-per-connection mode). */
+        {"max_connections", NUMBER(max_connections, 1, 16384)},
+        {"max_connections_per_ip", NUMBER(max_connections_per_ip, 1, 16384)},
+        /* GET /metrics then needs the token. */
+        {"metrics_token_sha256", CUSTOM(server_metrics_token)},
+};
+#undef RECORD
+_Static_assert(SBX_ARRAY_SIZE(server_keys) <= MAX_SECTION_KEYS, "too many [server] keys");
 
 static void server_set_defaults(struct sbx_server_config *server)
 {
-        char why[SBX_ERROR_MESSAGE_MAX];
+        struct sbx_error ignored = {0};
         /* Cannot fail but for memory; a NULL listen is then reported by the loader. */
-        parse_listen("127.0.0.1:8080", server, why, sizeof(why));
+        parse_listen("127.0.0.1:8080", server, &ignored);
         server->data_dir = strdup("/var/lib/sandboxd");
         /* A high uid no distribution allocates, so the API process shares no files or
          * processes with a real account; no passwd entry is needed. */
@@ -291,16 +469,87 @@ static void server_set_defaults(struct sbx_server_config *server)
         server->max_connections_per_ip = 128;
 }
 
+static int server_key(struct loader *loader, const char *key, const char *value)
+{
+        return set_table_key(loader, server_keys, SBX_ARRAY_SIZE(server_keys), 0,
+                             &loader->config->server, key, value);
+}
+
+/* ---- [tier.NAME] ----------------------------------------------------------------------- */
+
+static int tier_languages(struct loader *loader, void *record, const char *value,
+                          struct sbx_error *err)
+{
+        struct sbx_tier *tier = record;
+        return parse_name_list(value, find_language_name, "language", tier->languages,
+                               SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, err);
+}
+
+static int tier_backends(struct loader *loader, void *record, const char *value,
+                         struct sbx_error *err)
+{
+        struct sbx_tier *tier = record;
+        return parse_name_list(value, sbx_backend_name_find, "backend", tier->backends,
+                               SBX_ARRAY_SIZE(tier->backends), &tier->n_backends, err);
+}
+
+/* A tier's keys besides max_NAME and default_NAME, which every settable limit of model/limits.h
+ * has (tier_limit_key). */
+#define RECORD struct sbx_tier
+static const struct config_key tier_keys[] = {
+        {"max_concurrency", NUMBER(max_concurrency, 1, 65536)},
+        /* Up to a year of CPU: large enough to mean "no budget", small enough that sums of
+         * charges never overflow. */
+        {"cpu_budget_ms", NUMBER(cpu_budget_ms, 1, 365 * DAY_MS)},
+        /* The quota keeps one entry per second of the window at most: a day bounds its
+         * memory. */
+        {"cpu_window_s", NUMBER(cpu_window_s, 1, 24 * 3600)},
+        {"languages", CUSTOM(tier_languages)},
+        {"backends", CUSTOM(tier_backends)},
+};
+#undef RECORD
+
+/* The bits of loader->seen_keys: max_NAME by limit index, default_NAME after them, then
+ * tier_keys. */
+#define TIER_LIMIT_KEY_BITS (2 * SBX_LIMIT_COUNT)
+_Static_assert(TIER_LIMIT_KEY_BITS + SBX_ARRAY_SIZE(tier_keys) <= MAX_SECTION_KEYS,
+               "too many tier keys");
+
+/* The row of key when it is max_NAME or default_NAME of a settable limit, made into *row with
+ * its bit in *bit; false for any other key. */
+static bool tier_limit_key(const char *key, struct config_key *row, unsigned *bit)
+{
+        bool is_default = strncmp(key, "default_", 8) == 0;
+        if (!is_default && strncmp(key, "max_", 4) != 0)
+                return false;
+        const char *name = key + (is_default ? 8 : 4);
+        for (unsigned i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                if (field->kind != SBX_LIMIT_SETTABLE || strcmp(field->name, name) != 0)
+                        continue;
+                *row = (struct config_key){
+                        .name = key,
+                        .kind = KEY_LIMIT,
+                        .offset = is_default ? offsetof(struct sbx_tier, defaults)
+                                             : offsetof(struct sbx_tier, max),
+                        .limit = field,
+                };
+                *bit = i + (is_default ? SBX_LIMIT_COUNT : 0);
+                return true;
+        }
+        return false;
+}
+
 static void tier_set_defaults(struct sbx_tier *tier)
 {
-        char why[SBX_ERROR_MESSAGE_MAX];
+        struct sbx_error ignored = {0};
         sbx_limits_default(&tier->max);
         tier->max.cpu_millicores = 0;
         tier->max_concurrency = 4;
         tier->cpu_budget_ms = 60 * 1000;
         tier->cpu_window_s = 60;
         parse_name_list(sbx_language_names(), find_language_name, "language", tier->languages,
-                        SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, why, sizeof(why));
+                        SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, &ignored);
         tier->backends[0] = sbx_backend_name_find(SBX_BACKEND_DEFAULT);
         tier->n_backends = 1;
 }
@@ -308,14 +557,6 @@ static void tier_set_defaults(struct sbx_tier *tier)
 static bool tier_name_taken(const struct sbx_config *config, const char *name)
 {
         return sbx_config_find_tier(config, name) != NULL;
-}
-
-static bool tenant_name_taken(const struct sbx_config *config, const char *name)
-{
-        for (size_t i = 0; i < config->n_tenants; i++)
-                if (strcmp(config->tenants[i].name, name) == 0)
-                        return true;
-        return false;
 }
 
 static int begin_tier(struct loader *loader, const char *name)
@@ -349,6 +590,62 @@ static void add_builtin_default_tier(struct loader *loader)
                 begin_tier(loader, SBX_DEFAULT_TIER_NAME);
 }
 
+static int tier_key(struct loader *loader, const char *key, const char *value)
+{
+        struct sbx_tier *tier = &loader->config->tiers[loader->config->n_tiers - 1];
+        struct config_key limit_row;
+        unsigned bit;
+        if (tier_limit_key(key, &limit_row, &bit))
+                return set_key(loader, &limit_row, bit, tier, value);
+        return set_table_key(loader, tier_keys, SBX_ARRAY_SIZE(tier_keys), TIER_LIMIT_KEY_BITS,
+                             tier, key, value);
+}
+
+/* ---- [tenant.NAME] --------------------------------------------------------------------- */
+
+static struct tenant_source *current_source(struct loader *loader)
+{
+        return &loader->sources[loader->config->n_tenants - 1];
+}
+
+/* Kept by name: the tier may come later in the file (finish_tenants resolves it). */
+static int tenant_tier(struct loader *loader, void *record, const char *value,
+                       struct sbx_error *err)
+{
+        struct tenant_source *source = current_source(loader);
+        source->tier_name = strdup(value);
+        source->tier_line = loader->line;
+        if (source->tier_name == NULL)
+                return value_error(err, ENOMEM, "out of memory");
+        return 0;
+}
+
+static int tenant_token(struct loader *loader, void *record, const char *value,
+                        struct sbx_error *err)
+{
+        struct sbx_tenant *tenant = record;
+        struct tenant_source *source = current_source(loader);
+        if (!sbx_hex_decode(value, tenant->token_sha256, SBX_SHA256_SIZE))
+                return value_error(err, EINVAL,
+                                   "not 64 hex digits (the SHA-256 `sandboxd token` prints)");
+        source->has_token = true;
+        source->token_line = loader->line;
+        return 0;
+}
+
+static const struct config_key tenant_keys[] = {
+        {"tier", CUSTOM(tenant_tier)},
+        {"token_sha256", CUSTOM(tenant_token)},
+};
+
+static bool tenant_name_taken(const struct sbx_config *config, const char *name)
+{
+        for (size_t i = 0; i < config->n_tenants; i++)
+                if (strcmp(config->tenants[i].name, name) == 0)
+                        return true;
+        return false;
+}
+
 static int begin_tenant(struct loader *loader, const char *name)
 {
         struct sbx_config *config = loader->config;
@@ -376,9 +673,21 @@ static int begin_tenant(struct loader *loader, const char *name)
         return 1;
 }
 
-/* ---- pools ---------------------------------------------------------------------------- */
+static int tenant_key(struct loader *loader, const char *key, const char *value)
+{
+        return set_table_key(loader, tenant_keys, SBX_ARRAY_SIZE(tenant_keys), 0,
+                             &loader->config->tenants[loader->config->n_tenants - 1], key, value);
+}
 
-static bool mark_key_seen(struct loader *loader, unsigned index);
+/* ---- [pool.LANGUAGE] ------------------------------------------------------------------- */
+
+#define RECORD struct sbx_pool_config
+static const struct config_key pool_keys[] = {
+        {"min_idle", INTEGER(min_idle, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
+        {"max_idle", INTEGER(max_idle, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
+        {"max_idle_s", INTEGER(max_idle_s, 7 * 24 * 3600)},
+};
+#undef RECORD
 
 /* Python's pool is on by default (2 ready, at most 4, replaced after 5 minutes idle), so that a
  * fresh `make run` answers Python fast; a [pool.python] section changes it. */
@@ -418,28 +727,18 @@ static void begin_pool(struct loader *loader, const char *language_name)
 
 static int pool_key(struct loader *loader, const char *key, const char *value)
 {
-        static const char *const keys[] = {"min_idle", "max_idle", "max_idle_s"};
-        static const uint64_t bounds[] = {SBX_ENGINE_MAX_SANDBOXES_LIMIT,
-                                          SBX_ENGINE_MAX_SANDBOXES_LIMIT, 7 * 24 * 3600};
         struct sbx_pool_config *pool = current_pool(loader);
-        unsigned index = 0;
-        while (index < SBX_ARRAY_SIZE(keys) && strcmp(keys[index], key) != 0)
-                index++;
-        if (pool == NULL || index == SBX_ARRAY_SIZE(keys))
+        if (pool == NULL)
                 return loader_fail(loader, loader->line, key, "unknown key");
-        if (!mark_key_seen(loader, index))
-                return loader_fail(loader, loader->line, key,
-                                   "set twice (an indented line continues the key above)");
-        uint64_t number;
-        struct sbx_error why = {0};
-        if (sbx_parse_u64(value, bounds[index], &number, &why) < 0)
-                return loader_fail(loader, loader->line, key, "%s", why.message);
-        uint64_t *fields[] = {&pool->min_idle, &pool->max_idle, &pool->max_idle_s};
-        *fields[index] = number;
-        if (pool->max_idle < pool->min_idle && index != 2)
-                pool->max_idle = pool->min_idle; /* max_idle below min_idle means "min_idle" */
-        return 1;
+        int r = set_table_key(loader, pool_keys, SBX_ARRAY_SIZE(pool_keys), 0, pool, key, value);
+        /* After every key, whichever order they come in: max_idle below min_idle means
+         * "min_idle". */
+        if (r == 1 && pool->max_idle < pool->min_idle)
+                pool->max_idle = pool->min_idle;
+        return r;
 }
+
+/* ---- sections -------------------------------------------------------------------------- */
 
 /* Called by the reader for a "[name]" line, before inih sees it: inih (as packaged) tells the
  * handler neither about sections without keys nor the line number, and both matter here. */
@@ -475,251 +774,6 @@ static void begin_section(struct loader *loader, const char *name, size_t length
                             "unknown section (expected [server], [tier.NAME], [tenant.NAME] or "
                             "[pool.LANGUAGE])");
         }
-}
-
-/* ---- keys ------------------------------------------------------------------------------ */
-
-/* Marks key number index as set in this section; false when it already was. */
-static bool mark_key_seen(struct loader *loader, unsigned index)
-{
-        uint64_t bit = 1ull << index;
-        if (loader->seen_keys & bit)
-                return false;
-        loader->seen_keys |= bit;
-        return true;
-}
-
-/* The keys of [server], in the order of their bits in loader->seen_keys. */
-enum server_key_index {
-        SERVER_LISTEN,
-        SERVER_DATA_DIR,
-        SERVER_API_UID,
-        SERVER_MAX_BODY_BYTES,
-        SERVER_MAX_SANDBOXES,
-        SERVER_SHUTDOWN_GRACE_S,
-        SERVER_STORE_OUTPUT,
-        SERVER_MAX_CONNECTIONS,
-        SERVER_MAX_CONNECTIONS_PER_IP,
-        SERVER_METRICS_TOKEN_SHA256,
-        SERVER_KEY_COUNT,
-};
-
-static const char *const server_keys[SERVER_KEY_COUNT] = {
-        [SERVER_LISTEN] = "listen",
-        [SERVER_DATA_DIR] = "data_dir",
-        [SERVER_API_UID] = "api_uid",
-        [SERVER_MAX_BODY_BYTES] = "max_body_bytes",
-        [SERVER_MAX_SANDBOXES] = "max_sandboxes",
-        [SERVER_SHUTDOWN_GRACE_S] = "shutdown_grace_s",
-        [SERVER_STORE_OUTPUT] = "store_output",
-        [SERVER_MAX_CONNECTIONS] = "max_connections",
-        [SERVER_MAX_CONNECTIONS_PER_IP] = "max_connections_per_ip",
-        [SERVER_METRICS_TOKEN_SHA256] = "metrics_token_sha256",
-};
-
-static int server_key(struct loader *loader, const char *key, const char *value)
-{
-        struct sbx_server_config *server = &loader->config->server;
-        unsigned index = 0;
-        while (index < SERVER_KEY_COUNT && strcmp(server_keys[index], key) != 0)
-                index++;
-        if (index == SERVER_KEY_COUNT)
-                return loader_fail(loader, loader->line, key, "unknown key");
-        if (!mark_key_seen(loader, index))
-                return loader_fail(loader, loader->line, key,
-                                   "set twice (an indented line continues the key above)");
-        char why[SBX_ERROR_MESSAGE_MAX] = "";
-        uint64_t number;
-        int r = 0;
-        switch ((enum server_key_index)index) {
-        case SERVER_LISTEN:
-                r = parse_listen(value, server, why, sizeof(why));
-                break;
-        case SERVER_DATA_DIR:
-                if (value[0] != '/' || strlen(value) >= 4096) {
-                        snprintf(why, sizeof(why), "'%s' is not an absolute path", value);
-                        r = -1;
-                        break;
-                }
-                free(server->data_dir);
-                server->data_dir = strdup(value);
-                if (server->data_dir == NULL) {
-                        snprintf(why, sizeof(why), "out of memory");
-                        r = -1;
-                }
-                break;
-        case SERVER_API_UID:
-                /* Never 0: the API process parses untrusted input and must not be root; never
-                 * (uid_t)-1, which set*id() reads as "unchanged"; never one of the sandboxes'
-                 * uids, whose processes it would own. */
-                r = parse_number(value, 1, 4294967294u, &number, why, sizeof(why));
-                if (r == 0 && number >= SBX_SANDBOX_HOST_IDS_FIRST) {
-                        snprintf(why, sizeof(why),
-                                 "uids from %u on belong to the sandboxes (it must be below)",
-                                 SBX_SANDBOX_HOST_IDS_FIRST);
-                        r = -1;
-                }
-                server->api_uid = (uid_t)number;
-                break;
-        case SERVER_MAX_BODY_BYTES:
-                /* At least a small request; at most the engine's largest message (48 MiB): a
-                 * bigger body could not be forwarded anyway. */
-                r = parse_bytes(value, 1024, 48 * MIB, &server->max_body_bytes, why, sizeof(why));
-                break;
-        case SERVER_MAX_SANDBOXES:
-                r = parse_number(value, 1, SBX_ENGINE_MAX_SANDBOXES_LIMIT, &server->max_sandboxes,
-                                 why, sizeof(why));
-                break;
-        case SERVER_SHUTDOWN_GRACE_S:
-                r = parse_number(value, 0, 3600, &server->shutdown_grace_s, why, sizeof(why));
-                break;
-        case SERVER_STORE_OUTPUT:
-                r = parse_bool(value, &server->store_output, why, sizeof(why));
-                break;
-        case SERVER_MAX_CONNECTIONS:
-                /* A thread each (libmicrohttpd's thread-per-connection mode). */
-                r = parse_number(value, 1, 16384, &server->max_connections, why, sizeof(why));
-                break;
-        case SERVER_MAX_CONNECTIONS_PER_IP:
-                r = parse_number(value, 1, 16384, &server->max_connections_per_ip, why,
-                                 sizeof(why));
-                break;
-        case SERVER_METRICS_TOKEN_SHA256:
-                if (strlen(value) != SBX_SHA256_HEX_SIZE ||
-                    !sbx_hex_decode(value, server->metrics_token_sha256, SBX_SHA256_SIZE)) {
-                        snprintf(why, sizeof(why), "not %d hex digits", SBX_SHA256_HEX_SIZE);
-                        r = -1;
-                }
-                server->metrics_token_required = r == 0;
-                break;
-        case SERVER_KEY_COUNT:
-                break;
-        }
-        if (r != 0)
-                return loader_fail(loader, loader->line, key, "%s", why);
-        return 1;
-}
-
-/* Key indexes of a tier section: max_<limit> by limit index, default_<limit> after them, then
- * these. */
-enum tier_key {
-        TIER_KEY_MAX_CONCURRENCY = 2 * SBX_LIMIT_COUNT,
-        TIER_KEY_CPU_BUDGET_MS,
-        TIER_KEY_CPU_WINDOW_S,
-        TIER_KEY_LANGUAGES,
-        TIER_KEY_BACKENDS,
-};
-_Static_assert(TIER_KEY_BACKENDS < 64, "a tier's keys are bits of loader->seen_keys");
-
-static int tier_limit_key(struct sbx_tier *tier, const struct sbx_limit_field *field,
-                          bool is_default, const char *value, char *why, size_t why_size)
-{
-        uint64_t number;
-        size_t name_length = strlen(field->name);
-        bool bytes = name_length > 6 && strcmp(field->name + name_length - 6, "_bytes") == 0;
-        uint64_t minimum = sbx_limit_api_min(field);
-        int r = bytes ? parse_bytes(value, minimum, field->config_max, &number, why, why_size)
-                      : parse_number(value, minimum, field->config_max, &number, why, why_size);
-        if (r != 0)
-                return -1;
-        sbx_limit_set(is_default ? &tier->defaults : &tier->max, field, number * field->unit);
-        return 0;
-}
-
-static int tier_key(struct loader *loader, const char *key, const char *value)
-{
-        struct sbx_tier *tier = &loader->config->tiers[loader->config->n_tiers - 1];
-        char why[SBX_ERROR_MESSAGE_MAX] = "";
-        int r = -1;
-        unsigned index;
-        if (strncmp(key, "max_", 4) == 0 || strncmp(key, "default_", 8) == 0) {
-                bool is_default = key[0] == 'd';
-                const char *name = key + (is_default ? 8 : 4);
-                for (index = 0; index < SBX_LIMIT_COUNT; index++)
-                        if (sbx_limit_fields[index].kind == SBX_LIMIT_SETTABLE &&
-                            strcmp(sbx_limit_fields[index].name, name) == 0)
-                                break;
-                if (index < SBX_LIMIT_COUNT) {
-                        if (!mark_key_seen(loader, index + (is_default ? SBX_LIMIT_COUNT : 0)))
-                                goto twice;
-                        r = tier_limit_key(tier, &sbx_limit_fields[index], is_default, value, why,
-                                           sizeof(why));
-                        goto done;
-                }
-        }
-        static const char *const other_keys[] = {"max_concurrency", "cpu_budget_ms", "cpu_window_s",
-                                                 "languages", "backends"};
-        for (index = 0; index < SBX_ARRAY_SIZE(other_keys); index++)
-                if (strcmp(other_keys[index], key) == 0)
-                        break;
-        if (index == SBX_ARRAY_SIZE(other_keys))
-                return loader_fail(loader, loader->line, key, "unknown key");
-        index += TIER_KEY_MAX_CONCURRENCY;
-        if (!mark_key_seen(loader, index))
-                goto twice;
-        switch ((enum tier_key)index) {
-        case TIER_KEY_MAX_CONCURRENCY:
-                r = parse_number(value, 1, 65536, &tier->max_concurrency, why, sizeof(why));
-                break;
-        case TIER_KEY_CPU_BUDGET_MS:
-                /* Up to a year of CPU: large enough to mean "no budget", small enough that
-                 * sums of charges never overflow. */
-                r = parse_number(value, 1, 365 * DAY_MS, &tier->cpu_budget_ms, why, sizeof(why));
-                break;
-        case TIER_KEY_CPU_WINDOW_S:
-                /* The quota keeps one entry per second of the window at most: a day bounds
-                 * its memory. */
-                r = parse_number(value, 1, 24 * 3600, &tier->cpu_window_s, why, sizeof(why));
-                break;
-        case TIER_KEY_LANGUAGES:
-                r = parse_name_list(value, find_language_name, "language", tier->languages,
-                                    SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, why,
-                                    sizeof(why));
-                break;
-        case TIER_KEY_BACKENDS:
-                r = parse_name_list(value, sbx_backend_name_find, "backend", tier->backends,
-                                    SBX_ARRAY_SIZE(tier->backends), &tier->n_backends, why,
-                                    sizeof(why));
-                break;
-        }
-done:
-        if (r != 0)
-                return loader_fail(loader, loader->line, key, "%s", why);
-        return 1;
-twice:
-        return loader_fail(loader, loader->line, key,
-                           "set twice (an indented line continues the key above)");
-}
-
-static int tenant_key(struct loader *loader, const char *key, const char *value)
-{
-        size_t n = loader->config->n_tenants - 1;
-        struct sbx_tenant *tenant = &loader->config->tenants[n];
-        struct tenant_source *source = &loader->sources[n];
-        if (strcmp(key, "tier") == 0) {
-                if (!mark_key_seen(loader, 0))
-                        goto twice;
-                source->tier_name = strdup(value);
-                source->tier_line = loader->line;
-                if (source->tier_name == NULL)
-                        return loader_fail(loader, loader->line, key, "out of memory");
-                return 1;
-        }
-        if (strcmp(key, "token_sha256") == 0) {
-                if (!mark_key_seen(loader, 1))
-                        goto twice;
-                if (!sbx_hex_decode(value, tenant->token_sha256, SBX_SHA256_SIZE))
-                        return loader_fail(loader, loader->line, key,
-                                           "not 64 hex digits (the SHA-256 `sandboxd token` "
-                                           "prints)");
-                source->has_token = true;
-                source->token_line = loader->line;
-                return 1;
-        }
-        return loader_fail(loader, loader->line, key, "unknown key");
-twice:
-        return loader_fail(loader, loader->line, key,
-                           "set twice (an indented line continues the key above)");
 }
 
 static int handle_key(void *user, const char *section, const char *key, const char *value)
@@ -895,6 +949,8 @@ int sbx_config_load_file(const char *path, struct sbx_config *config, struct sbx
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return sbx_error_set(err, errno, "open config %s", path);
+        /* A config file is a few dozen lines; the cap only keeps a wrong path (a log, a device)
+         * from being read into memory whole. */
         _cleanup_free_ char *text = malloc(SBX_CONFIG_FILE_MAX + 1);
         if (text == NULL)
                 return sbx_error_set(err, ENOMEM, "read config %s", path);
