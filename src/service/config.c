@@ -506,6 +506,9 @@ static const struct config_key tier_keys[] = {
         {"cpu_window_s", NUMBER(cpu_window_s, 1, 24 * 3600)},
         {"languages", CUSTOM(tier_languages)},
         {"backends", CUSTOM(tier_backends)},
+        /* Sessions (api/sessions.h): open at once per tenant, and their longest life. */
+        {"max_sessions", NUMBER(max_sessions, 1, 65536)},
+        {"max_session_lifetime_s", NUMBER(max_session_lifetime_s, 1, 30 * 24 * 3600)},
 };
 #undef RECORD
 
@@ -548,6 +551,8 @@ static void tier_set_defaults(struct sbx_tier *tier)
         tier->max_concurrency = 4;
         tier->cpu_budget_ms = 60 * 1000;
         tier->cpu_window_s = 60;
+        tier->max_sessions = 8;
+        tier->max_session_lifetime_s = 3600;
         parse_name_list(sbx_language_names(), find_language_name, "language", tier->languages,
                         SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, &ignored);
         tier->backends[0] = sbx_backend_name_find(SBX_BACKEND_DEFAULT);

@@ -45,8 +45,8 @@ struct sbx_tier {
         uint64_t max_concurrency;        /* executions in flight per tenant */
         uint64_t cpu_budget_ms;          /* CPU a tenant may use ... */
         uint64_t cpu_window_s;           /* ... within this rolling window */
-        uint64_t max_sessions;           /* sessions open per tenant; 0: the default (8) */
-        uint64_t max_session_lifetime_s; /* a session's longest life; 0: the default (3600) */
+        uint64_t max_sessions;           /* sessions open at once per tenant (default 8) */
+        uint64_t max_session_lifetime_s; /* a session's longest life (default 3600) */
         const char *languages[SBX_TIER_MAX_LANGUAGES]; /* static names (sbx_language_find) */
         size_t n_languages;
         const char *backends[SBX_TIER_MAX_BACKENDS]; /* static names (sbx_backend_find) */
