@@ -38,8 +38,10 @@ static void format_limit_value(const struct sbx_limit_field *limit, uint64_t val
                         value /= 1024;
                         suffix++;
                 }
-                snprintf(text, size, "%llu%.*s", (unsigned long long)value, suffix >= 0 ? 1 : 0,
-                         suffix >= 0 ? &suffixes[suffix] : "");
+                /* A one-character string, not "%.*s" into suffixes: gcc 12's printf warning
+                 * pass crashes on that at -O0 with the sanitizers. */
+                char unit[2] = {suffix >= 0 ? suffixes[suffix] : '\0', '\0'};
+                snprintf(text, size, "%llu%s", (unsigned long long)value, unit);
                 break;
         }
         case SBX_LIMIT_CLI_DURATION:
