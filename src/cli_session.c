@@ -6,7 +6,8 @@
  * where limits takes the API's names (memory_mb, pids, disk_mb, open_files, and wall_ms and
  * output_bytes as each run's defaults) and missing ones are the built-in defaults.
  * Then, in any number and order:
- *   {"op": "run", "code": "...", "stdin": "...", "env": {...}, "timeout_ms": N}
+ *   {"op": "run", "code": "...", "stdin": "...", "env": {...}, "timeout_ms": N, "stream": true}
+ * (with stream, the run's events come first, a line each: {"event": "stdout", "data": {...}})
  *   {"op": "put", "path": "...", "data_base64": "...", "mode": 420}
  *   {"op": "get", "path": "..."}      {"op": "list", "path": "..."}    {"op": "delete", "path":
  * "..."} Standard output: one JSON object a line per op (a run: its result; a file operation:
@@ -151,6 +152,13 @@ static void base64_encode(const unsigned char *in, size_t len, char *out)
         out[o] = '\0';
 }
 
+/* A streamed event, as a line of its own before the run's result. */
+static void print_event(void *ctx, const char *event, const json_t *payload)
+{
+        (void)ctx;
+        print_json(json_pack("{s:s,s:O}", "event", event, "data", payload));
+}
+
 static void do_run(struct sbx_session *session, const json_t *line)
 {
         const json_t *code = json_object_get(line, "code");
@@ -175,6 +183,7 @@ static void do_run(struct sbx_session *session, const json_t *line)
                 .n_env = n_env,
                 .timeout_ms = (uint64_t)json_integer_value(json_object_get(line, "timeout_ms")),
                 .cancel_fd = -1,
+                .on_event = json_is_true(json_object_get(line, "stream")) ? print_event : NULL,
         };
         json_t *result = sbx_session_run(session, &request, &err);
         free_env(env, n_env);

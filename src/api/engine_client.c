@@ -20,8 +20,19 @@
 #include "util/log.h"
 #include "util/time.h"
 
+/* A SESSION_EVENT waiting for its streaming caller. */
+struct queued_event {
+        struct queued_event *next;
+        void *message;
+        size_t len;
+};
+
 struct call {
         struct call *next;
+        /* A streamed session run: its SESSION_EVENTs queue here, oldest first, until the
+         * caller takes them. */
+        bool streaming;
+        struct queued_event *events, **events_tail;
         uint64_t request_id;
         uint16_t reply_type;
         const char *execution_id; /* RUN only: what cancel looks for */
@@ -83,6 +94,28 @@ static void deliver_config(struct sbx_engine_client *client, void *buf, size_t l
         free(buf);
 }
 
+/* A SESSION_EVENT: queued for its streaming caller, or dropped. */
+static void deliver_session_event(struct sbx_engine_client *client, uint64_t request_id, void *buf,
+                                  size_t len)
+{
+        struct queued_event *event = malloc(sizeof(*event));
+        pthread_mutex_lock(&client->lock);
+        struct call *call = client->calls;
+        while (call != NULL && call->request_id != request_id)
+                call = call->next;
+        if (call != NULL && call->streaming && event != NULL) {
+                *event = (struct queued_event){.message = buf, .len = len};
+                *call->events_tail = event;
+                call->events_tail = &event->next;
+                pthread_cond_signal(&call->done_cond);
+                buf = NULL;
+                event = NULL;
+        }
+        pthread_mutex_unlock(&client->lock);
+        free(event);
+        free(buf);
+}
+
 /* A SESSION_ENDED: decoded and handed to on_session_ended. */
 static void deliver_session_ended(struct sbx_engine_client *client, void *buf, size_t len)
 {
@@ -111,6 +144,10 @@ static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
         }
         if (header.type == SBX_MESSAGE_SESSION_ENDED) {
                 deliver_session_ended(client, buf, len);
+                return;
+        }
+        if (header.type == SBX_MESSAGE_SESSION_EVENT) {
+                deliver_session_event(client, header.request_id, buf, len);
                 return;
         }
         pthread_mutex_lock(&client->lock);
@@ -188,6 +225,7 @@ static int call_begin(struct sbx_engine_client *client, struct call *call, uint1
                       const char *execution_id, struct sbx_error *err)
 {
         *call = (struct call){.reply_type = reply_type, .execution_id = execution_id};
+        call->events_tail = &call->events;
         pthread_condattr_t attr;
         pthread_condattr_init(&attr);
         pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
@@ -220,6 +258,12 @@ static void call_end(struct sbx_engine_client *client, struct call *call)
         pthread_cond_destroy(&call->done_cond);
         free(call->reply);
         call->reply = NULL;
+        while (call->events != NULL) {
+                struct queued_event *event = call->events;
+                call->events = event->next;
+                free(event->message);
+                free(event);
+        }
 }
 
 static int send_message(struct sbx_engine_client *client, void *buf, size_t len,
@@ -406,6 +450,89 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
         }
         call_end(client, &call);
         return rc;
+}
+
+int sbx_engine_client_session_stream(struct sbx_engine_client *client,
+                                     const struct sbx_message_session *session, uint64_t timeout_ms,
+                                     sbx_engine_event_fn on_event, void *ctx,
+                                     _Atomic uint64_t *request_id,
+                                     struct sbx_engine_session_reply *out, struct sbx_error *err)
+{
+        *out = (struct sbx_engine_session_reply){0};
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        struct call call;
+        if (call_begin(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, err) < 0)
+                return -1;
+        pthread_mutex_lock(&client->lock);
+        call.streaming = true;
+        pthread_mutex_unlock(&client->lock);
+        atomic_store(request_id, call.request_id);
+        void *buf;
+        size_t len;
+        int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
+                                            &len, err);
+        if (rc == 0)
+                rc = send_message(client, buf, len, err);
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += (time_t)(timeout_ms / 1000);
+        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (deadline.tv_nsec >= 1000000000L) {
+                deadline.tv_sec++;
+                deadline.tv_nsec -= 1000000000L;
+        }
+        /* Events first, in order; the reply after every event that came before it. */
+        pthread_mutex_lock(&client->lock);
+        int wait_rc = 0;
+        while (rc == 0) {
+                if (call.events != NULL) {
+                        struct queued_event *event = call.events;
+                        call.events = event->next;
+                        if (call.events == NULL)
+                                call.events_tail = &call.events;
+                        pthread_mutex_unlock(&client->lock);
+                        struct sbx_error ignored = {0};
+                        if (sbx_message_decode(event->message, event->len, message, &ignored) == 0)
+                                on_event(ctx, &message->body.session);
+                        free(event->message);
+                        free(event);
+                        pthread_mutex_lock(&client->lock);
+                        continue;
+                }
+                if (call.done || wait_rc == ETIMEDOUT)
+                        break;
+                wait_rc = pthread_cond_timedwait(&call.done_cond, &client->lock, &deadline);
+        }
+        bool done = call.done;
+        if (!done)
+                take_call(client, call.request_id);
+        pthread_mutex_unlock(&client->lock);
+        if (rc == 0 && !done)
+                rc = sbx_error_set(err, ETIMEDOUT, "engine did not answer SESSION within %llu ms",
+                                   (unsigned long long)timeout_ms);
+        if (rc == 0 && call.reply == NULL) {
+                *err = call.error;
+                rc = -1;
+        }
+        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
+                rc = sbx_error_prefix(err, "engine client: SESSION_REPLY");
+        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
+                sbx_error_set(err, 0, "%s", message->body.refused.detail);
+                err->code = refusal_error_code(message->body.refused.reason);
+                rc = -1;
+        } else if (rc == 0) {
+                out->reply = message->body.session;
+                out->message = steal_pointer(&call.reply);
+        }
+        call_end(client, &call);
+        return rc;
+}
+
+void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request_id)
+{
+        send_cancel(client, request_id);
 }
 
 void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply)

@@ -15,6 +15,7 @@
  *   EPROTO     the engine found the RUN invalid (a bug on the API's side) */
 #pragma once
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -83,6 +84,21 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
                               const struct sbx_message_session *session, uint64_t timeout_ms,
                               struct sbx_engine_session_reply *out, struct sbx_error *err);
 void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply);
+
+/* A streamed run's event (SESSION_EVENT; valid for the call). */
+typedef void (*sbx_engine_event_fn)(void *ctx, const struct sbx_message_session *event);
+
+/* Like sbx_engine_client_session, for a RUN with "stream": each SESSION_EVENT that comes before
+ * the reply is handed to on_event, in order, from the calling thread. *request_id is the
+ * request's, set before it is sent (for sbx_engine_client_cancel from another thread). */
+int sbx_engine_client_session_stream(struct sbx_engine_client *client,
+                                     const struct sbx_message_session *session, uint64_t timeout_ms,
+                                     sbx_engine_event_fn on_event, void *ctx,
+                                     _Atomic uint64_t *request_id,
+                                     struct sbx_engine_session_reply *out, struct sbx_error *err);
+
+/* Sends CANCEL for request_id: a RUN is canceled, a session's streamed run interrupted. */
+void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request_id);
 
 /* Sends PING and waits up to timeout_ms for the PONG. 0 when the engine answered. */
 int sbx_engine_client_ping(struct sbx_engine_client *client, unsigned timeout_ms,

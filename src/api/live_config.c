@@ -91,6 +91,13 @@ const struct sbx_config *sbx_live_config_acquire(struct sbx_live_config *live)
         return &current->config;
 }
 
+void sbx_live_config_hold(struct sbx_live_config *live, const struct sbx_config *snapshot)
+{
+        pthread_mutex_lock(&live->lock);
+        snapshot_of(snapshot)->holders++;
+        pthread_mutex_unlock(&live->lock);
+}
+
 void sbx_live_config_release(struct sbx_live_config *live, const struct sbx_config *snapshot)
 {
         if (snapshot == NULL)

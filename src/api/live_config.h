@@ -36,6 +36,10 @@ const struct sbx_config *sbx_live_config_initial(const struct sbx_live_config *l
 const struct sbx_config *sbx_live_config_acquire(struct sbx_live_config *live);
 void sbx_live_config_release(struct sbx_live_config *live, const struct sbx_config *snapshot);
 
+/* One more hold on a snapshot already held (for work that outlives its request: a streamed
+ * run), released with sbx_live_config_release. */
+void sbx_live_config_hold(struct sbx_live_config *live, const struct sbx_config *snapshot);
+
 /* Loads text (size bytes; name for messages) and makes it the current snapshot's tiers and
  * tenants. Fails (-1 with err, nothing changed) when it does not load. */
 int sbx_live_config_reload(struct sbx_live_config *live, const char *text, size_t size,

@@ -5,13 +5,18 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "api/engine_client.h"
+#include "api/live_config.h"
 #include "api/respond.h"
 #include "model/limits.h"
 #include "model/request.h"
@@ -575,9 +580,347 @@ static json_t *digest_of(const char *data, size_t size)
         return json_pack("{s:I,s:s}", "bytes", (json_int_t)size, "sha256", hex);
 }
 
+/* ---- A run: the engine round trip, its accounting, and its answer (whole or streamed) ---- */
+
+/* One run, from its quota reservation and audit record to its answer. A streamed run's job is
+ * shared by the thread that drives it and the HTTP response that reads its events: refs. */
+struct run_job {
+        struct sbx_api *api;
+        const struct sbx_tenant *tenant; /* in a snapshot the job holds while streaming */
+        const struct sbx_config *snapshot;
+        struct session *session;
+        uint64_t reservation;
+        char run_id[SBX_EXECUTION_ID_CHARS + 1];
+        uint64_t created_ms; /* wall clock */
+        uint64_t timeout_ms;
+        char *fields; /* the RUN's fields, JSON */
+        char *stdin_data;
+        size_t stdin_size;
+        /* The outcome. */
+        int rc;
+        int failure; /* rc < 0: an errno for engine_failure */
+        char detail[SBX_ERROR_MESSAGE_MAX + 64];
+        json_t *result;
+        /* Streaming: the thread writes SSE text to stream_fd; the response reads the other end
+         * of the socket pair. request_id names the run for a cancel. */
+        int stream_fd;
+        _Atomic uint64_t request_id;
+        _Atomic int refs;
+};
+
+static void run_job_unref(struct run_job *job)
+{
+        if (atomic_fetch_sub(&job->refs, 1) != 1)
+                return;
+        if (job->snapshot != NULL)
+                sbx_live_config_release(job->api->live, job->snapshot);
+        if (job->stream_fd >= 0)
+                close(job->stream_fd);
+        free(job->fields);
+        free(job->stdin_data);
+        json_decref(job->result);
+        free(job);
+}
+
+static void stream_write(struct run_job *job, const char *text, size_t len)
+{
+        while (job->stream_fd >= 0 && len > 0) {
+                ssize_t n = send(job->stream_fd, text, len, MSG_NOSIGNAL);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        /* The client went away: the rest is not written. */
+                        close(job->stream_fd);
+                        job->stream_fd = -1;
+                        return;
+                }
+                text += n;
+                len -= (size_t)n;
+        }
+}
+
+/* One Server-Sent Event: its name and a JSON data line (compact JSON has no line breaks). */
+static void stream_event(struct run_job *job, const char *event, const json_t *data)
+{
+        char *text = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (text == NULL)
+                return;
+        char *frame = NULL;
+        int len = asprintf(&frame, "event: %s\ndata: %s\n\n", event, text);
+        free(text);
+        if (len > 0)
+                stream_write(job, frame, (size_t)len);
+        free(frame);
+}
+
+static void on_engine_event(void *ctx, const struct sbx_message_session *event)
+{
+        struct run_job *job = ctx;
+        json_error_t json_error;
+        json_t *fields = json_loadb(event->fields, event->fields_len, JSON_ALLOW_NUL, &json_error);
+        const char *name = json_string_value(json_object_get(fields, "event"));
+        const json_t *data = json_object_get(fields, "data");
+        if (name != NULL && data != NULL &&
+            (strcmp(name, "stdout") == 0 || strcmp(name, "stderr") == 0 ||
+             strcmp(name, "result") == 0 || strcmp(name, "error") == 0))
+                stream_event(job, name, data);
+        json_decref(fields);
+}
+
+/* The engine round trip; sets rc, failure, detail and result. */
+static void run_job_execute(struct run_job *job)
+{
+        struct sbx_message_session message = {
+                .op = SBX_SESSION_RUN,
+                .fields = job->fields,
+                .fields_len = strlen(job->fields),
+                .data = (const uint8_t *)job->stdin_data,
+                .data_len = job->stdin_size,
+        };
+        memcpy(message.session_id, job->session->id, sizeof(message.session_id));
+        uint64_t timeout = job->timeout_ms + RUN_RESTART_MS + RUN_SLACK_MS;
+        struct sbx_engine_session_reply reply;
+        struct sbx_error err = {0};
+        int rc = job->stream_fd >= 0
+                         ? sbx_engine_client_session_stream(job->api->engine, &message, timeout,
+                                                            on_engine_event, job, &job->request_id,
+                                                            &reply, &err)
+                         : sbx_engine_client_session(job->api->engine, &message, timeout, &reply,
+                                                     &err);
+        if (rc < 0) {
+                job->rc = -1;
+                job->failure = err.code;
+                snprintf(job->detail, sizeof(job->detail), "%s", err.message);
+                return;
+        }
+        if (reply.reply.error != 0) {
+                job->rc = -1;
+                job->failure = reply.reply.error;
+                json_error_t json_error;
+                json_t *answer =
+                        json_loadb(reply.reply.fields, reply.reply.fields_len, 0, &json_error);
+                const char *said = json_string_value(json_object_get(answer, "detail"));
+                snprintf(job->detail, sizeof(job->detail), "%s",
+                         said != NULL ? said : strerror(job->failure));
+                json_decref(answer);
+                if (job->failure == ESRCH || job->failure == EPIPE) {
+                        pthread_mutex_lock(&job->api->sessions->lock);
+                        mark_ended(job->api->sessions, job->session,
+                                   job->failure == ESRCH ? "gone" : "agent_died");
+                        pthread_mutex_unlock(&job->api->sessions->lock);
+                }
+        } else {
+                json_error_t json_error;
+                /* Program output may hold NUL bytes (\u0000 in the JSON). */
+                job->result = json_loadb(reply.reply.fields, reply.reply.fields_len, JSON_ALLOW_NUL,
+                                         &json_error);
+                if (job->result == NULL) {
+                        job->rc = -1;
+                        job->failure = EIO;
+                        snprintf(job->detail, sizeof(job->detail),
+                                 "the engine's answer is not JSON");
+                }
+        }
+        sbx_engine_session_reply_free(&reply);
+}
+
+/* The run is over: its quota, its session's state, its audit record, its metrics. */
+static void run_job_finish(struct run_job *job)
+{
+        struct sbx_api *api = job->api;
+        json_t *result = job->result;
+        json_t *usage = json_object_get(result, "usage");
+        uint64_t cpu_ms = (uint64_t)json_integer_value(json_object_get(usage, "cpu_ms"));
+        sbx_quota_release(api->quota, job->tenant, job->reservation, job->rc == 0, cpu_ms,
+                          sbx_now_ms());
+        end_operation(api, job->session);
+        const char *status = json_string_value(json_object_get(result, "status"));
+        const json_t *out = json_object_get(result, "stdout");
+        const json_t *errout = json_object_get(result, "stderr");
+        const struct sbx_audit_record finished = {
+                .id = job->run_id,
+                .finished_at_ms = (int64_t)sbx_wall_clock_ms(),
+                .status = status != NULL ? status : "internal_error",
+                .exit_code = json_is_integer(json_object_get(result, "exit_code"))
+                                     ? (int)json_integer_value(json_object_get(result, "exit_code"))
+                                     : -1,
+                .error = job->rc < 0 ? job->detail
+                                     : json_string_value(json_object_get(result, "internal_error")),
+                .usage = usage,
+                .evidence = json_object_get(result, "evidence"),
+                .timing = json_object_get(result, "timing"),
+                .stdout_data = json_string_value(out),
+                .stdout_size = json_string_length(out),
+                .stderr_data = json_string_value(errout),
+                .stderr_size = json_string_length(errout),
+                .store_output = api->config->server.store_output,
+        };
+        struct sbx_error err = {0};
+        if (sbx_audit_finish(api->audit, &finished, &err) < 0)
+                sbx_warn("audit: run %s: %s", job->run_id, err.message);
+        if (job->rc == 0) {
+                sbx_metrics_count_session_run(api->metrics, status,
+                                              (sbx_wall_clock_ms() - job->created_ms) * 1000);
+                json_object_set_new(result, "session_id", json_string(job->session->id));
+        }
+}
+
+static enum MHD_Result run_job_answer(struct run_job *job, struct MHD_Connection *connection)
+{
+        if (job->rc < 0)
+                return engine_failure(job->api, connection, job->failure, job->detail, NULL);
+        return sbx_http_respond_json(job->api, connection, 200, JSON_CONTENT_TYPE,
+                                     json_incref(job->result), NULL, 0);
+}
+
+/* Whether the client asked for Server-Sent Events. */
+static bool wants_stream(struct MHD_Connection *connection)
+{
+        const char *accept =
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        return accept != NULL && strstr(accept, "text/event-stream") != NULL;
+}
+
+/* Seconds of silence after which a stream gets a comment line, so that proxies and clients see
+ * it alive. */
+#define STREAM_KEEPALIVE_MS 15000
+
+/* The streaming thread: the run, its accounting, its last event. */
+static void *run_job_thread(void *arg)
+{
+        struct run_job *job = arg;
+        run_job_execute(job);
+        run_job_finish(job);
+        if (job->rc == 0) {
+                stream_event(job, "end", job->result);
+        } else {
+                json_t *problem =
+                        sbx_problem_new(500, sbx_problem_default_slug(500), job->detail, NULL, 0);
+                stream_event(job, "problem", problem);
+                json_decref(problem);
+        }
+        /* End of file for the response: the stream is over. */
+        if (job->stream_fd >= 0) {
+                close(job->stream_fd);
+                job->stream_fd = -1;
+        }
+        run_job_unref(job);
+        return NULL;
+}
+
+/* The response's side: what the thread wrote, as it comes. */
+struct stream_reader {
+        struct run_job *job;
+        int fd;
+        int client_fd; /* the HTTP connection's socket: its hang-up ends the stream at once */
+};
+
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+        (void)pos;
+        struct stream_reader *reader = cls;
+        for (;;) {
+                /* The client's hang-up too: a silent run must be canceled when its client goes,
+                 * not when the next keep-alive fails to be written. */
+                struct pollfd pfd[2] = {{.fd = reader->fd, .events = POLLIN},
+                                        {.fd = reader->client_fd, .events = POLLRDHUP}};
+                int ready = poll(pfd, 2, STREAM_KEEPALIVE_MS);
+                if (ready < 0 && errno == EINTR)
+                        continue;
+                if (ready > 0 && (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (ready == 0) {
+                        static const char keepalive[] = ": keepalive\n\n";
+                        size_t n = sizeof(keepalive) - 1 < max ? sizeof(keepalive) - 1 : max;
+                        memcpy(buf, keepalive, n);
+                        return (ssize_t)n;
+                }
+                ssize_t n = recv(reader->fd, buf, max, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n > 0)
+                        return n;
+                return MHD_CONTENT_READER_END_OF_STREAM;
+        }
+}
+
+/* The response is done (the stream ended, or the client went away): a run still going is
+ * interrupted (the engine cancels it; its accounting and record still happen). */
+static void stream_done(void *cls)
+{
+        struct stream_reader *reader = cls;
+        struct run_job *job = reader->job;
+        uint64_t request_id = atomic_load(&job->request_id);
+        char probe;
+        bool ended = recv(reader->fd, &probe, 1, MSG_DONTWAIT | MSG_PEEK) == 0;
+        if (!ended && request_id != 0)
+                sbx_engine_client_cancel(job->api->engine, request_id);
+        close(reader->fd);
+        run_job_unref(job);
+        free(reader);
+}
+
+static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection *connection,
+                                      const struct sbx_config *tenants)
+{
+        struct sbx_api *api = job->api;
+        int pair[2];
+        struct stream_reader *reader = malloc(sizeof(*reader));
+        if (reader == NULL || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
+                free(reader);
+                job->rc = -1;
+                job->failure = ENOMEM;
+                snprintf(job->detail, sizeof(job->detail), "cannot start a stream");
+                run_job_finish(job);
+                enum MHD_Result answer = run_job_answer(job, connection);
+                run_job_unref(job);
+                return answer;
+        }
+        job->stream_fd = pair[1];
+        /* The thread may outlive this request (a client that goes away): it holds the tenant's
+         * snapshot itself. */
+        sbx_live_config_hold(api->live, tenants);
+        job->snapshot = tenants;
+        const union MHD_ConnectionInfo *info =
+                MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+        *reader = (struct stream_reader){
+                .job = job, .fd = pair[0], .client_fd = info != NULL ? info->connect_fd : -1};
+        atomic_store(&job->refs, 2);
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&thread, &attr, run_job_thread, job);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+                atomic_store(&job->refs, 1);
+                close(pair[0]);
+                free(reader);
+                job->rc = -1;
+                job->failure = rc;
+                snprintf(job->detail, sizeof(job->detail), "cannot start a stream's thread");
+                run_job_finish(job);
+                enum MHD_Result answer = run_job_answer(job, connection);
+                run_job_unref(job);
+                return answer;
+        }
+        struct MHD_Response *response = MHD_create_response_from_callback(
+                MHD_SIZE_UNKNOWN, 4096, stream_read, reader, stream_done);
+        if (response == NULL) {
+                stream_done(reader);
+                return MHD_NO;
+        }
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
+        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+        enum MHD_Result queued = MHD_queue_response(connection, 200, response);
+        MHD_destroy_response(response);
+        sbx_metrics_count_http_request(api->metrics, 200);
+        return queued;
+}
+
 static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *connection,
                                   const struct sbx_tenant *tenant, struct session *s,
-                                  const json_t *body)
+                                  const json_t *body, const struct sbx_config *tenants)
 {
         const char *key;
         json_t *value;
@@ -684,61 +1027,58 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                                                 NULL, 0);
         }
 
+        struct run_job *job = calloc(1, sizeof(*job));
+        if (job == NULL) {
+                sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
+                end_operation(api, s);
+                return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL, 0,
+                                                NULL, 0);
+        }
+        *job = (struct run_job){
+                .api = api,
+                .tenant = tenant,
+                .session = s,
+                .reservation = decision.reservation,
+                .created_ms = created_ms,
+                .timeout_ms = timeout_ms,
+                .stream_fd = -1,
+                .refs = 1,
+        };
+        memcpy(job->run_id, run_id, sizeof(job->run_id));
         json_t *fields = json_pack("{s:s,s:O,s:O,s:I}", "id", run_id, "code", code, "env", env,
                                    "timeout_ms", (json_int_t)timeout_ms);
-        struct sbx_engine_session_reply reply;
-        int failure = 0;
-        char detail[SBX_ERROR_MESSAGE_MAX + 64];
-        int rc = call_engine(api, s, SBX_SESSION_RUN, fields,
-                             stdin_value ? json_string_value(stdin_value) : NULL,
-                             stdin_value ? json_string_length(stdin_value) : 0,
-                             timeout_ms + RUN_RESTART_MS + RUN_SLACK_MS, &reply, &failure, detail,
-                             sizeof(detail));
-        json_t *result = NULL;
-        if (rc == 0) {
-                json_error_t json_error;
-                /* Program output may hold NUL bytes (\u0000 in the JSON). */
-                result = json_loadb(reply.reply.fields, reply.reply.fields_len, JSON_ALLOW_NUL,
-                                    &json_error);
-                sbx_engine_session_reply_free(&reply);
+        job->fields = fields != NULL ? json_dumps(fields, JSON_COMPACT) : NULL;
+        json_decref(fields);
+        if (stdin_value != NULL) {
+                job->stdin_size = json_string_length(stdin_value);
+                job->stdin_data = malloc(job->stdin_size + 1);
+                if (job->stdin_data != NULL)
+                        memcpy(job->stdin_data, json_string_value(stdin_value), job->stdin_size);
         }
-        json_t *usage = json_object_get(result, "usage");
-        uint64_t cpu_ms = (uint64_t)json_integer_value(json_object_get(usage, "cpu_ms"));
-        sbx_quota_release(api->quota, tenant, decision.reservation, rc == 0, cpu_ms, sbx_now_ms());
-        end_operation(api, s);
-
-        const char *status = json_string_value(json_object_get(result, "status"));
-        const json_t *out = json_object_get(result, "stdout");
-        const json_t *errout = json_object_get(result, "stderr");
-        const struct sbx_audit_record finished = {
-                .id = run_id,
-                .finished_at_ms = (int64_t)sbx_wall_clock_ms(),
-                .status = status != NULL ? status : "internal_error",
-                .exit_code = json_is_integer(json_object_get(result, "exit_code"))
-                                     ? (int)json_integer_value(json_object_get(result, "exit_code"))
-                                     : -1,
-                .error = rc < 0 ? detail
-                                : json_string_value(json_object_get(result, "internal_error")),
-                .usage = usage,
-                .evidence = json_object_get(result, "evidence"),
-                .timing = json_object_get(result, "timing"),
-                .stdout_data = json_string_value(out),
-                .stdout_size = json_string_length(out),
-                .stderr_data = json_string_value(errout),
-                .stderr_size = json_string_length(errout),
-                .store_output = api->config->server.store_output,
-        };
-        if (sbx_audit_finish(api->audit, &finished, &err) < 0)
-                sbx_warn("audit: run %s: %s", run_id, err.message);
-        if (rc < 0 || result == NULL) {
-                json_decref(result);
-                return engine_failure(api, connection, rc < 0 ? failure : EIO,
-                                      rc < 0 ? detail : "the engine's answer is not JSON", NULL);
+        if (job->fields == NULL || (stdin_value != NULL && job->stdin_data == NULL)) {
+                job->failure = ENOMEM;
+                snprintf(job->detail, sizeof(job->detail), "out of memory");
+                job->rc = -1;
+                run_job_finish(job);
+                enum MHD_Result answer = run_job_answer(job, connection);
+                run_job_unref(job);
+                return answer;
         }
-        sbx_metrics_count_session_run(api->metrics, status,
-                                      (sbx_wall_clock_ms() - created_ms) * 1000);
-        json_object_set_new(result, "session_id", json_string(s->id));
-        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, result, NULL, 0);
+        if (wants_stream(connection)) {
+                /* The worker sends the run's events only when asked. */
+                char *streamed = NULL;
+                size_t len = strlen(job->fields);
+                if (asprintf(&streamed, "%.*s,\"stream\":true}", (int)(len - 1), job->fields) > 0) {
+                        free(job->fields);
+                        job->fields = streamed;
+                }
+                return run_job_stream(job, connection, tenants);
+        }
+        run_job_execute(job);
+        run_job_finish(job);
+        enum MHD_Result answer = run_job_answer(job, connection);
+        run_job_unref(job);
+        return answer;
 }
 
 /* A file's content type, from its name: what a browser or a client needs most. */
@@ -978,7 +1318,7 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
                         parse_body(api, connection, body, body_len, body_too_large, &answer);
                 if (parsed == NULL)
                         return answer;
-                answer = handle_run(api, connection, tenant, s, parsed);
+                answer = handle_run(api, connection, tenant, s, parsed, tenants);
                 json_decref(parsed);
                 return answer;
         }

@@ -173,6 +173,8 @@ static struct worker *find_worker_by_pid(struct engine *e, pid_t pid)
  * there is no pidfd. */
 void engine_signal_worker(const struct worker *w, int sig)
 {
+        sbx_debug("engine: signal %d to worker %d (request %llu)", sig, (int)w->pid,
+                  (unsigned long long)w->request_id);
         int rc = w->pidfd >= 0 ? pidfd_send_signal(w->pidfd, sig) : kill(w->pid, sig);
         if (rc < 0 && errno != ESRCH)
                 sbx_warn("engine: signal %d to worker %d: %s", sig, (int)w->pid, strerror(errno));
@@ -626,10 +628,18 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 return;
         case SBX_MESSAGE_CANCEL: {
                 struct worker *w = find_worker_by_request(e, header.request_id);
-                if (len != SBX_MESSAGE_HEADER_BYTES)
+                if (len != SBX_MESSAGE_HEADER_BYTES) {
                         sbx_warn("engine: CANCEL with a body dropped");
-                else if (w != NULL)
+                } else if (w != NULL) {
                         engine_signal_worker(w, SIGTERM);
+                } else {
+                        /* A session's run: its worker interrupts it and goes on. */
+                        for (size_t i = 0; i < e->n_workers; i++)
+                                if (e->workers[i].session && !e->workers[i].done &&
+                                    e->workers[i].last_request_id == header.request_id)
+                                        engine_signal_worker(&e->workers[i],
+                                                             SBX_SESSION_WORKER_CANCEL_RUN);
+                }
                 return;
         }
         case SBX_MESSAGE_PING:
@@ -649,6 +659,7 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 return;
         case SBX_MESSAGE_SESSION_REPLY:
         case SBX_MESSAGE_SESSION_ENDED:
+        case SBX_MESSAGE_SESSION_EVENT:
         case SBX_MESSAGE_RESULT:
         case SBX_MESSAGE_REFUSED:
         case SBX_MESSAGE_CONFIG:

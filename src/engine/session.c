@@ -289,7 +289,68 @@ struct run_state {
         bool timed_out, canceled, output_limit;
         uint64_t interrupted_us; /* when SIGINT went out; 0: not yet */
         bool restart_asked;
+        /* Streaming (request->on_event): how much of each stream went out, and when. */
+        const struct sbx_session_run_request *request;
+        size_t out_sent, err_sent;
+        uint64_t flushed_us;
 };
+
+/* The length of buf's prefix that ends on a UTF-8 character boundary (a trailing character
+ * whose bytes have not all arrived is left for the next batch). */
+static size_t utf8_whole(const uint8_t *buf, size_t len)
+{
+        for (size_t back = 1; back <= 4 && back <= len; back++) {
+                uint8_t byte = buf[len - back];
+                if ((byte & 0xC0) == 0x80)
+                        continue; /* a continuation byte: look further back */
+                size_t need = 1;
+                if ((byte & 0xE0) == 0xC0)
+                        need = 2;
+                else if ((byte & 0xF0) == 0xE0)
+                        need = 3;
+                else if ((byte & 0xF8) == 0xF0)
+                        need = 4;
+                return back < need ? len - back : len;
+        }
+        return len;
+}
+
+static void stream_one(struct run_state *state, const char *event, const struct sbx_buffer *buf,
+                       size_t *sent, bool force)
+{
+        size_t end = force ? buf->len : utf8_whole(buf->data, buf->len);
+        if (end <= *sent)
+                return;
+        json_t *payload = json_pack("{s:o}", "text",
+                                    sbx_json_string_from_bytes(buf->data + *sent, end - *sent));
+        if (payload != NULL)
+                state->request->on_event(state->request->event_ctx, event, payload);
+        json_decref(payload);
+        *sent = end;
+}
+
+/* Sends the output not streamed yet: all of it when forced, else when a batch is full or the
+ * last one went out SBX_SESSION_STREAM_DELAY_MS ago. */
+static void stream_output(struct run_state *state, bool force)
+{
+        if (state->request->on_event == NULL)
+                return;
+        size_t pending = (state->out.len - state->out_sent) + (state->err.len - state->err_sent);
+        uint64_t now = sbx_now_us();
+        if (pending == 0 || (!force && pending < SBX_SESSION_STREAM_BATCH &&
+                             now - state->flushed_us < SBX_SESSION_STREAM_DELAY_MS * 1000ull))
+                return;
+        stream_one(state, "stdout", &state->out, &state->out_sent, force);
+        stream_one(state, "stderr", &state->err, &state->err_sent, force);
+        state->flushed_us = now;
+}
+
+/* Whether output waits to be streamed (the loop then wakes for it). */
+static bool stream_pending(const struct run_state *state)
+{
+        return state->request->on_event != NULL &&
+               (state->out.len > state->out_sent || state->err.len > state->err_sent);
+}
 
 static void run_state_free(struct run_state *state)
 {
@@ -376,6 +437,10 @@ static int run_frame(struct sbx_session *session, struct run_state *state, json_
                 }
                 state->results_bytes += size;
                 json_array_append(state->results, bundle);
+                if (state->request->on_event != NULL) {
+                        stream_output(state, true); /* what was printed before it first */
+                        state->request->on_event(state->request->event_ctx, "result", bundle);
+                }
                 return 0;
         }
         if (strcmp(op, "done") == 0) {
@@ -510,7 +575,7 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
         if (header == NULL)
                 return NULL;
 
-        struct run_state state = {.results = json_array()};
+        struct run_state state = {.results = json_array(), .request = request};
         size_t cap = (size_t)session->spec.limits.output_bytes;
         sbx_buffer_init(&state.out, cap);
         sbx_buffer_init(&state.err, cap);
@@ -556,6 +621,9 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
                                 : state.restart_asked
                                         ? now + (uint64_t)SBX_SESSION_READY_TIMEOUT_MS * 1000
                                         : grace_end;
+                if (stream_pending(&state) &&
+                    state.flushed_us + SBX_SESSION_STREAM_DELAY_MS * 1000ull < wake)
+                        wake = state.flushed_us + SBX_SESSION_STREAM_DELAY_MS * 1000ull;
                 if (state.restart_asked &&
                     now > grace_end + SBX_SESSION_READY_TIMEOUT_MS * 1000ull) {
                         struct sbx_error why = {0};
@@ -591,12 +659,15 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
                         rc = sbx_error_set(err, errno, "session: poll");
                         break;
                 }
-                if (ready <= 0)
+                if (ready <= 0) {
+                        stream_output(&state, false);
                         continue;
+                }
                 if (fds[1].revents)
                         drain(session->stdout_fd, &state.out);
                 if (fds[2].revents)
                         drain(session->stderr_fd, &state.err);
+                stream_output(&state, false);
                 if (fds[3].revents && !state.canceled) {
                         state.canceled = true;
                         if (!state.interrupted_us) {
@@ -619,6 +690,9 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
         /* The agent flushed its streams before "done": what it printed is in the pipes. */
         drain(session->stdout_fd, &state.out);
         drain(session->stderr_fd, &state.err);
+        stream_output(&state, true);
+        if (request->on_event != NULL && state.error != NULL)
+                request->on_event(request->event_ctx, "error", state.error);
         if (evidence_ok &&
             session->backend->read_evidence(session->sandbox, &after, &evidence_err) < 0)
                 evidence_ok = false;

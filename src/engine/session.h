@@ -64,7 +64,17 @@ struct sbx_session_run_request {
         size_t n_env;
         uint64_t timeout_ms; /* 0: the session's wall_ms */
         int cancel_fd;       /* readable = interrupt the run (status canceled); <= 0 for none */
+        /* Streaming, NULL for none: called as the run goes with "stdout" or "stderr" and
+         * {"text"} (what the output cap keeps, batched: at most SBX_SESSION_STREAM_BATCH bytes
+         * or SBX_SESSION_STREAM_DELAY_MS late, cut at UTF-8 character boundaries), "result" and
+         * a MIME bundle (after the output printed before it), "error" and the run's error. The
+         * payload is borrowed for the call. */
+        void (*on_event)(void *ctx, const char *event, const json_t *payload);
+        void *event_ctx;
 };
+
+#define SBX_SESSION_STREAM_BATCH    4096
+#define SBX_SESSION_STREAM_DELAY_MS 5
 
 /* Runs code. Returns the run's result as a JSON object (a new reference) with id,
  * execution_count, status (ok, error, exit_nonzero, timeout, memory_limit, pids_limit,

@@ -7,6 +7,8 @@
 #include <errno.h>
 #include <jansson.h>
 #include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +40,19 @@ struct session_worker {
         uint64_t idle_timeout_us; /* 0: none */
         uint64_t lifetime_end_us; /* 0: none */
         uint64_t last_activity_us;
+        bool stopping;           /* SIGTERM came during an operation: end after answering it */
+        uint64_t stream_request; /* the streamed run's request, for its events */
 };
+
+/* Reads the signals that came (cancel_fd): SIGTERM marks the worker stopping; the run-cancel
+ * signal outside a run cancels nothing. */
+static void take_signals(struct session_worker *sw)
+{
+        struct signalfd_siginfo info;
+        while (read(sw->cancel_fd, &info, sizeof(info)) == (ssize_t)sizeof(info))
+                if (info.ssi_signo == SIGTERM)
+                        sw->stopping = true;
+}
 
 /* Sends a SESSION_REPLY (or, with request_id 0, a SESSION_ENDED). Takes fields. */
 static void reply(struct session_worker *sw, uint64_t request_id, int error, json_t *fields,
@@ -219,6 +233,28 @@ out:
 
 /* ---- Operations ---------------------------------------------------------------------------- */
 
+/* A streamed run's event, as a SESSION_EVENT under the run's request. */
+static void send_event(void *ctx, const char *event, const json_t *payload)
+{
+        struct session_worker *sw = ctx;
+        json_t *fields = json_pack("{s:s,s:O}", "event", event, "data", payload);
+        char *text = fields != NULL ? json_dumps(fields, JSON_COMPACT) : NULL;
+        json_decref(fields);
+        if (text == NULL)
+                return;
+        struct sbx_message_session message = {.fields = text, .fields_len = strlen(text)};
+        memcpy(message.session_id, sw->session_id, sizeof(message.session_id));
+        void *buf = NULL;
+        size_t len = 0;
+        struct sbx_error err = {0};
+        if (sbx_message_encode_session(SBX_MESSAGE_SESSION_EVENT, sw->stream_request, &message,
+                                       &buf, &len, &err) == 0 &&
+            sbx_message_send(sw->context->api_fd, buf, len, &err) < 0)
+                sbx_debug("session %s: event: %s", sw->session_id, err.message);
+        free(buf);
+        free(text);
+}
+
 static void do_run(struct session_worker *sw, uint64_t request_id, const json_t *fields,
                    const struct sbx_message_session *message)
 {
@@ -253,8 +289,13 @@ static void do_run(struct session_worker *sw, uint64_t request_id, const json_t 
                 .n_env = n_env,
                 .timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 0,
                 .cancel_fd = sw->cancel_fd,
+                .on_event = json_is_true(json_object_get(fields, "stream")) ? send_event : NULL,
+                .event_ctx = sw,
         };
+        sw->stream_request = request_id;
+        take_signals(sw); /* a cancel meant for an earlier run must not cancel this one */
         json_t *result = sbx_session_run(sw->session, &run, &err);
+        take_signals(sw);
         if (result == NULL)
                 reply_error(sw, request_id, &err);
         else
@@ -351,7 +392,9 @@ static const char *serve_one(struct session_worker *sw, const void *buf, size_t 
                 do_file(sw, request_id, session->op, fields, session);
         json_decref(fields);
         sw->last_activity_us = sbx_now_us();
-        return sbx_session_alive(sw->session) ? NULL : END_AGENT_GONE;
+        if (!sbx_session_alive(sw->session))
+                return END_AGENT_GONE;
+        return sw->stopping ? END_SHUTDOWN : NULL;
 }
 
 /* Waits for the next forwarded message, or the end. */
@@ -380,8 +423,11 @@ static const char *serve(struct session_worker *sw, uint64_t *closer)
                         return END_ENGINE_LOST;
                 if (ready <= 0)
                         continue;
-                if (fds[1].revents)
-                        return END_SHUTDOWN;
+                if (fds[1].revents) {
+                        take_signals(sw);
+                        if (sw->stopping)
+                                return END_SHUTDOWN;
+                }
                 if (fds[0].revents == 0)
                         continue;
                 void *buf = NULL;
@@ -406,8 +452,21 @@ _Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *
         struct session_worker sw = {
                 .context = context,
                 .control_fd = control_fd,
-                .cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd),
+                .cancel_fd =
+                        sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, NULL),
         };
+        /* SIGTERM ends the session, SBX_SESSION_WORKER_CANCEL_RUN cancels a run: one signalfd
+         * for both, which a run takes as its cancel fd (take_signals tells them apart). */
+        sigset_t cancel;
+        sigemptyset(&cancel);
+        sigaddset(&cancel, SIGTERM);
+        sigaddset(&cancel, SBX_SESSION_WORKER_CANCEL_RUN);
+        if (sw.cancel_fd >= 0 &&
+            (sigprocmask(SIG_BLOCK, &cancel, NULL) < 0 ||
+             signalfd(sw.cancel_fd, &cancel, SFD_NONBLOCK | SFD_CLOEXEC) < 0)) {
+                close(sw.cancel_fd);
+                sw.cancel_fd = -1;
+        }
         memcpy(sw.session_id, open->session_id, sizeof(sw.session_id));
         struct sbx_error err = {0};
         if (sw.cancel_fd < 0 || open_session(&sw, open, &err) < 0) {

@@ -111,12 +111,19 @@ static int deliver_result(const struct sbx_worker_context *context, uint64_t req
 /* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
  * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
  * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
-int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b)
+int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b, bool *engine_gone)
 {
         /* Dies with the engine: SIGTERM, i.e. cancel and clean up. Checked after setting it, in
          * case the engine died in between (we would then belong to someone else already). */
-        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0 || getppid() != engine_pid)
+        if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
+        bool gone = getppid() != engine_pid;
+        if (gone && engine_gone == NULL) {
+                sbx_debug("worker %d: the engine is gone already", (int)getpid());
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+        }
+        if (engine_gone != NULL)
+                *engine_gone = gone;
         /* The sandbox's init and anything re-parented below it are reaped here. */
         if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
                 sbx_warn("worker: PR_SET_CHILD_SUBREAPER: %s", strerror(errno));
@@ -161,11 +168,22 @@ static _Noreturn void finish_and_exit(const struct sbx_worker_context *context, 
 _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context, int control_fd,
                                        uint64_t request_id, const struct sbx_message_run *run)
 {
-        int cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd);
+        bool engine_gone = false;
+        int cancel_fd =
+                sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, &engine_gone);
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
         struct sbx_result result;
         struct sbx_error err = {0};
+        if (engine_gone) {
+                /* The engine died right after it started this execution (and logged it): say so
+                 * in a RESULT, so that the execution has its record like every other one. */
+                sbx_result_set_internal_error(&result, run->execution_id, &run->request.limits,
+                                              run->request.backend,
+                                              "the engine was gone before the execution began");
+                result.status = SBX_STATUS_CANCELED;
+                finish_and_exit(context, control_fd, request_id, run, 0, &result, &err);
+        }
         int rc = cancel_fd < 0 ? sbx_error_set(&err, errno, "engine: worker: cancel signalfd")
                                : sbx_execute(&request, &result, &err);
         finish_and_exit(context, control_fd, request_id, run, rc, &result, &err);
@@ -174,7 +192,7 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language)
 {
-        int cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd);
+        int cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, NULL);
         if (cancel_fd < 0)
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
 

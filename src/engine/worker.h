@@ -5,6 +5,8 @@
  * socket, or to the spool when the API process is gone) and exits. Engine-private. */
 #pragma once
 
+#include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -29,8 +31,9 @@ struct sbx_worker_context {
 /* What every forked worker does first: dies with the engine (PR_SET_PDEATHSIG SIGTERM), is the
  * subreaper of its sandbox, leaves the terminal's session, keeps fds 0-2, keep_a and keep_b.
  * Returns the cancel fd (a SIGTERM signalfd), or -1 when it has none. Ends the process when the
- * engine is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
-int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b);
+ * fds cannot be closed, and when the engine is already gone unless engine_gone is given (then
+ * it says so there, for a worker that still answers). */
+int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b, bool *engine_gone);
 
 /* Says "D" on the control socket: the worker's sandbox is destroyed (see server.h). */
 void sbx_worker_say_done(int control_fd);
@@ -44,6 +47,9 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
  * RUN on it (or for SIGTERM: retire, nothing run), then runs it as above. Never returns. */
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language);
+
+/* What a session worker takes as "cancel the running run" (SIGTERM ends the session). */
+#define SBX_SESSION_WORKER_CANCEL_RUN SIGUSR2
 
 /* A session worker (session_worker.c): opens the session of open (request_id's OPEN), answers it,
  * then serves the operations the engine forwards on control_fd until the session is closed or

@@ -26,6 +26,7 @@ static const char *const type_names[] = {
         [SBX_MESSAGE_SESSION] = "SESSION",
         [SBX_MESSAGE_SESSION_REPLY] = "SESSION_REPLY",
         [SBX_MESSAGE_SESSION_ENDED] = "SESSION_ENDED",
+        [SBX_MESSAGE_SESSION_EVENT] = "SESSION_EVENT",
 };
 
 static const char *const refusal_names[] = {
@@ -340,7 +341,7 @@ int sbx_message_encode_session(enum sbx_message_type type, uint64_t request_id,
                                size_t *out_len, struct sbx_error *err)
 {
         if (type != SBX_MESSAGE_SESSION && type != SBX_MESSAGE_SESSION_REPLY &&
-            type != SBX_MESSAGE_SESSION_ENDED)
+            type != SBX_MESSAGE_SESSION_ENDED && type != SBX_MESSAGE_SESSION_EVENT)
                 return sbx_error_set(err, EINVAL, "encode: %s is not a session message",
                                      sbx_message_type_name((uint16_t)type));
         if (strlen(session->session_id) != SBX_EXECUTION_ID_CHARS)
@@ -863,6 +864,7 @@ int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
                 rc = decode_session(&r, true, &message->body.session);
                 break;
         case SBX_MESSAGE_SESSION_REPLY:
+        case SBX_MESSAGE_SESSION_EVENT:
                 rc = decode_session(&r, false, &message->body.session);
                 break;
         case SBX_MESSAGE_SESSION_ENDED:

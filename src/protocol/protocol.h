@@ -35,7 +35,7 @@
  *   STATS_REPLY  a u64 per SBX_MESSAGE_STATS row, in order (13)
  *   SESSION      session_id (32 lowercase hex bytes), op u32, fields string (a JSON object),
  *                data blob
- *   SESSION_REPLY, SESSION_ENDED
+ *   SESSION_REPLY, SESSION_ENDED, SESSION_EVENT
  *                session_id, error i32, fields string (a JSON object), data blob
  *   CANCEL, PING, PONG, STATS: empty body
  *
@@ -48,7 +48,10 @@
  * take its tiers and tenants from (the file may be readable by root alone). SESSION carries an
  * operation on a long-lived session (engine/session.h) and is answered by one SESSION_REPLY (or
  * REFUSED, for an OPEN the engine does not start); SESSION_ENDED (request_id 0, no reply) tells
- * the API that a session ended on its own (idle, lifetime, its agent gone, shutdown).
+ * the API that a session ended on its own (idle, lifetime, its agent gone, shutdown). A RUN of
+ * a session with "stream" in its fields gets SESSION_EVENTs ({"event", "data"}: output,
+ * results, its error) under its request_id before its SESSION_REPLY; CANCEL with that
+ * request_id interrupts it (the reply then says canceled).
  *
  * The messages travel over a SOCK_SEQPACKET socket: protocol/transport.h. */
 #pragma once
@@ -87,6 +90,7 @@ enum sbx_message_type {
         SBX_MESSAGE_SESSION = 10,       /* API -> engine: an operation on a session */
         SBX_MESSAGE_SESSION_REPLY = 11, /* engine -> API: its answer */
         SBX_MESSAGE_SESSION_ENDED = 12, /* engine -> API (request_id 0): a session ended */
+        SBX_MESSAGE_SESSION_EVENT = 13, /* engine -> API: a streamed run's output so far */
 };
 
 /* Why the engine refused a RUN (REFUSED). */

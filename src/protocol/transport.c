@@ -160,10 +160,14 @@ static int read_attached(int memfd, const uint8_t *record, void **out, size_t *o
 
 int sbx_message_receive(int fd, void **out, size_t *out_len, struct sbx_error *err)
 {
+        /* ECONNRESET is the kernel's note that the peer socket went away with records of ours
+         * unread (AF_UNIX sets it on the last close of the peer): reading it clears it, and the
+         * records the peer sent before are still queued, to be read before the end of file. A
+         * worker that answered just before the engine died is one of them. */
         ssize_t size;
         do
                 size = recv(fd, NULL, 0, MSG_PEEK | MSG_TRUNC);
-        while (size < 0 && errno == EINTR);
+        while (size < 0 && (errno == EINTR || errno == ECONNRESET));
         if (size < 0)
                 return sbx_error_set(err, errno, "receive: peek");
         if (size == 0) {
@@ -198,7 +202,7 @@ int sbx_message_receive(int fd, void **out, size_t *out_len, struct sbx_error *e
         ssize_t n;
         do
                 n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-        while (n < 0 && errno == EINTR);
+        while (n < 0 && (errno == EINTR || errno == ECONNRESET));
         if (n < 0)
                 return sbx_error_set(err, errno, "receive");
 

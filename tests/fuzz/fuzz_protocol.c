@@ -45,6 +45,7 @@ static int encode_again(const struct sbx_message *message, void **out, size_t *o
         case SBX_MESSAGE_SESSION:
         case SBX_MESSAGE_SESSION_REPLY:
         case SBX_MESSAGE_SESSION_ENDED:
+        case SBX_MESSAGE_SESSION_EVENT:
                 return sbx_message_encode_session((enum sbx_message_type)message->header.type,
                                                   request_id, &message->body.session, out, out_len,
                                                   err);

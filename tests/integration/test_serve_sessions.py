@@ -262,3 +262,96 @@ def test_responses_match_the_openapi_document():
         assert delete(srv, sid).status_code == 204
         gone = srv.get(f"/v1/sessions/{sid}", headers=srv.headers(content_type=None))
         check_response(doc, "ended", "GET", gone, "/v1/sessions/{id}")
+
+
+def sse_events(response):
+    """(event, data, seconds since start) from a streamed response, as they arrive."""
+    started = time.monotonic()
+    event, data = None, []
+    for raw in response.iter_lines(decode_unicode=True):
+        if raw is None:
+            continue
+        if raw == "":
+            if event is not None:
+                yield event, json.loads("\n".join(data)), time.monotonic() - started
+            event, data = None, []
+        elif raw.startswith("event: "):
+            event = raw[len("event: "):]
+        elif raw.startswith("data: "):
+            data.append(raw[len("data: "):])
+
+
+def test_a_streamed_run_arrives_as_it_runs():
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv)["id"]
+        code = ("import sys, time\nfor i in range(10):\n    print(i, flush=True)\n"
+                "    time.sleep(0.1)\nprint('oops', file=sys.stderr)\n"
+                "display({'n': 10})\n1 / 0")
+        started = time.monotonic()
+        with srv.request("POST", f"/v1/sessions/{sid}/run", data=json.dumps({"code": code}),
+                         headers=srv.headers(extra={"Accept": "text/event-stream"}),
+                         stream=True) as r:
+            assert r.status_code == 200 and r.headers["Content-Type"] == "text/event-stream"
+            events = list(sse_events(r))
+        total = time.monotonic() - started
+        names = [e[0] for e in events]
+        first_stdout = next(t for name, _, t in events if name == "stdout")
+        # The first line came long before the program ended (10 x 0.1 s).
+        assert first_stdout < total - 0.5, (first_stdout, total)
+        stdout = "".join(d["text"] for name, d, _ in events if name == "stdout")
+        assert stdout == "".join(f"{i}\n" for i in range(10))
+        assert names.index("stderr") < names.index("result") < names.index("error") < \
+            names.index("end") == len(names) - 1
+        end = events[-1][1]
+        assert end["status"] == "error" and end["stdout"] == stdout
+        assert end["results"] == [{"text/plain": "{'n': 10}"}]
+        assert end["error"]["name"] == "ZeroDivisionError"
+        # The output cap holds on the stream too.
+        capped = open_session(srv, {"language": "bash", "limits": {"output_bytes": 1000}})["id"]
+        with srv.request("POST", f"/v1/sessions/{capped}/run",
+                         data=json.dumps({"code": "yes | head -c 50000"}),
+                         headers=srv.headers(extra={"Accept": "text/event-stream"}),
+                         stream=True) as r:
+            events = list(sse_events(r))
+        streamed = "".join(d["text"] for name, d, _ in events if name == "stdout")
+        assert len(streamed) == 1000 and events[-1][1]["status"] == "output_limit"
+
+
+def test_a_client_that_goes_away_cancels_the_run():
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=TIERS, tenants=TENANTS, data_dir=data_dir) as srv:
+            sid = open_session(srv)["id"]
+            r = srv.request("POST", f"/v1/sessions/{sid}/run",
+                            data=json.dumps({"code": "import time\nprint('go', flush=True)\n"
+                                                     "time.sleep(60)"}),
+                            headers=srv.headers(extra={"Accept": "text/event-stream"}),
+                            stream=True)
+            first = next(sse_events(r))
+            assert first[0] == "stdout"
+            r.close()  # the client hangs up mid-run
+            deadline = time.monotonic() + 15
+            while time.monotonic() < deadline:
+                again = srv.request("POST", f"/v1/sessions/{sid}/run",
+                                    data=json.dumps({"code": "'free'"}), headers=srv.headers())
+                if again.status_code == 200:
+                    break
+                assert again.status_code == 409, again.text
+                time.sleep(0.2)
+            assert again.json()["results"] == [{"text/plain": "'free'"}]
+            assert delete(srv, sid).status_code == 204
+        statuses = {row["status"] for row in audit_rows(data_dir).values()}
+        assert "canceled" in statuses, statuses
+
+
+def test_curl_streams_too():
+    import subprocess
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv, {"language": "bash"})["id"]
+        out = subprocess.run(
+            ["curl", "-sN", "-H", f"Authorization: Bearer {srv.tokens['acme']}",
+             "-H", "Content-Type: application/json", "-H", "Accept: text/event-stream",
+             "-d", json.dumps({"code": "for i in 1 2 3; do echo $i; sleep 0.1; done"}),
+             srv.url(f"/v1/sessions/{sid}/run")],
+            capture_output=True, timeout=60, text=True).stdout
+        assert out.count("event: stdout") >= 1 and "event: end" in out, out
+        assert out.rstrip().splitlines()[-1].startswith("data: {")

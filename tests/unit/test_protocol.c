@@ -814,7 +814,7 @@ static void test_bad_headers(void **state)
         expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "version");
         version = SBX_PROTOCOL_VERSION;
         memcpy(m + 4, &version, 2);
-        uint16_t types[] = {0, SBX_MESSAGE_SESSION_ENDED + 1, 0xffff};
+        uint16_t types[] = {0, SBX_MESSAGE_SESSION_EVENT + 1, 0xffff};
         for (size_t i = 0; i < 3; i++) {
                 memcpy(m + 6, &types[i], 2);
                 expect_malformed(m, SBX_MESSAGE_HEADER_BYTES, "type");
@@ -1036,6 +1036,7 @@ static void reencode(const struct sbx_message *m, void **buf, size_t *len)
         case SBX_MESSAGE_SESSION:
         case SBX_MESSAGE_SESSION_REPLY:
         case SBX_MESSAGE_SESSION_ENDED:
+        case SBX_MESSAGE_SESSION_EVENT:
                 rc = sbx_message_encode_session(m->header.type, m->header.request_id,
                                                 &m->body.session, buf, len, &err);
                 break;
