@@ -981,6 +981,10 @@ class Harness:
         cwd = os.path.join(self.workdir, run_name)
         os.mkdir(cwd)
         os.chown(cwd, probes.OUTSIDE_UID, probes.OUTSIDE_UID)
+        # The cells' files beside the working directory, not in it: in a session the code is
+        # no file, and a search of the workspace must not find the token in it.
+        cells_dir = cwd + "-cells"
+        os.mkdir(cells_dir)
         python = spec["language"] == "python"
         wall_ms = int(limits.get("wall_ms", SESSION_DEFAULT_WALL_MS))
         output_cap = int(limits.get("output_bytes", 1 << 20))
@@ -1005,10 +1009,10 @@ class Harness:
         runs = []
         started = time.monotonic()
         for index, cell in enumerate(spec["cells"], 1):
-            name = f"cell-{index}.{'py' if python else 'sh'}"
-            with open(os.path.join(cwd, name), "w", encoding="utf-8") as f:
+            name = os.path.join(cells_dir, f"cell-{index}.{'py' if python else 'sh'}")
+            with open(name, "w", encoding="utf-8") as f:
                 f.write(substitute(cell["code"], variables))
-            os.chown(os.path.join(cwd, name), probes.OUTSIDE_UID, probes.OUTSIDE_UID)
+            os.chmod(name, 0o644)
             cmd = (["/bin/sh", "-c", script, "sh", pids_cg, mem_cg, uni_cg] + OUTSIDE_SETPRIV +
                    ["--", "/usr/bin/python3" if python else "/bin/bash", name])
             events = (counter(os.path.join(pids_cg, "pids.events"), r"max (\d+)"),
@@ -1531,7 +1535,8 @@ def summarise(payload, evidence):
                 value = None
         label = key.split(".")[-1] if key.startswith(("evidence.", "usage.")) else key
         if key.startswith("before."):  # tenant A's figure beside B's of the same name
-            label = "A." + key.split(".")[-1]
+            label = "A." + (key[len("before."):] if key.startswith("before.cells.")
+                            else key.split(".")[-1])
         parts.append(f"{label}={value}")
     for op in payload.expect.get("reports", {}):
         errnos = (evidence.get("report_errnos") or {}).get(op) or sorted(
