@@ -677,10 +677,11 @@ def remove_safety_parents():
 
 def process_start(pid):
     """A process's start time (clock ticks since boot, /proc/PID/stat field 22): with its pid,
-    it names one process; None when it is gone."""
+    it names one process; None when it is gone (or dead, a zombie not reaped yet)."""
     text = read_file(f"/proc/{pid}/stat")
     try:
-        return int(text.rsplit(")", 1)[1].split()[19])
+        fields = text.rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
     except (IndexError, ValueError):
         return None
 
