@@ -946,10 +946,6 @@ class Harness:
             outcome.error = f"session: {exc}"
         finally:
             guard.cancel()
-        table = probes.read_process_table()
-        outcome.host["sandbox_uids"] = sorted({
-            info["uids"][0] for info in table.values()
-            if info["ppid"] == proc.pid and info["uids"][0] >= probes.SANDBOX_UID_BASE})
         if outcome.error is None:
             self.session_result(outcome, lines, None)
         return proc, outcome
@@ -1253,11 +1249,12 @@ class Harness:
                                "cells": before.get("cells")}
                 before_limits = dict(before.get("limits", limits))
                 before_args = [substitute(str(a), variables) for a in before.get("args", [])]
-                before_stdin = self.stdin_path(before.get("stdin"), None, payload, variables)
-                if payload.session:
+                if payload.session:  # the session's JSON lines are its input
                     before_stdin = self.stdin_path(
                         self.session_input(before_spec, before_limits, variables), None,
                         payload, {})
+                else:
+                    before_stdin = self.stdin_path(before.get("stdin"), None, payload, variables)
                 if payload.session and before.get("keep_open"):
                     # Session A stays open (sandbox) or its leftovers alive (outside) while B
                     # runs; the host pids of A's processes that carry the token are recorded
