@@ -8,7 +8,8 @@ control and fail when a control does not flip the verdict.
         [--list] [-v]
 
 Every payload runs cold (`sandboxd run`); a Python payload that a warm pool can take also runs
-through a pool entry (`sandboxd run --pooled`: the service's warm path), judged the same way.
+through a pool entry (`sandboxd run --pooled`: the service's warm path), judged the same way. A
+session payload (`session = true`, below) runs its cells through `sandboxd session`.
 
 Stdlib only. Must run as root (cgroups, setpriv, canaries).
 
@@ -104,9 +105,42 @@ Optional fields ADDED by the harness (all optional, nothing above renamed):
                                    O_CLOEXEC would hand them on
   expect_contained = false         implied; the control must be judged NOT contained
 
+Sessions (issue 13): `session = true`
+  language = "python" | "bash"; `file` holds the cells, cut at lines `# %%` (the percent format
+  of Jupytext and editors, a comment in both languages; what precedes the first is a header, not
+  run). A marker line may set the cell's run fields: `# %% timeout_ms=1500`. {variables} are
+  substituted into each cell's code (write TOKEN = "{token}" once, not f"{token}").
+  limits = { memory_mb = 128, pids = 16, wall_ms = 5000 }   the session's open line: the API's
+                                   names (output_bytes, disk_mb, open_files too; no cpu_ms)
+  The harness feeds `sandboxd session` {"op": "open", "language", "limits"}, one {"op": "run",
+  "code", "timeout_ms"} per cell, then end of input (the session ends), and judges the LAST
+  run's answer (status, stdout with the report lines, evidence, usage); every run's answer is
+  `cells` (`cells.0.status`, `cells.0.restarted`, `cells.0.timing.total_us`). The probes look
+  once `sandboxd session` has exited. No args, stdin, files, cflags or fail_step; the control is
+  `outside` or `lift` (`sandboxd session` has no test hooks).
+  Outside control: the cells run one after another unsandboxed as uid 65534 in the safety
+  cgroups and one working directory, each its own interpreter process (so each cell must be
+  self-contained: variables do not carry over, files and processes do); a cell past its deadline
+  gets SIGINT, then SIGKILL after the engine's 2 s grace (`restarted` true). A runner without a
+  sandbox reaches only the process it started: what the cells left running stays alive until the
+  probes have looked, then it is killed.
+  [before] of a session payload is a session too (file, language, limits): tenant A's, ended
+  before B opens, with `before.between` as above plus `token_processes` (host processes whose
+  command line holds the token, read then). With
+    keep_open = true               A stays open while B runs (outside: what A's cells left stays
+                                   alive); the host pids of A's processes that carry the token
+                                   are recorded once A's cells ran ({peer_pid}: the lowest, "0"
+                                   if none), then, once B has finished, `before.open`:
+                                     seen         how many there were
+                                     alive_after  how many are the same process (pid and start
+                                                  time) still alive
+                                     pids         their host pids
+                                     exit_code    A's `sandboxd session` exit code (sandbox)
+
 Variables for args/stdin: {token} (random per payload run, shared with [before]), {workdir}
 (harness temp dir, host path) and every variable the declared probes offer (probes.py), e.g.
-{tcp_port} {host_ip} {canary_path} {canary_token} {ipc_key} {mq_name} {canary_pid}.
+{tcp_port} {host_ip} {canary_path} {canary_token} {ipc_key} {mq_name} {canary_pid}; {peer_pid}
+with a [before] keep_open session.
 Unknown {names} are left as they are.
 
 Host facts every run records (usable in evidence as host.*):
@@ -154,11 +188,11 @@ import probes  # noqa: E402  (the harness's sibling module)
 HERE = os.path.dirname(os.path.abspath(__file__))
 PAYLOAD_DIR = os.path.join(HERE, "payloads")
 CLASSES = ("resource", "supervisor", "filesystem", "privilege", "kernel", "infoleak", "network",
-           "residue", "failclosed")
+           "residue", "failclosed", "session")
 LANGUAGES = ("python", "bash", "sh", "c")
 KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "args", "stdin",
                 "probes", "expect", "control", "exclusive", "cflags", "files", "stdin_file",
-                "host_timeout", "before", "fail_step", "stdin_repeat", "without_kernel"}
+                "host_timeout", "before", "fail_step", "stdin_repeat", "without_kernel", "session"}
 KERNEL_FEATURES = ("landlock", "landlock_scope", "ia32", "tmpfs_user_xattr")
 VARIANT_FIELDS = {"reason", "skip", "needs", "expect", "control"}
 EXPECT_FIELDS = {"status", "evidence", "reports", "stdout_max", "stdout_len", "stderr_max",
@@ -170,6 +204,12 @@ OUTSIDE_SETPRIV = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"
                    "--inh-caps=-all"]
 SAFETY_PARENT = "sandboxd-hostile"
 DEFAULT_TIMEOUT_S = 10.0
+SESSION_LANGUAGES = ("python", "bash")
+# A cell's run fields a `# %%` marker line may set.
+CELL_FIELDS = ("timeout_ms",)
+# engine/session.h: a run that ignores its interrupt this long gets a fresh interpreter.
+SESSION_INTERRUPT_GRACE_S = 2.0
+SESSION_DEFAULT_WALL_MS = 10000
 
 print_lock = threading.Lock()
 
@@ -356,6 +396,27 @@ class DeclarationError(Exception):
     pass
 
 
+def split_cells(path):
+    """A session payload's cells: its file cut at lines `# %%` (the percent format of Jupytext and
+    editors; a comment in Python and bash). A marker line may set the cell's run fields:
+    `# %% timeout_ms=1500`. What comes before the first marker is the file's header, not run."""
+    with open(path, encoding="utf-8") as f:
+        parts = re.split(r"^# %%([^\n]*)\n?", f.read(), flags=re.M)
+    cells = []
+    for fields, code in zip(parts[1::2], parts[2::2]):
+        cell = {"code": code}
+        for item in fields.split():
+            key, _, value = item.partition("=")
+            if key not in CELL_FIELDS or not value.isdigit():
+                raise DeclarationError(f"{path}: cell {len(cells) + 1}: {item!r} is not one of "
+                                       f"{', '.join(f + '=N' for f in CELL_FIELDS)}")
+            cell[key] = int(value)
+        cells.append(cell)
+    if not cells:
+        raise DeclarationError(f"{path}: a session payload needs cells (lines `# %%`)")
+    return cells
+
+
 class Payload:
     def __init__(self, toml_path):
         self.toml_path = toml_path
@@ -374,6 +435,9 @@ class Payload:
                 raise DeclarationError(f"{toml_path}: missing {field}")
         if decl["language"] not in LANGUAGES:
             raise DeclarationError(f"{toml_path}: language must be one of {LANGUAGES}")
+        self.session = bool(decl.get("session", False))
+        if self.session and decl["language"] not in SESSION_LANGUAGES:
+            raise DeclarationError(f"{toml_path}: a session runs {' or '.join(SESSION_LANGUAGES)}")
         if self.klass != os.path.basename(self.dir):
             self.warnings.append(f"class {self.klass!r} but directory {os.path.basename(self.dir)!r}")
         self.description = decl.get("description", "")
@@ -413,6 +477,24 @@ class Payload:
             for field in ("file", "language"):
                 if field not in self.before:
                     raise DeclarationError(f"{toml_path}: [before] needs {field}")
+        self.cells = None
+        if self.session:
+            self.cells = split_cells(self.file)
+            if kind not in ("outside", "lift"):
+                raise DeclarationError(f"{toml_path}: a session payload's control is outside or "
+                                       f"lift (`sandboxd session` has no test hooks)")
+            refused = {"args", "stdin", "stdin_file", "files", "cflags", "fail_step",
+                       "stdin_repeat"} & set(decl)
+            if refused:
+                raise DeclarationError(f"{toml_path}: a session payload has no {sorted(refused)}")
+            if self.before is not None:
+                if self.before["language"] not in SESSION_LANGUAGES:
+                    raise DeclarationError(f"{toml_path}: [before] is a session: "
+                                           f"{' or '.join(SESSION_LANGUAGES)}")
+                self.before = dict(self.before, cells=split_cells(
+                    os.path.join(self.dir, self.before["file"])))
+        elif self.before is not None and self.before.get("keep_open"):
+            raise DeclarationError(f"{toml_path}: [before] keep_open is for session payloads")
         for spec in self.probe_specs:  # fail on a typo now, not mid-run
             probes.make_probe(spec)
         self.without_kernel = dict(decl.get("without_kernel", {}))
@@ -593,6 +675,17 @@ def remove_safety_parents():
 # running
 
 
+def process_start(pid):
+    """A process's start time (clock ticks since boot, /proc/PID/stat field 22): with its pid,
+    it names one process; None when it is gone (or dead, a zombie not reaped yet)."""
+    text = read_file(f"/proc/{pid}/stat")
+    try:
+        fields = text.rsplit(")", 1)[1].split()
+        return None if fields[0] in ("Z", "X") else int(fields[19])
+    except (IndexError, ValueError):
+        return None
+
+
 def slot_of(uid):
     """The slot whose id range (userns.h) holds host uid `uid`, as the cgroup's name."""
     return str((uid - probes.SANDBOX_UID_BASE) // probes.SANDBOX_IDS_PER_SLOT)
@@ -683,6 +776,8 @@ class Harness:
     # ---- one sandboxed run
 
     def sandbox_command(self, spec, limits, extra, args, stdin_path):
+        if spec.get("cells") is not None:  # the session's limits are in its open line
+            return [self.sandboxd, "session"] + extra
         cmd = [self.sandboxd, "run", "--json"]
         for key, value in limits.items():
             cmd += ["--" + key.replace("_", "-"), str(value)]
@@ -716,9 +811,16 @@ class Harness:
             wrapper = ["/bin/sh", "-c", 'echo $$ > "$0/cgroup.procs" && exec "$@"', sup_cgroup]
         else:
             wrapper = []
+        session = spec.get("cells") is not None
         started = time.monotonic()
-        proc = subprocess.Popen(wrapper + cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE)
+        # A session reads its JSON lines (session_input) on stdin; a run gets --stdin FILE.
+        stdin = open(stdin_path, "rb") if session else subprocess.DEVNULL
+        try:
+            proc = subprocess.Popen(wrapper + cmd, stdin=stdin, stdout=subprocess.PIPE,
+                                    stderr=subprocess.PIPE)
+        finally:
+            if session:
+                stdin.close()
         hwm = [0]
         done = threading.Event()
 
@@ -771,9 +873,12 @@ class Harness:
         outcome.host["stdout_lines"] = len(lines)
         body = stdout[:-1] if stdout.endswith(b"\n") else stdout
         outcome.host["raw_stdout_control_bytes"] = sum(
-            1 for b in body if b < 0x20)
+            1 for b in body if b < 0x20 and not (session and b == 0x0A))
         if hung:
             outcome.error = f"sandboxd still running after {host_timeout:.1f}s (killed)"
+            return outcome
+        if session:
+            self.session_result(outcome, lines, proc.returncode)
             return outcome
         try:
             result = json.loads(stdout.decode("utf-8"))
@@ -783,6 +888,199 @@ class Harness:
         except (ValueError, UnicodeDecodeError) as exc:
             outcome.error = (f"no JSON result (exit {proc.returncode}): {exc}; stderr: "
                              f"{outcome.raw_stderr.strip()[:500]}")
+        return outcome
+
+    # ---- sessions (`sandboxd session`)
+
+    @staticmethod
+    def session_input(spec, limits, variables):
+        """The JSON lines that drive one session: open, then a run per cell ({variables}
+        substituted into its code); end of input ends the session."""
+        lines = [{"op": "open", "language": spec["language"], "limits": limits}]
+        for cell in spec["cells"]:
+            lines.append({"op": "run", "code": substitute(cell["code"], variables),
+                          **{k: v for k, v in cell.items() if k != "code"}})
+        return "".join(json.dumps(line) + "\n" for line in lines)
+
+    @staticmethod
+    def session_result(outcome, lines, exit_code):
+        """The judged result of a session: its last run's answer, with every run's answer as
+        `cells` (cells.0 is the first); none when the session did not open or answer every op."""
+        answers = []
+        for line in lines:
+            try:
+                answers.append(json.loads(line.decode("utf-8")))
+            except (ValueError, UnicodeDecodeError) as exc:
+                outcome.error = f"a session answer that is not JSON: {exc}: {line[:200]!r}"
+                return
+        runs = answers[1:]
+        if not answers or answers[0].get("ok") is not True or not runs or not all(
+                isinstance(r, dict) and "status" in r for r in runs):
+            outcome.error = (f"session (exit {exit_code}) did not answer every run: "
+                             f"{json.dumps(answers)[:300]}; stderr: "
+                             f"{outcome.raw_stderr.strip()[:300]}")
+            return
+        outcome.result = dict(runs[-1], cells=runs)
+
+    def open_session(self, spec, limits, variables, host_timeout):
+        """A session that stays open (a [before] with keep_open): its cells have run when this
+        returns; close_session ends it. Returns (process, outcome)."""
+        outcome = Outcome()
+        cmd = self.sandbox_command(spec, limits, [], [], None)
+        outcome.host["command"] = " ".join(shlex.quote(c) for c in cmd)
+        text = self.session_input(spec, limits, variables)
+        proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL)
+        guard = threading.Timer(host_timeout, proc.kill)  # a hung session ends the wait
+        guard.start()
+        lines = []
+        try:
+            proc.stdin.write(text.encode())
+            proc.stdin.flush()
+            for _ in range(len(spec["cells"]) + 1):
+                line = proc.stdout.readline()
+                if not line:
+                    break
+                lines.append(line.rstrip(b"\n"))
+        except OSError as exc:
+            outcome.error = f"session: {exc}"
+        finally:
+            guard.cancel()
+        if outcome.error is None:
+            self.session_result(outcome, lines, None)
+        return proc, outcome
+
+    @staticmethod
+    def close_session(proc, host_timeout):
+        """Ends an open session (end of input); sandboxd's exit code, None when it hung."""
+        try:
+            proc.stdin.close()
+        except OSError:
+            pass
+        try:
+            return proc.wait(timeout=host_timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            return None
+        finally:
+            proc.stdout.close()
+
+    def run_outside_session(self, spec, limits, variables, ctx, keep_alive=None):
+        """A session's cells unsandboxed as uid 65534 in the safety cgroups, one after another in
+        one working directory, each its own interpreter process (variables do not carry over;
+        files and processes do). A cell past its deadline is interrupted (SIGINT), then killed
+        after the session's grace, as `restarted`: a runner without a sandbox reaches only the
+        process it started, so what a cell left running stays (ctx.outside_leftovers); kept for
+        the caller to kill when keep_alive is a list, as in run_outside."""
+        outcome = Outcome()
+        run_name = self.next_id("out")
+        cwd = os.path.join(self.workdir, run_name)
+        os.mkdir(cwd)
+        os.chown(cwd, probes.OUTSIDE_UID, probes.OUTSIDE_UID)
+        # The cells' files beside the working directory, not in it: in a session the code is
+        # no file, and a search of the workspace must not find the token in it.
+        cells_dir = cwd + "-cells"
+        os.mkdir(cells_dir)
+        python = spec["language"] == "python"
+        wall_ms = int(limits.get("wall_ms", SESSION_DEFAULT_WALL_MS))
+        output_cap = int(limits.get("output_bytes", 1 << 20))
+        pids_cg = make_cgroup("pids", run_name)
+        mem_cg = make_cgroup("memory", run_name)
+        uni_cg = make_cgroup("unified", run_name)
+        write_file(os.path.join(pids_cg, "pids.max"), int(limits.get("pids", 64)))
+        memory = int(limits.get("memory_mb", 256)) << 20
+        write_file(os.path.join(mem_cg, MEMORY_FILES["max"]), memory)
+        swap = os.path.join(mem_cg, MEMORY_FILES["swap"])
+        if os.path.exists(swap):
+            write_file(swap, MEMORY_FILES["swap_value"] or memory)
+        script = ('for c in "$1" "$2" "$3"; do echo $$ > "$c/cgroup.procs" || exit 111; done; '
+                  'shift 3; exec "$@"')
+        env = {"PATH": SANDBOX_ENV_PATH, "HOME": cwd, "TMPDIR": "/tmp", "LANG": "C.UTF-8"}
+        outcome.host["command"] = f"outside session: {len(spec['cells'])} cells in {cwd}"
+
+        def counter(path, pattern):
+            match = re.search(pattern, read_file(path))
+            return int(match.group(1)) if match else 0
+
+        runs = []
+        started = time.monotonic()
+        for index, cell in enumerate(spec["cells"], 1):
+            name = os.path.join(cells_dir, f"cell-{index}.{'py' if python else 'sh'}")
+            with open(name, "w", encoding="utf-8") as f:
+                f.write(substitute(cell["code"], variables))
+            os.chmod(name, 0o644)
+            cmd = (["/bin/sh", "-c", script, "sh", pids_cg, mem_cg, uni_cg] + OUTSIDE_SETPRIV +
+                   ["--", "/usr/bin/python3" if python else "/bin/bash", name])
+            events = (counter(os.path.join(pids_cg, "pids.events"), r"max (\d+)"),
+                      counter(os.path.join(mem_cg, MEMORY_FILES["oom"]), r"oom_kill (\d+)"))
+            cell_started = time.monotonic()
+            proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            ctx.outside_pids.add(proc.pid)
+            streams = {"stdout": bytearray(), "stderr": bytearray()}
+
+            def drain(stream, pipe):
+                while chunk := pipe.read1(65536):
+                    streams[stream] += chunk
+
+            readers = [threading.Thread(target=drain, args=(n, getattr(proc, n)), daemon=True)
+                       for n in ("stdout", "stderr")]
+            for reader in readers:
+                reader.start()
+            timed_out = restarted = False
+            try:
+                proc.wait(timeout=cell.get("timeout_ms", wall_ms) / 1000)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                proc.send_signal(signal.SIGINT)
+                try:
+                    proc.wait(timeout=SESSION_INTERRUPT_GRACE_S)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                    restarted = True
+            total_us = round((time.monotonic() - cell_started) * 1e6)
+            for reader in readers:  # a process the cell left may hold its pipes: not waited for
+                reader.join(timeout=0.5)
+            out, err = (bytes(streams[n]) for n in ("stdout", "stderr"))
+            pids_events = counter(os.path.join(pids_cg, "pids.events"), r"max (\d+)") - events[0]
+            oom_kills = counter(os.path.join(mem_cg, MEMORY_FILES["oom"]),
+                                r"oom_kill (\d+)") - events[1]
+            code = proc.returncode
+            truncated = {"stdout": len(out) > output_cap, "stderr": len(err) > output_cap}
+            status = ("memory_limit" if oom_kills else "timeout" if timed_out else
+                      "output_limit" if any(truncated.values()) else
+                      "pids_limit" if pids_events else
+                      ("error" if python else "exit_nonzero") if code else "ok")
+            peak = read_file(os.path.join(mem_cg, MEMORY_FILES["peak"])).strip()
+            runs.append({
+                "id": f"{run_name}-{index}", "status": status,
+                "stdout": out[:output_cap].decode("utf-8", "replace"),
+                "stderr": err[:output_cap].decode("utf-8", "replace"), "truncated": truncated,
+                "results": [], "error": None, "exit_code": None if python else code,
+                "execution_count": index, "restarted": restarted,
+                "evidence": {"oom_kills": oom_kills, "pids_max_events": pids_events},
+                "usage": {"memory_peak_bytes": int(peak) if peak.isdigit() else None},
+                "timing": {"total_us": total_us}, "backend": "outside"})
+            if code == 111 and not out:
+                kill_cgroup(uni_cg, [pids_cg, mem_cg])
+                outcome.error = "outside: could not enter the safety cgroup"
+                return outcome
+        time.sleep(0.3)  # what the cells started and left running
+        table = probes.read_process_table()
+        ctx.outside_leftovers = [
+            f"pid {pid} uid {table.get(pid, {}).get('uids', ['?'])[0]} comm "
+            f"{table.get(pid, {}).get('comm')} state {table.get(pid, {}).get('state')}"
+            for pid in probes.cgroup_procs(pids_cg)]
+        if keep_alive is not None:
+            keep_alive.append((uni_cg, [pids_cg, mem_cg]))
+        else:
+            kill_cgroup(uni_cg, [pids_cg, mem_cg])
+        outcome.result = dict(runs[-1], cells=runs)
+        outcome.host.update({"wall_ms": round((time.monotonic() - started) * 1000, 1),
+                             "exit_code": 0, "hung": False, "stdout_lines": len(runs) + 1,
+                             "raw_stdout_control_bytes": 0})
         return outcome
 
     # ---- one outside run (the `outside` control)
@@ -936,6 +1234,7 @@ class Harness:
         live = []
         probe_findings, probe_clean = {}, {}
         lingering = []  # outside: cgroups of what the [before] run left running
+        peer = None  # a [before] session kept open while the payload runs: (process, pids)
         try:
             for spec in payload.probe_specs:
                 probe = probes.make_probe(spec)
@@ -946,11 +1245,43 @@ class Harness:
                 before = payload.before
                 before_spec = {"file": os.path.join(payload.dir, before["file"]),
                                "language": before["language"], "files": [],
-                               "cflags": [str(f) for f in before.get("cflags", [])]}
+                               "cflags": [str(f) for f in before.get("cflags", [])],
+                               "cells": before.get("cells")}
                 before_limits = dict(before.get("limits", limits))
                 before_args = [substitute(str(a), variables) for a in before.get("args", [])]
-                before_stdin = self.stdin_path(before.get("stdin"), None, payload, variables)
-                if mode == "outside":
+                if payload.session:  # the session's JSON lines are its input
+                    before_stdin = self.stdin_path(
+                        self.session_input(before_spec, before_limits, variables), None,
+                        payload, {})
+                else:
+                    before_stdin = self.stdin_path(before.get("stdin"), None, payload, variables)
+                if payload.session and before.get("keep_open"):
+                    # Session A stays open (sandbox) or its leftovers alive (outside) while B
+                    # runs; the host pids of A's processes that carry the token are recorded
+                    # now and looked at again once B has finished (before.open).
+                    if mode == "outside":
+                        before_outcome = self.run_outside_session(
+                            before_spec, before_limits, variables,
+                            RunContext(mode, self.workdir, token, payload.exclusive),
+                            keep_alive=lingering)
+                        proc = None
+                    else:
+                        proc, before_outcome = self.open_session(
+                            before_spec, before_limits, variables,
+                            self.host_timeout(payload, before_limits, before_spec))
+                    time.sleep(0.2)  # what A's last cell started is up
+                    pids = {pid: process_start(pid) for pid in probes.token_processes(token)}
+                    peer = (proc, pids)
+                    variables["peer_pid"] = str(min(pids)) if pids else "0"
+                    between = None
+                elif payload.session and mode == "outside":
+                    before_ctx = RunContext(mode, self.workdir, token, payload.exclusive)
+                    before_outcome = self.run_outside_session(
+                        before_spec, before_limits, variables, before_ctx, keep_alive=lingering)
+                    left = before_ctx.outside_leftovers or []
+                    between = {"sandboxd_cgroups": 0, "sandbox_processes": len(left),
+                               "details": left[:8]}
+                elif mode == "outside":
                     before_ctx = RunContext(mode, self.workdir, token, payload.exclusive)
                     before_outcome = self.run_outside(before_spec, before_limits, before_args,
                                                       before_stdin, before_ctx, 0,
@@ -961,7 +1292,7 @@ class Harness:
                 else:
                     before_outcome = self.run_sandboxed(
                         before_spec, before_limits, extra, before_args, before_stdin,
-                        self.host_timeout(payload, before_limits))
+                        self.host_timeout(payload, before_limits, before_spec))
                     # Read at once: B would start now. A's host uid (seen while it ran) names
                     # its slot, i.e. its cgroup directories; without it every sandbox counts.
                     # Other live runs' cgroups are owned by their supervisors and do not count;
@@ -979,26 +1310,50 @@ class Harness:
                                "sandbox_processes": len(processes), "uids": uids,
                                "details": (sorted(cgroups.values()) +
                                            sorted(processes.values()))[:8]}
+                if between is not None:
+                    # Processes carrying the token, whoever runs them (a session's daemon).
+                    between["token_processes"] = len(probes.token_processes(token))
                 before_result = before_outcome.result
                 if before_result is None:
                     before_result = {"status": "harness_error", "error": before_outcome.error}
-                before_result["between"] = between
+                if between is not None:
+                    before_result["between"] = between
             spec = {"file": payload.file, "language": payload.language, "files": payload.files,
-                    "cflags": payload.cflags}
+                    "cflags": payload.cflags, "cells": payload.cells}
             args = [substitute(a, variables) for a in args]
             stdin_path = self.stdin_path(stdin_text, payload.stdin_file, payload, variables,
                                          payload.stdin_repeat)
-            if mode == "outside":
+            if payload.session and mode == "sandbox":
+                stdin_path = self.stdin_path(self.session_input(spec, limits, variables), None,
+                                             payload, {})
+            if payload.session and mode == "outside":
+                # Kept alive until the probes have looked (token_processes_absent).
+                outcome = self.run_outside_session(spec, limits, variables, ctx,
+                                                   keep_alive=lingering)
+            elif mode == "outside":
                 outcome = self.run_outside(spec, limits, args, stdin_path, ctx, inherit_fds)
             else:
                 outcome = self.run_sandboxed(spec, limits, extra, args, stdin_path,
-                                             self.host_timeout(payload, limits))
+                                             self.host_timeout(payload, limits, spec))
+            if peer is not None:
+                # A's processes once B has finished: the same process (pid and start time) alive.
+                proc, pids = peer
+                alive = [pid for pid, start in pids.items()
+                         if start is not None and process_start(pid) == start]
+                before_result["open"] = {"seen": len(pids), "alive_after": len(alive),
+                                         "pids": sorted(pids)}
+                if proc is not None:
+                    before_result["open"]["exit_code"] = self.close_session(
+                        proc, self.host_timeout(payload, before_limits, before_spec))
+                peer = None
             for probe in live:
                 clean, findings = probe.check(ctx, outcome.result)
                 probe_clean[probe.name] = clean
                 probe_findings[probe.name] = findings
             return outcome, before_result, probe_clean, probe_findings
         finally:
+            if peer is not None and peer[0] is not None:  # an exception before B finished
+                self.close_session(peer[0], 30)
             for unified, others in lingering:
                 kill_cgroup(unified, others)
             for probe in live:
@@ -1019,9 +1374,14 @@ class Harness:
         return path
 
     @staticmethod
-    def host_timeout(payload, limits):
+    def host_timeout(payload, limits, spec=None):
         if payload.host_timeout is not None:
             return parse_duration(payload.host_timeout)
+        if spec is not None and spec.get("cells") is not None:
+            # every cell to its deadline, its interrupt's grace and a restart, and the opening
+            wall_ms = int(limits.get("wall_ms", SESSION_DEFAULT_WALL_MS))
+            return sum(c.get("timeout_ms", wall_ms) / 1000 + SESSION_INTERRUPT_GRACE_S + 5
+                       for c in spec["cells"]) + 20
         return parse_duration(limits.get("timeout", DEFAULT_TIMEOUT_S)) + 20
 
 
@@ -1050,6 +1410,12 @@ def normalise_errno(value):
     return str(value)
 
 
+def cell_verdicts(result):
+    """A session's runs as the report keeps them: their verdict fields, no output."""
+    return [{k: run.get(k) for k in ("status", "restarted", "exit_code", "evidence", "usage",
+                                     "timing")} for run in result["cells"]]
+
+
 def judge(payload, outcome, before_result, probe_clean, probe_findings):
     """(contained, reasons, evidence) for one run."""
     reasons = []
@@ -1076,10 +1442,15 @@ def judge(payload, outcome, before_result, probe_clean, probe_findings):
                                   for op in payload.expect.get("reports", {})}}
     if result and result.get("error"):
         evidence["error"] = result["error"]
+    if result and "cells" in result:  # a session: every run's verdict fields
+        evidence["cells"] = cell_verdicts(result)
     if before_result is not None:
         evidence["before"] = {k: before_result.get(k) for k in
-                              ("status", "exit_code", "evidence", "usage", "error", "between")
+                              ("status", "exit_code", "evidence", "usage", "error", "between",
+                               "open", "restarted")
                               if k in before_result}
+        if "cells" in before_result:
+            evidence["before"]["cells"] = cell_verdicts(before_result)
     if not outcome.valid:
         reasons.append(outcome.error or "no result")
         return False, reasons, evidence
@@ -1153,6 +1524,7 @@ def summarise(payload, evidence):
             try:
                 value = Subject({"evidence": inner, "usage": evidence.get("usage") or {},
                                  "truncated": evidence.get("truncated"),
+                                 "cells": evidence.get("cells"),
                                  "exit_code": evidence.get("exit_code"),
                                  "signal": evidence.get("signal")},
                                 evidence["host"], evidence["probes"],
@@ -1161,7 +1533,8 @@ def summarise(payload, evidence):
                 value = None
         label = key.split(".")[-1] if key.startswith(("evidence.", "usage.")) else key
         if key.startswith("before."):  # tenant A's figure beside B's of the same name
-            label = "A." + key.split(".")[-1]
+            label = "A." + (key[len("before."):] if key.startswith("before.cells.")
+                            else key.split(".")[-1])
         parts.append(f"{label}={value}")
     for op in payload.expect.get("reports", {}):
         errnos = (evidence.get("report_errnos") or {}).get(op) or sorted(
@@ -1237,7 +1610,8 @@ def kernel_features():
 def pool_eligible(payload):
     """Whether `sandboxd run --pooled` accepts the payload's run (sbx_pool_request_eligible): a
     Python program at the pool's disk size, with no setup step forced to fail."""
-    return payload.language == "python" and not payload.fail_step and "disk" not in payload.limits
+    return (payload.language == "python" and not payload.fail_step and not payload.session
+            and "disk" not in payload.limits)
 
 
 def run_payload(harness, payload, with_control, lock):

@@ -45,6 +45,10 @@ Probe (variables)                    clean when
   host_token_files_absent            no file or directory whose name holds the run token exists in
                                      the host's /tmp, /var/tmp, /dev/shm (2 levels; param paths);
                                      removes what it finds (the outside control plants there)
+  token_processes_absent             no process on the host has the run token in its command line
+                                     (a session's daemon carries it): read once the run is over
+                                     (sandbox: `sandboxd session` has exited; outside: what the
+                                     cells left is still alive then, killed after the check)
 """
 
 import ctypes
@@ -161,6 +165,25 @@ def sandbox_orphans():
             continue
         found[pid] = f"pid {pid} uid {info['uids'][0]} comm {info.get('comm')} " \
                      f"state {info.get('state')} ppid {info['ppid']}"
+    return found
+
+
+def token_processes(token):
+    """{pid: description} of every host process whose command line holds `token`."""
+    found = {}
+    needle = token.encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read()
+        except OSError:
+            continue
+        if needle in cmdline:
+            args = cmdline.split(b"\0")
+            shown = b" ".join(args[:1] + [a for a in args[1:] if needle in a])
+            found[int(entry)] = f"pid {entry} argv {shown.decode('utf-8', 'replace')[:160]}"
     return found
 
 
@@ -707,6 +730,15 @@ class HostTokenFilesAbsent(Probe):
                     pass
 
 
+class TokenProcessesAbsent(Probe):
+    name = "token_processes_absent"
+
+    def check(self, ctx, result):
+        found = persistent(lambda: token_processes(ctx.token), set()) if ctx.mode == "sandbox" \
+            else token_processes(ctx.token)
+        return not found, {"processes": sorted(found.values())[:8]}
+
+
 class UnixListener(Probe):
     name = "unix_listener"
 
@@ -804,7 +836,7 @@ PROBES = {cls.name: cls for cls in (
     NoLeftoverProcesses, NoLeftoverCgroups, HostSysvIpcUnchanged, HostMqueueAbsent,
     HostDiskUnchanged, CanaryFile, HostFilesUnchanged, TcpListener, UdpListener, Listeners,
     UnixListener, MountinfoUnchanged, ClockNotStepped, CanaryProcess, TokenAbsentFromOutput,
-    LoopDevicesUnchanged, DnsListener, HostTokenFilesAbsent)}
+    LoopDevicesUnchanged, DnsListener, HostTokenFilesAbsent, TokenProcessesAbsent)}
 
 
 def make_probe(spec):
