@@ -7,6 +7,8 @@ time of one round trip:
                            at the very least
   session cell             `sandboxd session`: the cell `x += 1` sent as a JSON line, its result
                            line read back (the engine's session code; no HTTP)
+  http session cell        POST /v1/sessions/{id}/run to a `sandboxd serve` on loopback, on a
+                           kept-alive connection (bench/peers.py's server), response parsed
   jupyter cell             a local, unsandboxed ipykernel (Debian python3-ipykernel) driven by
                            jupyter_client: execute `x += 1` and wait for its reply and idle state
 and the cost of a plot cell (a line plot shown as PNG) in the session and in the kernel.
@@ -17,13 +19,20 @@ Everything it starts (the session, the kernel) is stopped on exit.
 
 import argparse
 import datetime
+import http.client
 import json
 import os
 import platform
+import re
+import shutil
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from peers import Server  # noqa: E402
 
 PYTHON = "/usr/bin/python3"
 CELL = "x += 1"
@@ -56,6 +65,39 @@ class Session:
     def close(self):
         self.process.stdin.close()
         self.process.wait(30)
+
+
+class HttpSession:
+    """A session of a `sandboxd serve` on loopback, on one kept-alive connection."""
+
+    def __init__(self, sandboxd, workdir):
+        lines = subprocess.run([sandboxd, "token", "bench"], check=True, capture_output=True,
+                               text=True).stdout
+        token = re.search(r"^token: (\S+)$", lines, re.M).group(1)
+        digest = re.search(r"^token_sha256 = (\S+)$", lines, re.M).group(1)
+        self.server = Server(sandboxd, workdir, "sessions", digest, 0, 8, 8)
+        self.server.wait_ready()
+        self.conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
+        self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
+        opened = self.post("/v1/sessions", {"language": "python"}, 201)
+        self.path = f"/v1/sessions/{opened['id']}/run"
+        self.cell("x = 0")
+
+    def post(self, path, body, want=200):
+        self.conn.request("POST", path, json.dumps(body), self.headers)
+        response = self.conn.getresponse()
+        data = response.read()
+        assert response.status == want, (response.status, data[:300])
+        return json.loads(data)
+
+    def cell(self, code):
+        result = self.post(self.path, {"code": code})
+        assert result["status"] == "ok", result
+        return result
+
+    def close(self):
+        self.conn.close()
+        self.server.stop()
 
 
 class Kernel:
@@ -91,12 +133,17 @@ def main():
     parser.add_argument("--out")
     args = parser.parse_args()
 
+    workdir = tempfile.mkdtemp(prefix="bench-sessions-")
+    os.chmod(workdir, 0o711)  # the API process (an unprivileged uid) reaches its data dir
     session = Session(os.path.abspath(args.sandboxd))
     kernel = Kernel()
+    served = None
     try:
+        served = HttpSession(os.path.abspath(args.sandboxd), workdir)
         variants = {
             "bare python3 -c pass": lambda: subprocess.run([PYTHON, "-c", "pass"], check=True),
             "session cell x += 1": lambda: session.cell(CELL),
+            "http session cell x += 1": lambda: served.cell(CELL),
             "jupyter cell x += 1": lambda: kernel.cell(CELL),
         }
         samples = {name: [] for name in variants}
@@ -119,6 +166,9 @@ def main():
     finally:
         session.close()
         kernel.close()
+        if served is not None:
+            served.close()
+        shutil.rmtree(workdir, ignore_errors=True)
 
     bare = statistics.median(samples["bare python3 -c pass"])
     jupyter = statistics.median(samples["jupyter cell x += 1"])
