@@ -96,6 +96,15 @@ int sbx_api_recover(struct sbx_audit *audit, const char *spool_dir, bool store_o
         if (sbx_audit_interrupt_running(audit, INTERRUPTED_ERROR, (int64_t)sbx_wall_clock_ms(),
                                         &recovery->interrupted, err) < 0)
                 return -1;
+        /* Sessions live in the engine's workers, which end with the previous API process's
+         * engine: whatever it left open is over. */
+        uint64_t sessions = 0;
+        if (sbx_audit_end_open_sessions(audit, "interrupted", (int64_t)sbx_wall_clock_ms(),
+                                        &sessions, err) < 0)
+                return -1;
+        if (sessions > 0)
+                sbx_info("recover: %llu session(s) left open by the previous process ended",
+                         (unsigned long long)sessions);
         if (recovery->from_spool > 0 || recovery->interrupted > 0)
                 sbx_info("recover: %llu execution(s) recorded from the engine's spool, %llu "
                          "interrupted without a result",

@@ -61,17 +61,19 @@ struct session {
 
 struct sbx_sessions {
         struct sbx_metrics *metrics; /* counts opens, ends and runs */
+        struct sbx_audit *audit;     /* a row per session (sbx_audit_session_*) */
         pthread_mutex_t lock;
         struct session **items;
         size_t n, alloc;
 };
 
-struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics)
+struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit)
 {
         struct sbx_sessions *sessions = calloc(1, sizeof(*sessions));
         if (sessions == NULL)
                 return NULL;
         sessions->metrics = metrics;
+        sessions->audit = audit;
         pthread_mutex_init(&sessions->lock, NULL);
         return sessions;
 }
@@ -147,6 +149,15 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
                                    reason != NULL ? reason : "agent_died");
         pthread_mutex_unlock(&sessions->lock);
         sbx_info("session %s: ended (%s)", ended->session_id, reason ? reason : "unknown");
+        const struct sbx_audit_session row = {
+                .id = ended->session_id,
+                .ended_at_ms = (int64_t)sbx_wall_clock_ms(),
+                .end_reason = reason != NULL ? reason : "agent_died",
+                .evidence = json_object_get(fields, "evidence"),
+        };
+        struct sbx_error err = {0};
+        if (sbx_audit_session_end(sessions->audit, &row, &err) < 0)
+                sbx_warn("audit: session %s: %s", ended->session_id, err.message);
         json_decref(fields);
 }
 
@@ -276,6 +287,17 @@ static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_
                 pthread_mutex_unlock(&api->sessions->lock);
         }
         return -1;
+}
+
+/* {"bytes": N, "sha256": "..."} standing for data in a record: the tenant's data is not kept,
+ * its hash proves what it was. */
+static json_t *digest_of(const char *data, size_t size)
+{
+        char hex[SBX_AUDIT_SHA256_HEX_SIZE];
+        struct sbx_error err = {0};
+        if (sbx_audit_sha256_hex(data, size, hex, &err) < 0)
+                return json_null();
+        return json_pack("{s:I,s:s}", "bytes", (json_int_t)size, "sha256", hex);
 }
 
 /* ---- POST /v1/sessions ---- */
@@ -532,6 +554,29 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
         }
         sbx_engine_session_reply_free(&reply);
         sbx_metrics_count_session_opened(api->metrics);
+        /* Its row: the request as sent, its files by size and SHA-256 (the tenant's data). */
+        json_t *requested = json_deep_copy(body);
+        json_t *listed_files = json_object_get(requested, "files");
+        json_array_foreach(listed_files, index, file)
+        {
+                json_t *content = json_object_get(file, "content");
+                if (json_is_string(content))
+                        json_object_set_new(
+                                file, "content",
+                                digest_of(json_string_value(content), json_string_length(content)));
+        }
+        const struct sbx_audit_session row = {
+                .id = s->id,
+                .tenant = tenant->name,
+                .language = language,
+                .created_at_ms = (int64_t)s->created_ms,
+                .requested = requested,
+                .effective = s->limits,
+                .clamped = s->clamped,
+        };
+        if (sbx_audit_session_begin(api->audit, &row, &err) < 0)
+                sbx_warn("audit: session %s: %s", s->id, err.message);
+        json_decref(requested);
         sbx_info("session %s: open for tenant %s (%s)", s->id, tenant->name, language);
         return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, NULL, 0);
 }
@@ -569,15 +614,6 @@ static enum MHD_Result busy(struct sbx_api *api, struct MHD_Connection *connecti
                                         "another run or file operation of this session is in "
                                         "progress",
                                         NULL, 0, NULL, 0);
-}
-
-static json_t *digest_of(const char *data, size_t size)
-{
-        char hex[SBX_AUDIT_SHA256_HEX_SIZE];
-        struct sbx_error err = {0};
-        if (sbx_audit_sha256_hex(data, size, hex, &err) < 0)
-                return json_null();
-        return json_pack("{s:I,s:s}", "bytes", (json_int_t)size, "sha256", hex);
 }
 
 /* ---- A run: the engine round trip, its accounting, and its answer (whole or streamed) ---- */

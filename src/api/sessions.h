@@ -29,13 +29,14 @@
 
 #include "api/http.h"
 #include "api/metrics.h"
+#include "service/audit.h"
 #include "protocol/protocol.h"
 #include "service/config.h"
 
 struct sbx_sessions;
 
 /* A registry whose opens, ends and runs count in metrics. */
-struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics);
+struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit);
 void sbx_sessions_free(struct sbx_sessions *sessions);
 
 /* The engine's SESSION_ENDED (from the engine client's thread). */

@@ -84,6 +84,21 @@ static const char *const audit_migrations[] = {
         "ALTER TABLE executions_v2 RENAME TO executions;"
         "CREATE INDEX executions_by_tenant ON executions (tenant, created_at);"
         "CREATE INDEX executions_running ON executions (id) WHERE status = 'running';",
+        /* 3: sessions (api/sessions.h), one row each: written when one opens, completed when
+         * it ends. Their runs are rows of executions whose requested names the session. */
+        "CREATE TABLE sessions ("
+        " id TEXT PRIMARY KEY NOT NULL,"
+        " tenant TEXT NOT NULL,"
+        " language TEXT NOT NULL,"
+        " created_at INTEGER NOT NULL,"
+        " ended_at INTEGER,"
+        " end_reason TEXT,"
+        " requested TEXT,"
+        " effective TEXT,"
+        " clamped TEXT,"
+        " evidence TEXT"
+        ") STRICT;"
+        "CREATE INDEX sessions_by_tenant ON sessions (tenant, created_at);",
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,
@@ -715,4 +730,115 @@ int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id,
         sqlite3_clear_bindings(audit->select);
         pthread_mutex_unlock(&audit->lock);
         return result;
+}
+
+/* ---- Sessions ---- */
+
+/* Binds value (may be NULL) as compact JSON text to parameter index of statement. */
+static int bind_session_json(sqlite3_stmt *statement, int index, const json_t *value)
+{
+        if (value == NULL)
+                return sqlite3_bind_null(statement, index);
+        char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
+        if (text == NULL)
+                return SQLITE_NOMEM;
+        return sqlite3_bind_text(statement, index, text, -1, free);
+}
+
+/* Runs sql with the parameters bind set, under the lock; the rows it changed, or -1 with err. */
+static int audit_session_write(struct sbx_audit *audit, const char *sql, const char *what,
+                               int (*bind)(sqlite3_stmt *, const void *), const void *ctx,
+                               struct sbx_error *err)
+{
+        pthread_mutex_lock(&audit->lock);
+        sqlite3_stmt *statement = NULL;
+        int rc = sqlite3_prepare_v2(audit->db, sql, -1, &statement, NULL);
+        if (rc == SQLITE_OK)
+                rc = bind(statement, ctx);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_step(statement);
+        int changes = rc == SQLITE_DONE ? sqlite3_changes(audit->db) : -1;
+        if (rc != SQLITE_DONE)
+                sbx_error_set(err, 0, "audit: %s: %s", what, sqlite3_errstr(rc));
+        sqlite3_finalize(statement);
+        pthread_mutex_unlock(&audit->lock);
+        return changes;
+}
+
+static int bind_session_begin(sqlite3_stmt *statement, const void *ctx)
+{
+        const struct sbx_audit_session *session = ctx;
+        int rc = sqlite3_bind_text(statement, 1, session->id, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_text(statement, 2, session->tenant, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_text(statement, 3, session->language, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_int64(statement, 4, session->created_at_ms);
+        if (rc == SQLITE_OK)
+                rc = bind_session_json(statement, 5, session->requested);
+        if (rc == SQLITE_OK)
+                rc = bind_session_json(statement, 6, session->effective);
+        if (rc == SQLITE_OK)
+                rc = bind_session_json(statement, 7, session->clamped);
+        return rc;
+}
+
+int sbx_audit_session_begin(struct sbx_audit *audit, const struct sbx_audit_session *session,
+                            struct sbx_error *err)
+{
+        if (session->id == NULL || session->tenant == NULL || session->language == NULL)
+                return sbx_error_set(err, EINVAL, "audit: a session needs id, tenant, language");
+        int rc = audit_session_write(audit,
+                                     "INSERT INTO sessions (id, tenant, language, created_at, "
+                                     "requested, effective, clamped) VALUES (?1, ?2, ?3, ?4, ?5, "
+                                     "?6, ?7)",
+                                     "begin session", bind_session_begin, session, err);
+        return rc < 0 ? -1 : 0;
+}
+
+static int bind_session_end(sqlite3_stmt *statement, const void *ctx)
+{
+        const struct sbx_audit_session *session = ctx;
+        int rc = sqlite3_bind_text(statement, 1, session->id, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_int64(statement, 2, session->ended_at_ms);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_text(statement, 3, session->end_reason, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = bind_session_json(statement, 4, session->evidence);
+        return rc;
+}
+
+int sbx_audit_session_end(struct sbx_audit *audit, const struct sbx_audit_session *session,
+                          struct sbx_error *err)
+{
+        if (session->id == NULL || session->end_reason == NULL)
+                return sbx_error_set(err, EINVAL, "audit: a session's end needs id and reason");
+        int rc = audit_session_write(audit,
+                                     "UPDATE sessions SET ended_at = ?2, end_reason = ?3, "
+                                     "evidence = ?4 WHERE id = ?1 AND ended_at IS NULL",
+                                     "end session", bind_session_end, session, err);
+        return rc < 0 ? -1 : rc > 0;
+}
+
+static int bind_interrupted(sqlite3_stmt *statement, const void *ctx)
+{
+        const struct sbx_audit_session *session = ctx;
+        int rc = sqlite3_bind_int64(statement, 1, session->ended_at_ms);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_text(statement, 2, session->end_reason, -1, SQLITE_STATIC);
+        return rc;
+}
+
+int sbx_audit_end_open_sessions(struct sbx_audit *audit, const char *reason, int64_t ended_at_ms,
+                                uint64_t *count, struct sbx_error *err)
+{
+        const struct sbx_audit_session ended = {.ended_at_ms = ended_at_ms, .end_reason = reason};
+        int rc = audit_session_write(audit,
+                                     "UPDATE sessions SET ended_at = ?1, end_reason = ?2 WHERE "
+                                     "ended_at IS NULL",
+                                     "end open sessions", bind_interrupted, &ended, err);
+        *count = rc > 0 ? (uint64_t)rc : 0;
+        return rc < 0 ? -1 : 0;
 }

@@ -41,7 +41,7 @@
 #define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
-#define SBX_AUDIT_SCHEMA_VERSION 2
+#define SBX_AUDIT_SCHEMA_VERSION 3
 
 /* The status of a row whose execution has begun and not ended (yet). */
 #define SBX_AUDIT_STATUS_RUNNING "running"
@@ -135,3 +135,33 @@ int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id,
  * lowercase hex digits and a NUL. Returns 0, or -1 with err when libcrypto fails. */
 int sbx_audit_sha256_hex(const void *data, size_t size, char hex[SBX_AUDIT_SHA256_HEX_SIZE],
                          struct sbx_error *err);
+
+/* One session (api/sessions.h): its table, sessions, holds one row each, begun when it opens
+ * and completed when it ends; its runs are rows of executions. Borrowed for the call. */
+struct sbx_audit_session {
+        const char *id;
+        const char *tenant;
+        const char *language;
+        int64_t created_at_ms;
+        const json_t *requested; /* the request as received (files by size and SHA-256) */
+        const json_t *effective; /* the effective limits */
+        const json_t *clamped;
+        int64_t ended_at_ms;
+        const char *end_reason; /* deleted, idle_timeout, max_lifetime, agent_died, ... */
+        const json_t *evidence; /* the kernel's counters over the session's life */
+};
+
+/* The row of a session that opened (id, tenant, language, created_at_ms, requested, effective,
+ * clamped). */
+int sbx_audit_session_begin(struct sbx_audit *audit, const struct sbx_audit_session *session,
+                            struct sbx_error *err);
+
+/* Completes it (id, ended_at_ms, end_reason, evidence): 1 when it did, 0 when it had ended
+ * already (the first end stands), -1 with err. */
+int sbx_audit_session_end(struct sbx_audit *audit, const struct sbx_audit_session *session,
+                          struct sbx_error *err);
+
+/* Completes every session still open with reason at ended_at_ms (at the API process's start:
+ * its sessions died with the previous one); *count says how many. */
+int sbx_audit_end_open_sessions(struct sbx_audit *audit, const char *reason, int64_t ended_at_ms,
+                                uint64_t *count, struct sbx_error *err);

@@ -231,6 +231,17 @@ def test_every_run_is_audited():
         rows = audit_rows(data_dir)
         for run_id in ids:
             assert rows[run_id]["status"] == "ok"
+        # The session's own row: opened, and ended with the reason and its counters.
+        import sqlite3
+        db = sqlite3.connect(f"file:{data_dir}/audit.db?mode=ro", uri=True)
+        try:
+            [(tenant, language, created, ended, reason, evidence)] = db.execute(
+                "SELECT tenant, language, created_at, ended_at, end_reason, evidence "
+                "FROM sessions WHERE id = ?", (sid,)).fetchall()
+        finally:
+            db.close()
+        assert (tenant, language, reason) == ("acme", "python", "deleted")
+        assert ended >= created and "cpu_usage_us" in json.loads(evidence)
 
 
 def test_responses_match_the_openapi_document():

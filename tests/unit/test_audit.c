@@ -329,12 +329,13 @@ static void test_reopen_keeps_data_and_migration_is_idempotent(void **state)
         assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
         assert_int_equal(sqlite3_column_int(statement, 0), 3);
         sqlite3_finalize(statement);
-        /* Nothing else: the table's primary key index is the one more (no executions_v2). */
+        /* Nothing else: the table's primary key index is the one more (no executions_v2), and
+         * the sessions table (version 3) with its primary key and tenant index. */
         assert_int_equal(
                 sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema", -1, &statement, NULL),
                 SQLITE_OK);
         assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
-        assert_int_equal(sqlite3_column_int(statement, 0), 4);
+        assert_int_equal(sqlite3_column_int(statement, 0), 7);
         sqlite3_finalize(statement);
         assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, NULL),
                          SQLITE_OK);
@@ -652,10 +653,62 @@ static void test_concurrent_writers(void **state)
         sbx_audit_close(audit);
 }
 
+/* A session's row: begun, ended once (the first end stands), and the ones left open ended. */
+static void test_session_rows(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_error err = {0};
+        struct sbx_audit *audit = open_store(f);
+        json_t *limits = json_pack("{s:i}", "memory_mb", 256);
+        json_t *clamped = json_array();
+        const struct sbx_audit_session opened = {.id = "a1",
+                                                 .tenant = "acme",
+                                                 .language = "python",
+                                                 .created_at_ms = 1000,
+                                                 .effective = limits,
+                                                 .clamped = clamped};
+        assert_int_equal(sbx_audit_session_begin(audit, &opened, &err), 0);
+        const struct sbx_audit_session second = {
+                .id = "b2", .tenant = "acme", .language = "bash", .created_at_ms = 1001};
+        assert_int_equal(sbx_audit_session_begin(audit, &second, &err), 0);
+        assert_int_equal(sbx_audit_session_begin(audit, &opened, &err), -1); /* same id */
+        json_t *evidence = json_pack("{s:i}", "oom_kills", 1);
+        const struct sbx_audit_session ended = {
+                .id = "a1", .ended_at_ms = 2000, .end_reason = "deleted", .evidence = evidence};
+        assert_int_equal(sbx_audit_session_end(audit, &ended, &err), 1);
+        const struct sbx_audit_session again = {
+                .id = "a1", .ended_at_ms = 3000, .end_reason = "idle_timeout"};
+        assert_int_equal(sbx_audit_session_end(audit, &again, &err), 0);
+        uint64_t count = 0;
+        assert_int_equal(sbx_audit_end_open_sessions(audit, "interrupted", 4000, &count, &err), 0);
+        assert_int_equal(count, 1);
+        sqlite3 *db = NULL;
+        assert_int_equal(sqlite3_open_v2(f->path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        sqlite3_stmt *statement = NULL;
+        assert_int_equal(sqlite3_prepare_v2(db,
+                                            "SELECT id, end_reason, ended_at, evidence FROM "
+                                            "sessions ORDER BY id",
+                                            -1, &statement, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(statement, 1), "deleted");
+        assert_int_equal(sqlite3_column_int64(statement, 2), 2000);
+        assert_string_equal((const char *)sqlite3_column_text(statement, 3), "{\"oom_kills\":1}");
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        assert_string_equal((const char *)sqlite3_column_text(statement, 1), "interrupted");
+        sqlite3_finalize(statement);
+        sqlite3_close(db);
+        sbx_audit_close(audit);
+        json_decref(limits);
+        json_decref(clamped);
+        json_decref(evidence);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_record_and_fetch, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_session_rows, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_tenant_and_unknown_id_are_not_found,
                                                 setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nulls_errors_and_stored_output, setup,
