@@ -54,8 +54,9 @@ struct session {
         uint64_t wall_ms; /* a run's default deadline */
         json_t *limits;   /* the effective limits, as a result's "limits" */
         json_t *clamped;
-        bool busy;  /* an operation is in progress */
-        bool ended; /* the engine said so (or it never opened) */
+        bool busy;      /* an operation is in progress */
+        unsigned users; /* requests and streams holding a pointer to it: not freed meanwhile */
+        bool ended;     /* the engine said so (or it never opened) */
         char end_reason[32];
 };
 
@@ -107,7 +108,7 @@ static void forget_old(struct sbx_sessions *sessions, uint64_t now_ms)
                 ended += sessions->items[i]->ended;
         for (size_t i = 0; i < sessions->n;) {
                 struct session *s = sessions->items[i];
-                if (s->ended && !s->busy &&
+                if (s->ended && !s->busy && s->users == 0 &&
                     (now_ms - s->ended_ms > ENDED_KEPT_MS || ended > ENDED_KEPT_COUNT)) {
                         session_free(s);
                         sessions->items[i] = sessions->items[--sessions->n];
@@ -118,13 +119,23 @@ static void forget_old(struct sbx_sessions *sessions, uint64_t now_ms)
         }
 }
 
+/* The session id of tenant, held (users) until release; with the lock held. */
 static struct session *find(struct sbx_sessions *sessions, const char *id, const char *tenant)
 {
         for (size_t i = 0; i < sessions->n; i++)
                 if (strcmp(sessions->items[i]->id, id) == 0 &&
-                    strcmp(sessions->items[i]->tenant, tenant) == 0)
+                    strcmp(sessions->items[i]->tenant, tenant) == 0) {
+                        sessions->items[i]->users++;
                         return sessions->items[i];
+                }
         return NULL;
+}
+
+static void release(struct sbx_sessions *sessions, struct session *s)
+{
+        pthread_mutex_lock(&sessions->lock);
+        s->users--;
+        pthread_mutex_unlock(&sessions->lock);
 }
 
 static void mark_ended(struct sbx_sessions *sessions, struct session *s, const char *reason)
@@ -642,6 +653,7 @@ struct run_job {
         int stream_fd;
         _Atomic uint64_t request_id;
         _Atomic int refs;
+        bool holds_session; /* a streamed job keeps the session from being freed */
 };
 
 static void run_job_unref(struct run_job *job)
@@ -650,6 +662,8 @@ static void run_job_unref(struct run_job *job)
                 return;
         if (job->snapshot != NULL)
                 sbx_live_config_release(job->api->live, job->snapshot);
+        if (job->holds_session)
+                release(job->api->sessions, job->session);
         if (job->stream_fd >= 0)
                 close(job->stream_fd);
         free(job->fields);
@@ -914,7 +928,11 @@ static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection
         }
         job->stream_fd = pair[1];
         /* The thread may outlive this request (a client that goes away): it holds the tenant's
-         * snapshot itself. */
+         * snapshot and the session itself. */
+        pthread_mutex_lock(&api->sessions->lock);
+        job->session->users++;
+        pthread_mutex_unlock(&api->sessions->lock);
+        job->holds_session = true;
         sbx_live_config_hold(api->live, tenants);
         job->snapshot = tenants;
         const union MHD_ConnectionInfo *info =
@@ -1271,6 +1289,12 @@ static json_t *parse_body(struct sbx_api *api, struct MHD_Connection *connection
         return parsed;
 }
 
+static enum MHD_Result route_session(struct sbx_api *api, struct MHD_Connection *connection,
+                                     const char *method, const struct sbx_tenant *tenant,
+                                     const struct sbx_config *tenants, struct session *s,
+                                     const char *after, const void *body, size_t body_len,
+                                     bool body_too_large);
+
 enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *connection,
                                    const char *url, const char *method,
                                    const struct sbx_config *tenants, const void *body,
@@ -1328,8 +1352,22 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
         }
         if (s == NULL)
                 return not_found(api, connection, NULL);
-        /* Sessions are only ever dropped from the table while ended and idle (forget_old), and
-         * only by a request that holds the lock: s stays valid while this request uses it. */
+        answer = route_session(api, connection, method, tenant, tenants, s, after, body, body_len,
+                               body_too_large);
+        release(api->sessions, s);
+        return answer;
+}
+
+/* The routes under /v1/sessions/{id}; s is held (users) by the caller. */
+static enum MHD_Result route_session(struct sbx_api *api, struct MHD_Connection *connection,
+                                     const char *method, const struct sbx_tenant *tenant,
+                                     const struct sbx_config *tenants, struct session *s,
+                                     const char *after, const void *body, size_t body_len,
+                                     bool body_too_large)
+{
+        bool read = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                    strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        enum MHD_Result answer = MHD_NO;
         if (after[0] == '\0') {
                 if (read) {
                         pthread_mutex_lock(&api->sessions->lock);
