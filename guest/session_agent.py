@@ -33,16 +33,21 @@
 # closes the channel. File operations happen between runs, inside the sandbox and with
 # its rights: a path that leaves /workspace (by "..", or by a symlink) is refused, as are devices
 # and FIFOs. Standard library only.
+# Every module the agent uses is imported here, before the session's workspace is on sys.path
+# (the engine runs it with -P): no file a tenant puts there can stand in for one of them.
 import ast
 import base64
 import builtins
 import errno
+import importlib.util
 import io
 import json
 import linecache
 import os
 import signal
+import socket
 import stat
+import subprocess
 import sys
 import traceback
 
@@ -89,7 +94,10 @@ def receive():
 
 
 def send(header, payload=b""):
-    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode()
+    # A lone surrogate (a file name that is not UTF-8, through os.fsdecode) cannot be UTF-8:
+    # replaced, so that no text of the session's can make a frame unsendable.
+    head = json.dumps(header, ensure_ascii=False, separators=(",", ":")).encode(
+        "utf-8", "replace")
     frame = ((4 + len(head) + len(payload)).to_bytes(4, "little")
              + len(head).to_bytes(4, "little") + head + payload)
     view = memoryview(frame)
@@ -231,7 +239,6 @@ class PyplotHook:
         if name != "matplotlib.pyplot":
             return None
         sys.meta_path.remove(self)
-        import importlib.util
         spec = importlib.util.find_spec(name)
         if spec is None or spec.loader is None:
             return spec
@@ -346,7 +353,6 @@ class BashSession:
         self.start()
 
     def start(self):
-        import subprocess
         status_r, status_w = os.pipe()
         self.shell = subprocess.Popen(
             ["/bin/bash", "--noprofile", "--norc", "-s"], stdin=subprocess.PIPE,
@@ -587,7 +593,6 @@ def interpreter(language, restarted):
 
 def channel_closed():
     """Whether the engine closed fd 3 (peeked: the next interpreter's frames stay unread)."""
-    import socket
     try:
         channel = socket.socket(fileno=os.dup(AGENT_FD))
     except OSError:

@@ -526,8 +526,10 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 }
         }
         bool room = api->sessions->n < api->sessions->alloc;
-        if (allowed && room)
+        if (allowed && room) {
                 api->sessions->items[api->sessions->n++] = s;
+                s->users = 1; /* this request's, until it ends */
+        }
         pthread_mutex_unlock(&api->sessions->lock);
         if (!allowed || !room) {
                 session_free(s);
@@ -561,6 +563,7 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
         pthread_mutex_unlock(&api->sessions->lock);
         if (rc < 0) {
                 sbx_warn("session %s: open: %s", s->id, detail);
+                release(api->sessions, s);
                 return engine_failure(api, connection, code == EINVAL ? EIO : code, detail, NULL);
         }
         sbx_engine_session_reply_free(&reply);
@@ -589,6 +592,7 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 sbx_warn("audit: session %s: %s", s->id, err.message);
         json_decref(requested);
         sbx_info("session %s: open for tenant %s (%s)", s->id, tenant->name, language);
+        release(api->sessions, s);
         return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, NULL, 0);
 }
 
@@ -672,12 +676,24 @@ static void run_job_unref(struct run_job *job)
         free(job);
 }
 
+/* How long a streamed client may leave its events unread before its stream is cut (the run goes
+ * on and ends as usual; its events are dropped). */
+#define STREAM_STALL_MS 30000
+
 static void stream_write(struct run_job *job, const char *text, size_t len)
 {
         while (job->stream_fd >= 0 && len > 0) {
-                ssize_t n = send(job->stream_fd, text, len, MSG_NOSIGNAL);
+                ssize_t n = send(job->stream_fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
                 if (n < 0 && errno == EINTR)
                         continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        /* A client that reads slowly holds this thread, never the engine client's
+                         * queue, for at most STREAM_STALL_MS. */
+                        struct pollfd pfd = {.fd = job->stream_fd, .events = POLLOUT};
+                        if (poll(&pfd, 1, STREAM_STALL_MS) > 0)
+                                continue;
+                        n = 0;
+                }
                 if (n <= 0) {
                         /* The client went away: the rest is not written. */
                         close(job->stream_fd);
@@ -1205,9 +1221,15 @@ static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *c
         }
         enum MHD_Result answer;
         if (op == SBX_SESSION_GET) {
+                /* A tenant's file is served as a download, never rendered as a page of this
+                 * origin (an HTML or SVG file could carry script). */
+                const struct sbx_http_header headers[] = {
+                        {"Content-Disposition", "attachment"},
+                        {"X-Content-Type-Options", "nosniff"},
+                };
                 answer = sbx_http_respond(api, connection, 200, content_type_of(path),
                                           (const char *)reply.reply.data, reply.reply.data_len,
-                                          NULL, 0);
+                                          headers, 2);
         } else if (op == SBX_SESSION_LIST) {
                 json_error_t json_error;
                 json_t *entries =

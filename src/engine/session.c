@@ -21,14 +21,19 @@
 /* The agent's source, compiled in (meson: guest/session_agent.py). */
 extern const char sbx_session_agent_source[];
 
-/* The frames a file operation's reply may carry besides the data. */
+/* How long the agent may take to answer a file operation. */
 #define REPLY_TIMEOUT_MS 30000
+
+/* How much one drain of an output pipe reads, and how many frames one run may send (a flood of
+ * tiny frames costs the engine, outside the sandbox's cgroup, more than it costs the agent). */
+#define DRAIN_MAX_BYTES    (1024u * 1024u)
+#define MAX_FRAMES_PER_RUN 100000u
 
 struct sbx_session {
         const struct sbx_backend *backend;
         struct sbx_sandbox *sandbox;
         struct sbx_spec spec;
-        const char *argv[5];
+        const char *argv[6];
         char language[16];
         /* The environment: the base one, then the session's entries (owned copies). */
         char **env_owned;
@@ -216,11 +221,14 @@ int sbx_session_open(const struct sbx_session_options *options, struct sbx_sessi
                 session->envp[base + i] = session->env_owned[i];
 
         const struct sbx_language *python = sbx_language_find("python");
+        /* -P: no working directory first on sys.path (python3 -c would put it there), so that
+         * a file of the workspace cannot stand in for a module the agent imports. */
         session->argv[0] = python->interpreter;
-        session->argv[1] = "-c";
-        session->argv[2] = sbx_session_agent_source;
-        session->argv[3] = session->language;
-        session->argv[4] = NULL;
+        session->argv[1] = "-P";
+        session->argv[2] = "-c";
+        session->argv[3] = sbx_session_agent_source;
+        session->argv[4] = session->language;
+        session->argv[5] = NULL;
         session->spec = (struct sbx_spec){
                 .argv = session->argv,
                 .envp = session->envp,
@@ -293,6 +301,7 @@ struct run_state {
         const struct sbx_session_run_request *request;
         size_t out_sent, err_sent;
         uint64_t flushed_us;
+        unsigned frames; /* frames of this run so far */
 };
 
 /* The length of buf's prefix that ends on a UTF-8 character boundary (a trailing character
@@ -367,7 +376,9 @@ static void run_state_free(struct run_state *state)
 static void drain(int fd, struct sbx_buffer *buf)
 {
         char chunk[16384];
-        for (;;) {
+        /* At most DRAIN_MAX_BYTES a call: writers that keep a pipe from ever emptying must not
+         * keep the loop from its deadlines (the next call takes the rest). */
+        for (size_t taken = 0; taken < DRAIN_MAX_BYTES; taken += sizeof(chunk)) {
                 ssize_t n = read(fd, chunk, sizeof(chunk));
                 if (n > 0) {
                         if (sbx_buffer_append(buf, chunk, (size_t)n) < 0)
@@ -420,6 +431,11 @@ static int run_frame(struct sbx_session *session, struct run_state *state, json_
                      struct sbx_error *err)
 {
         const char *op = op_of(header);
+        if (++state->frames > MAX_FRAMES_PER_RUN) {
+                struct sbx_error why = {0};
+                sbx_error_set(&why, EPROTO, "over %u frames in one run", MAX_FRAMES_PER_RUN);
+                return mark_dead(session, &why, err);
+        }
         if (strcmp(op, "display") == 0) {
                 json_t *bundle = json_object_get(header, "bundle");
                 if (!bundle_valid(bundle)) {
@@ -460,7 +476,7 @@ static int run_frame(struct sbx_session *session, struct run_state *state, json_
                 state->done = true;
                 return 0;
         }
-        if (strcmp(op, "ended") == 0) {
+        if (strcmp(op, "ended") == 0 && !state->ended) {
                 state->ended = true;
                 return 0;
         }

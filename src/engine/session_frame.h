@@ -23,14 +23,22 @@
 int sbx_session_frame_encode(const json_t *header, const void *payload, size_t payload_size,
                              void **out, size_t *out_len, struct sbx_error *err);
 
+/* The most JSON objects and arrays one header may open (a MIME bundle has a few; a traceback
+ * one array), and how much one read takes. */
+#define SBX_SESSION_MAX_STRUCTURES 4096
+#define SBX_SESSION_READ_BYTES     65536
+
 /* Accumulates bytes from a non-blocking fd and yields whole frames. */
 struct sbx_session_reader {
         uint8_t *data;
-        size_t len;
+        size_t start; /* where the unconsumed bytes begin */
+        size_t len;   /* where they end */
         size_t alloc;
 };
 
-/* Reads what fd has (until EAGAIN). Returns 1 when bytes came, 0 at end of file, -1 with err. */
+/* Reads once from fd: at most what the frame at the front still lacks, or
+ * SBX_SESSION_READ_BYTES. Returns 1 when bytes came (or none were ready), 0 at end of file, -1
+ * with err. */
 int sbx_session_reader_fill(struct sbx_session_reader *reader, int fd, struct sbx_error *err);
 
 /* The whole frame at the front, if one is buffered: 1 with *header (a new reference: json_decref

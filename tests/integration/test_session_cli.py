@@ -236,3 +236,20 @@ def test_bad_input_is_refused():
     process = subprocess.run([SANDBOXD, "session"], input=b'{"op": "open", "language": "sh"}\n',
                              capture_output=True, timeout=30)
     assert process.returncode == 64 and b"sessions run python or bash" in process.stderr
+
+
+def test_a_flood_of_frames_ends_the_session_not_the_engine(python):
+    # 200 000 tiny display frames written on the agent's channel by the cell itself: the engine
+    # reads them in linear time and gives up on the session after 100 000 frames of one run.
+    flood = ("import json, os, struct, time\n"
+             "h = json.dumps({'op': 'display', 'bundle': {'text/plain': 'x'}}).encode()\n"
+             "frame = struct.pack('<II', 4 + len(h), len(h)) + h\n"
+             "started = time.monotonic()\n"
+             "os.write(3, frame * 200000)\n")
+    import time
+    started = time.monotonic()
+    run = python.run(flood, timeout_ms=30000)
+    assert time.monotonic() - started < 20 * SLOW
+    assert run["status"] == "internal_error" and "frames" in run["internal_error"]
+    again = python.run("1")
+    assert again["ok"] is False and "agent is gone" in again["error"]
