@@ -435,8 +435,12 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
                                             &len, err);
         if (rc == 0)
                 rc = send_message(client, buf, len, err);
-        if (rc == 0)
+        if (rc == 0) {
                 rc = call_wait(client, &call, timeout_ms, err);
+                /* Do not leave it going: an OPEN's session ends, a run is interrupted. */
+                if (rc < 0 && err->code == ETIMEDOUT)
+                        send_cancel(client, call.request_id);
+        }
         if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
                 rc = sbx_error_prefix(err, "engine client: SESSION_REPLY");
         if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
@@ -509,9 +513,11 @@ int sbx_engine_client_session_stream(struct sbx_engine_client *client,
         if (!done)
                 take_call(client, call.request_id);
         pthread_mutex_unlock(&client->lock);
-        if (rc == 0 && !done)
+        if (rc == 0 && !done) {
                 rc = sbx_error_set(err, ETIMEDOUT, "engine did not answer SESSION within %llu ms",
                                    (unsigned long long)timeout_ms);
+                send_cancel(client, call.request_id);
+        }
         if (rc == 0 && call.reply == NULL) {
                 *err = call.error;
                 rc = -1;

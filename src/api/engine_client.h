@@ -78,8 +78,8 @@ struct sbx_engine_session_reply {
 
 /* Sends SESSION (session->op on session->session_id) and waits up to timeout_ms for its
  * SESSION_REPLY: 0 with *out (whose reply.error may still be an errno: the operation's own
- * refusal), or -1 with the codes above (a REFUSED OPEN included). On ETIMEDOUT nothing is
- * cancelled: the session's worker answers late, and the answer is dropped. */
+ * refusal), or -1 with the codes above (a REFUSED OPEN included). On ETIMEDOUT a CANCEL goes
+ * after it (an OPEN's session then ends, a run is interrupted) and a late answer is dropped. */
 int sbx_engine_client_session(struct sbx_engine_client *client,
                               const struct sbx_message_session *session, uint64_t timeout_ms,
                               struct sbx_engine_session_reply *out, struct sbx_error *err);

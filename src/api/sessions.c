@@ -509,14 +509,21 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
         s->clamped = json_incref(clamped);
         s->busy = true;
 
-        /* The tenant's quota of open sessions, counted with this one in the table. */
+        /* The tenant's quota of open sessions, and the server's (each session holds a sandbox
+         * for its life: executions need the rest), counted with this one in the table. */
+        uint64_t server_max = api->config->server.max_sessions != 0
+                                      ? api->config->server.max_sessions
+                                      : (api->config->server.max_sandboxes + 1) / 2;
         pthread_mutex_lock(&api->sessions->lock);
         forget_old(api->sessions, s->created_ms);
-        size_t open = 0;
-        for (size_t i = 0; i < api->sessions->n; i++)
-                open += !api->sessions->items[i]->ended &&
-                        strcmp(api->sessions->items[i]->tenant, tenant->name) == 0;
-        bool allowed = open < tier_max_sessions(tenant->tier);
+        size_t open = 0, open_all = 0;
+        for (size_t i = 0; i < api->sessions->n; i++) {
+                bool live = !api->sessions->items[i]->ended;
+                open_all += live;
+                open += live && strcmp(api->sessions->items[i]->tenant, tenant->name) == 0;
+        }
+        bool server_full = open_all >= server_max;
+        bool allowed = !server_full && open < tier_max_sessions(tenant->tier);
         if (allowed && api->sessions->n == api->sessions->alloc) {
                 size_t alloc = api->sessions->alloc ? api->sessions->alloc * 2 : 16;
                 struct session **items = realloc(api->sessions->items, alloc * sizeof(*items));
@@ -537,6 +544,12 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 if (!room)
                         return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL,
                                                         0, NULL, 0);
+                if (server_full) {
+                        sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "capacity");
+                        return sbx_http_respond_unavailable(
+                                api, connection, SBX_PROBLEM_AT_CAPACITY,
+                                "the server holds its maximum of open sessions", 60, NULL);
+                }
                 sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "sessions");
                 char detail[128];
                 snprintf(detail, sizeof(detail),

@@ -441,6 +441,9 @@ static const struct config_key server_keys[] = {
          * body could not be forwarded anyway. */
         {"max_body_bytes", BYTES(max_body_bytes, 1024, 48 * MIB)},
         {"max_sandboxes", NUMBER(max_sandboxes, 1, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
+        /* Sessions open at once, all tenants together: each holds a sandbox for its life, and
+         * executions need the rest. 0: half of max_sandboxes. */
+        {"max_sessions", NUMBER(max_sessions, 0, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
         {"shutdown_grace_s", NUMBER(shutdown_grace_s, 0, 3600)},
         {"store_output", BOOLEAN(store_output)},
         /* A thread each (libmicrohttpd's thread-per-connection mode). */

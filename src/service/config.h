@@ -29,6 +29,7 @@ struct sbx_server_config {
         uid_t api_uid;  /* the API process's uid and gid; never 0 */
         uint64_t max_body_bytes;
         uint64_t max_sandboxes;          /* concurrent workers in the engine */
+        uint64_t max_sessions;           /* sessions open at once; 0: max_sandboxes / 2 */
         uint64_t shutdown_grace_s;       /* SIGTERM: how long running executions may finish */
         bool store_output;               /* keep stdout/stderr in the audit log */
         uint64_t max_connections;        /* HTTP connections at once */

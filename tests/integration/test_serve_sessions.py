@@ -366,3 +366,16 @@ def test_curl_streams_too():
             capture_output=True, timeout=60, text=True).stdout
         assert out.count("event: stdout") >= 1 and "event: end" in out, out
         assert out.rstrip().splitlines()[-1].startswith("data: {")
+
+
+def test_the_server_keeps_room_for_executions():
+    # [server] max_sessions: sessions of all tenants together; past it 503 at-capacity, and
+    # executions still run.
+    with running_server(tiers=TIERS, tenants=TENANTS, server={"max_sessions": 1}) as srv:
+        sid = open_session(srv, tenant="acme")["id"]
+        full = srv.request("POST", "/v1/sessions", data=json.dumps({"language": "python"}),
+                           headers=srv.headers("globex"))
+        expect_problem(full, 503, slug="at-capacity")
+        assert srv.run("print('room')", tenant="globex")["stdout"] == "room\n"
+        assert delete(srv, sid).status_code == 204
+        open_session(srv, tenant="globex")
