@@ -18,6 +18,7 @@
 #include "api/engine_client.h"
 #include "api/live_config.h"
 #include "api/respond.h"
+#include "api/sse.h"
 #include "model/limits.h"
 #include "model/request.h"
 #include "model/result_json.h"
@@ -665,9 +666,9 @@ struct run_job {
         int failure; /* rc < 0: an errno for engine_failure */
         char detail[SBX_ERROR_MESSAGE_MAX + 64];
         json_t *result;
-        /* Streaming: the thread writes SSE text to stream_fd; the response reads the other end
-         * of the socket pair. request_id names the run for a cancel. */
-        int stream_fd;
+        /* Streaming: the thread writes the events into sse (api/sse.h); request_id names the
+         * run for a cancel. */
+        struct sbx_sse *sse;
         _Atomic uint64_t request_id;
         _Atomic int refs;
         bool holds_session; /* a streamed job keeps the session from being freed */
@@ -681,55 +682,10 @@ static void run_job_unref(struct run_job *job)
                 sbx_live_config_release(job->api->live, job->snapshot);
         if (job->holds_session)
                 release(job->api->sessions, job->session);
-        if (job->stream_fd >= 0)
-                close(job->stream_fd);
         free(job->fields);
         free(job->stdin_data);
         json_decref(job->result);
         free(job);
-}
-
-/* How long a streamed client may leave its events unread before its stream is cut (the run goes
- * on and ends as usual; its events are dropped). */
-#define STREAM_STALL_MS 30000
-
-static void stream_write(struct run_job *job, const char *text, size_t len)
-{
-        while (job->stream_fd >= 0 && len > 0) {
-                ssize_t n = send(job->stream_fd, text, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-                        /* A client that reads slowly holds this thread, never the engine client's
-                         * queue, for at most STREAM_STALL_MS. */
-                        struct pollfd pfd = {.fd = job->stream_fd, .events = POLLOUT};
-                        if (poll(&pfd, 1, STREAM_STALL_MS) > 0)
-                                continue;
-                        n = 0;
-                }
-                if (n <= 0) {
-                        /* The client went away: the rest is not written. */
-                        close(job->stream_fd);
-                        job->stream_fd = -1;
-                        return;
-                }
-                text += n;
-                len -= (size_t)n;
-        }
-}
-
-/* One Server-Sent Event: its name and a JSON data line (compact JSON has no line breaks). */
-static void stream_event(struct run_job *job, const char *event, const json_t *data)
-{
-        char *text = json_dumps(data, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (text == NULL)
-                return;
-        char *frame = NULL;
-        int len = asprintf(&frame, "event: %s\ndata: %s\n\n", event, text);
-        free(text);
-        if (len > 0)
-                stream_write(job, frame, (size_t)len);
-        free(frame);
 }
 
 static void on_engine_event(void *ctx, const struct sbx_message_session *event)
@@ -742,7 +698,7 @@ static void on_engine_event(void *ctx, const struct sbx_message_session *event)
         if (name != NULL && data != NULL &&
             (strcmp(name, "stdout") == 0 || strcmp(name, "stderr") == 0 ||
              strcmp(name, "result") == 0 || strcmp(name, "error") == 0))
-                stream_event(job, name, data);
+                sbx_sse_event(job->sse, name, data);
         json_decref(fields);
 }
 
@@ -760,12 +716,11 @@ static void run_job_execute(struct run_job *job)
         uint64_t timeout = job->timeout_ms + RUN_RESTART_MS + RUN_SLACK_MS;
         struct sbx_engine_session_reply reply;
         struct sbx_error err = {0};
-        int rc = job->stream_fd >= 0
-                         ? sbx_engine_client_session_stream(job->api->engine, &message, timeout,
-                                                            on_engine_event, job, &job->request_id,
-                                                            &reply, &err)
-                         : sbx_engine_client_session(job->api->engine, &message, timeout, &reply,
-                                                     &err);
+        int rc = job->sse != NULL ? sbx_engine_client_session_stream(job->api->engine, &message,
+                                                                     timeout, on_engine_event, job,
+                                                                     &job->request_id, &reply, &err)
+                                  : sbx_engine_client_session(job->api->engine, &message, timeout,
+                                                              &reply, &err);
         if (rc < 0) {
                 job->rc = -1;
                 job->failure = err.code;
@@ -860,10 +815,6 @@ static bool wants_stream(struct MHD_Connection *connection)
         return accept != NULL && strstr(accept, "text/event-stream") != NULL;
 }
 
-/* Seconds of silence after which a stream gets a comment line, so that proxies and clients see
- * it alive. */
-#define STREAM_KEEPALIVE_MS 15000
-
 /* The streaming thread: the run, its accounting, its last event. */
 static void *run_job_thread(void *arg)
 {
@@ -871,82 +822,36 @@ static void *run_job_thread(void *arg)
         run_job_execute(job);
         run_job_finish(job);
         if (job->rc == 0) {
-                stream_event(job, "end", job->result);
+                sbx_sse_event(job->sse, "end", job->result);
         } else {
                 json_t *problem =
                         sbx_problem_new(500, sbx_problem_default_slug(500), job->detail, NULL, 0);
-                stream_event(job, "problem", problem);
+                sbx_sse_event(job->sse, "problem", problem);
                 json_decref(problem);
         }
-        /* End of file for the response: the stream is over. */
-        if (job->stream_fd >= 0) {
-                close(job->stream_fd);
-                job->stream_fd = -1;
-        }
+        sbx_sse_finish(job->sse);
+        job->sse = NULL;
         run_job_unref(job);
         return NULL;
 }
 
-/* The response's side: what the thread wrote, as it comes. */
-struct stream_reader {
-        struct run_job *job;
-        int fd;
-        int client_fd; /* the HTTP connection's socket: its hang-up ends the stream at once */
-};
-
-static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
+/* The response ended; a client that left before the end interrupts the run (the engine
+ * cancels it; its accounting and record still happen). */
+static void run_job_stream_ended(void *ctx, bool client_left)
 {
-        (void)pos;
-        struct stream_reader *reader = cls;
-        for (;;) {
-                /* The client's hang-up too: a silent run must be canceled when its client goes,
-                 * not when the next keep-alive fails to be written. */
-                struct pollfd pfd[2] = {{.fd = reader->fd, .events = POLLIN},
-                                        {.fd = reader->client_fd, .events = POLLRDHUP}};
-                int ready = poll(pfd, 2, STREAM_KEEPALIVE_MS);
-                if (ready < 0 && errno == EINTR)
-                        continue;
-                if (ready > 0 && (pfd[1].revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0)
-                        return MHD_CONTENT_READER_END_WITH_ERROR;
-                if (ready == 0) {
-                        static const char keepalive[] = ": keepalive\n\n";
-                        size_t n = sizeof(keepalive) - 1 < max ? sizeof(keepalive) - 1 : max;
-                        memcpy(buf, keepalive, n);
-                        return (ssize_t)n;
-                }
-                ssize_t n = recv(reader->fd, buf, max, 0);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n > 0)
-                        return n;
-                return MHD_CONTENT_READER_END_OF_STREAM;
-        }
-}
-
-/* The response is done (the stream ended, or the client went away): a run still going is
- * interrupted (the engine cancels it; its accounting and record still happen). */
-static void stream_done(void *cls)
-{
-        struct stream_reader *reader = cls;
-        struct run_job *job = reader->job;
+        struct run_job *job = ctx;
         uint64_t request_id = atomic_load(&job->request_id);
-        char probe;
-        bool ended = recv(reader->fd, &probe, 1, MSG_DONTWAIT | MSG_PEEK) == 0;
-        if (!ended && request_id != 0)
+        if (client_left && request_id != 0)
                 sbx_engine_client_cancel(job->api->engine, request_id);
-        close(reader->fd);
         run_job_unref(job);
-        free(reader);
 }
 
 static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection *connection,
                                       const struct sbx_config *tenants)
 {
         struct sbx_api *api = job->api;
-        int pair[2];
-        struct stream_reader *reader = malloc(sizeof(*reader));
-        if (reader == NULL || socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) < 0) {
-                free(reader);
+        job->sse = sbx_sse_new();
+        if (job->sse == NULL) {
                 job->rc = -1;
                 job->failure = ENOMEM;
                 snprintf(job->detail, sizeof(job->detail), "cannot start a stream");
@@ -955,7 +860,6 @@ static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection
                 run_job_unref(job);
                 return answer;
         }
-        job->stream_fd = pair[1];
         /* The thread may outlive this request (a client that goes away): it holds the tenant's
          * snapshot and the session itself. */
         pthread_mutex_lock(&api->sessions->lock);
@@ -964,11 +868,8 @@ static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection
         job->holds_session = true;
         sbx_live_config_hold(api->live, tenants);
         job->snapshot = tenants;
-        const union MHD_ConnectionInfo *info =
-                MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
-        *reader = (struct stream_reader){
-                .job = job, .fd = pair[0], .client_fd = info != NULL ? info->connect_fd : -1};
-        atomic_store(&job->refs, 2);
+        struct sbx_sse *sse = job->sse;
+        atomic_store(&job->refs, 2); /* the thread's and the response's */
         pthread_t thread;
         pthread_attr_t attr;
         pthread_attr_init(&attr);
@@ -977,8 +878,9 @@ static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection
         pthread_attr_destroy(&attr);
         if (rc != 0) {
                 atomic_store(&job->refs, 1);
-                close(pair[0]);
-                free(reader);
+                sbx_sse_abandon(sse); /* the reader's hold */
+                sbx_sse_finish(sse);  /* the writer's */
+                job->sse = NULL;
                 job->rc = -1;
                 job->failure = rc;
                 snprintf(job->detail, sizeof(job->detail), "cannot start a stream's thread");
@@ -987,18 +889,7 @@ static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection
                 run_job_unref(job);
                 return answer;
         }
-        struct MHD_Response *response = MHD_create_response_from_callback(
-                MHD_SIZE_UNKNOWN, 4096, stream_read, reader, stream_done);
-        if (response == NULL) {
-                stream_done(reader);
-                return MHD_NO;
-        }
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
-        MHD_add_response_header(response, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-        enum MHD_Result queued = MHD_queue_response(connection, 200, response);
-        MHD_destroy_response(response);
-        sbx_metrics_count_http_request(api->metrics, 200);
-        return queued;
+        return sbx_sse_respond(api, connection, sse, run_job_stream_ended, job);
 }
 
 static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *connection,
@@ -1124,7 +1015,6 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                 .reservation = decision.reservation,
                 .created_ms = created_ms,
                 .timeout_ms = timeout_ms,
-                .stream_fd = -1,
                 .refs = 1,
         };
         memcpy(job->run_id, run_id, sizeof(job->run_id));
