@@ -456,29 +456,13 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
         return rc;
 }
 
-int sbx_engine_client_session_stream(struct sbx_engine_client *client,
-                                     const struct sbx_message_session *session, uint64_t timeout_ms,
-                                     sbx_engine_event_fn on_event, void *ctx,
-                                     _Atomic uint64_t *request_id,
-                                     struct sbx_engine_session_reply *out, struct sbx_error *err)
+/* Waits for a streamed call's reply, handing each event that comes before it to on_event, in
+ * order, from this thread. 0 when the reply came (call.reply), -1 with err (ETIMEDOUT: a CANCEL
+ * went after it). */
+static int wait_streamed(struct sbx_engine_client *client, struct call *call, uint64_t timeout_ms,
+                         sbx_engine_event_fn on_event, void *ctx, struct sbx_message *message,
+                         struct sbx_error *err)
 {
-        *out = (struct sbx_engine_session_reply){0};
-        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
-        if (message == NULL)
-                return sbx_error_set(err, ENOMEM, "engine client: allocate");
-        struct call call;
-        if (call_begin(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, err) < 0)
-                return -1;
-        pthread_mutex_lock(&client->lock);
-        call.streaming = true;
-        pthread_mutex_unlock(&client->lock);
-        atomic_store(request_id, call.request_id);
-        void *buf;
-        size_t len;
-        int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
-                                            &len, err);
-        if (rc == 0)
-                rc = send_message(client, buf, len, err);
         struct timespec deadline;
         clock_gettime(CLOCK_MONOTONIC, &deadline);
         deadline.tv_sec += (time_t)(timeout_ms / 1000);
@@ -490,12 +474,12 @@ int sbx_engine_client_session_stream(struct sbx_engine_client *client,
         /* Events first, in order; the reply after every event that came before it. */
         pthread_mutex_lock(&client->lock);
         int wait_rc = 0;
-        while (rc == 0) {
-                if (call.events != NULL) {
-                        struct queued_event *event = call.events;
-                        call.events = event->next;
-                        if (call.events == NULL)
-                                call.events_tail = &call.events;
+        for (;;) {
+                if (call->events != NULL) {
+                        struct queued_event *event = call->events;
+                        call->events = event->next;
+                        if (call->events == NULL)
+                                call->events_tail = &call->events;
                         pthread_mutex_unlock(&client->lock);
                         struct sbx_error ignored = {0};
                         if (sbx_message_decode(event->message, event->len, message, &ignored) == 0)
@@ -505,23 +489,61 @@ int sbx_engine_client_session_stream(struct sbx_engine_client *client,
                         pthread_mutex_lock(&client->lock);
                         continue;
                 }
-                if (call.done || wait_rc == ETIMEDOUT)
+                if (call->done || wait_rc == ETIMEDOUT)
                         break;
-                wait_rc = pthread_cond_timedwait(&call.done_cond, &client->lock, &deadline);
+                wait_rc = pthread_cond_timedwait(&call->done_cond, &client->lock, &deadline);
         }
-        bool done = call.done;
+        bool done = call->done;
         if (!done)
-                take_call(client, call.request_id);
+                take_call(client, call->request_id);
         pthread_mutex_unlock(&client->lock);
-        if (rc == 0 && !done) {
-                rc = sbx_error_set(err, ETIMEDOUT, "engine did not answer SESSION within %llu ms",
-                                   (unsigned long long)timeout_ms);
-                send_cancel(client, call.request_id);
+        if (!done) {
+                send_cancel(client, call->request_id);
+                return sbx_error_set(err, ETIMEDOUT, "engine did not answer %s within %llu ms",
+                                     sbx_message_type_name((uint16_t)(call->reply_type)),
+                                     (unsigned long long)timeout_ms);
         }
-        if (rc == 0 && call.reply == NULL) {
-                *err = call.error;
-                rc = -1;
+        if (call->reply == NULL) {
+                *err = call->error;
+                return -1;
         }
+        return 0;
+}
+
+/* Registers a streamed call (events are queued for it). */
+static int begin_streamed(struct sbx_engine_client *client, struct call *call, uint16_t reply_type,
+                          _Atomic uint64_t *request_id, struct sbx_error *err)
+{
+        if (call_begin(client, call, reply_type, NULL, err) < 0)
+                return -1;
+        pthread_mutex_lock(&client->lock);
+        call->streaming = true;
+        pthread_mutex_unlock(&client->lock);
+        atomic_store(request_id, call->request_id);
+        return 0;
+}
+
+int sbx_engine_client_session_stream(struct sbx_engine_client *client,
+                                     const struct sbx_message_session *session, uint64_t timeout_ms,
+                                     sbx_engine_event_fn on_event, void *ctx,
+                                     _Atomic uint64_t *request_id,
+                                     struct sbx_engine_session_reply *out, struct sbx_error *err)
+{
+        *out = (struct sbx_engine_session_reply){0};
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        struct call call;
+        if (begin_streamed(client, &call, SBX_MESSAGE_SESSION_REPLY, request_id, err) < 0)
+                return -1;
+        void *buf;
+        size_t len;
+        int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
+                                            &len, err);
+        if (rc == 0)
+                rc = send_message(client, buf, len, err);
+        if (rc == 0)
+                rc = wait_streamed(client, &call, timeout_ms, on_event, ctx, message, err);
         if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
                 rc = sbx_error_prefix(err, "engine client: SESSION_REPLY");
         if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
@@ -530,6 +552,40 @@ int sbx_engine_client_session_stream(struct sbx_engine_client *client,
                 rc = -1;
         } else if (rc == 0) {
                 out->reply = message->body.session;
+                out->message = steal_pointer(&call.reply);
+        }
+        call_end(client, &call);
+        return rc;
+}
+
+int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *execution_id,
+                                 const struct sbx_request *request, sbx_engine_event_fn on_event,
+                                 void *ctx, _Atomic uint64_t *request_id,
+                                 struct sbx_engine_result *out, struct sbx_error *err)
+{
+        *out = (struct sbx_engine_result){0};
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        struct call call;
+        if (begin_streamed(client, &call, SBX_MESSAGE_RESULT, request_id, err) < 0)
+                return -1;
+        void *buf;
+        size_t len;
+        int rc = sbx_message_encode_run(call.request_id, execution_id, request, &buf, &len, err);
+        if (rc == 0)
+                rc = send_message(client, buf, len, err);
+        if (rc == 0)
+                rc = wait_streamed(client, &call, request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS,
+                                   on_event, ctx, message, err);
+        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
+                rc = sbx_error_prefix(err, "engine client: RESULT");
+        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
+                sbx_error_set(err, 0, "%s", message->body.refused.detail);
+                err->code = refusal_error_code(message->body.refused.reason);
+                rc = -1;
+        } else if (rc == 0) {
+                out->result = message->body.result;
                 out->message = steal_pointer(&call.reply);
         }
         call_end(client, &call);

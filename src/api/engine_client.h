@@ -97,6 +97,14 @@ int sbx_engine_client_session_stream(struct sbx_engine_client *client,
                                      _Atomic uint64_t *request_id,
                                      struct sbx_engine_session_reply *out, struct sbx_error *err);
 
+/* Like sbx_engine_client_run, for a request with stream set: each SESSION_EVENT (the output as
+ * it is read) that comes before the RESULT is handed to on_event, in order, from the calling
+ * thread; *request_id is set before the RUN is sent. */
+int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *execution_id,
+                                 const struct sbx_request *request, sbx_engine_event_fn on_event,
+                                 void *ctx, _Atomic uint64_t *request_id,
+                                 struct sbx_engine_result *out, struct sbx_error *err);
+
 /* Sends CANCEL for request_id: a RUN is canceled, a session's streamed run interrupted. */
 void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request_id);
 

@@ -27,6 +27,7 @@
 #include "api/openapi.h"
 #include "api/respond.h"
 #include "api/sessions.h"
+#include "api/sse.h"
 #include "model/result_json.h"
 #include "service/auth.h"
 #include "service/problem.h"
@@ -45,6 +46,8 @@
  * cancels what still runs when the grace period ends (and kills what does not end within
  * 5 s of that), and every cancelled execution still answers, with status canceled. */
 #define DRAIN_SLACK_MS 15000
+/* How long a streamed execution's thread is given to end once the engine client is shut. */
+#define STREAM_EXIT_WAIT_MS 2000
 
 /* The per-request state libmicrohttpd keeps for us between calls. */
 struct request {
@@ -261,56 +264,240 @@ static enum MHD_Result respond_quota_refusal(struct sbx_api *api, struct MHD_Con
         return sbx_http_respond_problem(api, connection, 429, detail, NULL, 0, &header, 1);
 }
 
-/* The answer when the engine gave no RESULT (engine_client.h lists the codes), and what becomes
- * of the audit record begun for it. */
+/* What becomes of an execution the engine gave no RESULT for (engine_client.h lists the codes):
+ * its audit record's end, and the problem that answers it, as a plain response or as a stream's
+ * last event. */
+struct engine_failure {
+        unsigned status;
+        const char *slug;
+        char detail[SBX_ERROR_MESSAGE_MAX + 96];
+        uint64_t retry_after_s; /* 0: no Retry-After */
+        bool record_kept;       /* the audit record stays: the problem names the execution */
+};
+
+static void engine_failure(struct sbx_api *api, const struct sbx_tenant *tenant,
+                           const struct sbx_settings *settings, const struct sbx_error *err,
+                           struct engine_failure *out)
+{
+        sbx_warn("execution %s: engine: %s", settings->id, err->message);
+        *out = (struct engine_failure){.status = 503, .retry_after_s = 1};
+        switch (err->code) {
+        case EBUSY: /* the capacity check should have kept this from happening */
+                forget_audit(api, settings);
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
+                                                  sbx_quota_verdict_name(SBX_QUOTA_OVER_CAPACITY));
+                out->slug = SBX_PROBLEM_AT_CAPACITY;
+                out->retry_after_s = sbx_quota_capacity_retry_after(api->quota, sbx_now_ms());
+                snprintf(out->detail, sizeof(out->detail), "%s", err->message);
+                break;
+        case ESHUTDOWN:
+                forget_audit(api, settings);
+                out->slug = SBX_PROBLEM_SHUTTING_DOWN;
+                out->retry_after_s = sbx_http_drain_retry_after_s();
+                snprintf(out->detail, sizeof(out->detail), "%s", SBX_HTTP_SHUTTING_DOWN_DETAIL);
+                break;
+        case EAGAIN:
+        case EPIPE:
+                /* Refused, or never answered because the engine is gone: it ran nothing (a
+                 * worker of a dead engine still answers, with status canceled). */
+                forget_audit(api, settings);
+                out->slug = "engine-unavailable";
+                snprintf(out->detail, sizeof(out->detail),
+                         "the engine is unavailable (%s); nothing was run", err->message);
+                break;
+        case ETIMEDOUT:
+        case EBADMSG:
+                /* It may have run: the record stays, saying so. */
+                out->slug = "engine-unavailable";
+                out->record_kept = true;
+                snprintf(out->detail, sizeof(out->detail),
+                         "%s; the execution may have run: its record says what is known",
+                         err->message);
+                finish_audit_without_result(api, settings, out->detail);
+                break;
+        default: /* EPROTO, EINVAL, ENOMEM: nothing reached a sandbox */
+                forget_audit(api, settings);
+                out->status = 500;
+                out->slug = sbx_problem_default_slug(500);
+                out->retry_after_s = 0;
+                snprintf(out->detail, sizeof(out->detail), "the request could not be run: %s",
+                         err->message);
+                break;
+        }
+}
+
 static enum MHD_Result respond_engine_failure(struct sbx_api *api,
                                               struct MHD_Connection *connection,
                                               const struct sbx_tenant *tenant,
                                               const struct sbx_settings *settings,
                                               const struct sbx_error *err)
 {
-        sbx_warn("execution %s: engine: %s", settings->id, err->message);
-        char detail[SBX_ERROR_MESSAGE_MAX + 96];
-        switch (err->code) {
-        case EBUSY: /* the capacity check should have kept this from happening */
-                forget_audit(api, settings);
-                sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
-                                                  sbx_quota_verdict_name(SBX_QUOTA_OVER_CAPACITY));
-                return sbx_http_respond_unavailable(
-                        api, connection, SBX_PROBLEM_AT_CAPACITY, err->message,
-                        sbx_quota_capacity_retry_after(api->quota, sbx_now_ms()), NULL);
-        case ESHUTDOWN:
-                forget_audit(api, settings);
-                return sbx_http_respond_shutting_down(api, connection);
-        case EAGAIN:
-        case EPIPE:
-                /* Refused, or never answered because the engine is gone: it ran nothing (a
-                 * worker of a dead engine still answers, with status canceled). */
-                forget_audit(api, settings);
-                snprintf(detail, sizeof(detail), "the engine is unavailable (%s); nothing was run",
-                         err->message);
-                return sbx_http_respond_unavailable(api, connection, "engine-unavailable", detail,
-                                                    1, NULL);
-        case ETIMEDOUT:
-        case EBADMSG:
-                /* It may have run: the record stays, saying so. */
-                snprintf(detail, sizeof(detail),
-                         "%s; the execution may have run: its record says what is known",
-                         err->message);
-                finish_audit_without_result(api, settings, detail);
-                return sbx_http_respond_unavailable(api, connection, "engine-unavailable", detail,
-                                                    1, settings->id);
-        default: /* EPROTO, EINVAL, ENOMEM: nothing reached a sandbox */
-                forget_audit(api, settings);
-                snprintf(detail, sizeof(detail), "the request could not be run: %s", err->message);
-                return sbx_http_respond_problem(api, connection, 500, detail, NULL, 0, NULL, 0);
+        struct engine_failure failure;
+        engine_failure(api, tenant, settings, err, &failure);
+        if (failure.retry_after_s == 0)
+                return sbx_http_respond_problem_of(api, connection, failure.status, failure.slug,
+                                                   failure.detail, NULL, 0, NULL, 0, NULL);
+        return sbx_http_respond_unavailable(api, connection, failure.slug, failure.detail,
+                                            failure.retry_after_s,
+                                            failure.record_kept ? settings->id : NULL);
+}
+
+/* The end of an execution the engine answered: its accounting, record and metrics. Returns the
+ * response body (the result, its id and what was clamped); frees outcome. */
+static json_t *finish_execution(struct sbx_api *api, const struct sbx_tenant *tenant,
+                                const struct sbx_settings *settings,
+                                struct sbx_engine_result *outcome)
+{
+        struct sbx_result *result = &outcome->result;
+        json_t *response = sbx_result_to_json(result);
+        if (response != NULL) {
+                json_object_set_new(response, "id", json_string(settings->id));
+                json_object_set_new(response, "clamped", clamped_json(settings));
         }
+        struct sbx_error err = {0};
+        if (sbx_audit_finish_result(api->audit, result, response, (int64_t)sbx_wall_clock_ms(),
+                                    api->config->server.store_output, &err) < 0)
+                sbx_warn("audit: execution %s: %s", settings->id, err.message);
+        sbx_metrics_count_execution(api->metrics, tenant->name, sbx_status_name(result->status));
+        sbx_metrics_observe_timing(api->metrics, &result->timing);
+        sbx_engine_result_free(outcome);
+        return response;
+}
+
+/* ---- A streamed execution (Accept: text/event-stream) ---- */
+
+struct streamed_execution {
+        struct sbx_api *api;
+        const struct sbx_tenant *tenant; /* in snapshot, which this holds */
+        const struct sbx_config *snapshot;
+        struct sbx_settings *settings; /* owned */
+        uint64_t reservation;
+        struct sbx_sse *sse;
+        _Atomic uint64_t request_id;
+        _Atomic int refs; /* the thread's and the response's */
+};
+
+static void streamed_unref(struct streamed_execution *job)
+{
+        if (atomic_fetch_sub(&job->refs, 1) != 1)
+                return;
+        sbx_live_config_release(job->api->live, job->snapshot);
+        sbx_settings_free(job->settings);
+        free(job);
+}
+
+static void streamed_event(void *ctx, const struct sbx_message_session *event)
+{
+        struct streamed_execution *job = ctx;
+        json_error_t json_error;
+        json_t *fields = json_loadb(event->fields, event->fields_len, JSON_ALLOW_NUL, &json_error);
+        const char *name = json_string_value(json_object_get(fields, "event"));
+        const json_t *data = json_object_get(fields, "data");
+        if (name != NULL && data != NULL &&
+            (strcmp(name, "stdout") == 0 || strcmp(name, "stderr") == 0))
+                sbx_sse_event(job->sse, name, data);
+        json_decref(fields);
+}
+
+/* The stream's thread: the execution, its accounting and record, its last event. */
+static void *streamed_thread(void *arg)
+{
+        struct streamed_execution *job = arg;
+        struct sbx_api *api = job->api;
+        struct sbx_request request;
+        sbx_settings_to_request(job->settings, &request);
+        request.stream = true;
+        struct sbx_engine_result outcome = {0};
+        struct sbx_error err = {0};
+        int rc =
+                sbx_engine_client_run_stream(api->engine, job->settings->id, &request,
+                                             streamed_event, job, &job->request_id, &outcome, &err);
+        uint64_t cpu_ms = rc == 0 ? outcome.result.evidence.cpu_usage_us / 1000 : 0;
+        sbx_quota_release(api->quota, job->tenant, job->reservation, rc == 0, cpu_ms, sbx_now_ms());
+        if (rc < 0) {
+                struct engine_failure failure;
+                engine_failure(api, job->tenant, job->settings, &err, &failure);
+                json_t *problem =
+                        sbx_problem_new(failure.status, failure.slug, failure.detail, NULL, 0);
+                if (problem != NULL && failure.record_kept)
+                        json_object_set_new(problem, "execution_id",
+                                            json_string(job->settings->id));
+                sbx_sse_event(job->sse, "problem", problem);
+                json_decref(problem);
+        } else {
+                json_t *response = finish_execution(api, job->tenant, job->settings, &outcome);
+                sbx_sse_event(job->sse, "end", response);
+                json_decref(response);
+        }
+        sbx_sse_finish(job->sse);
+        atomic_fetch_sub(&executions_in_flight, 1);
+        streamed_unref(job);
+        return NULL;
+}
+
+/* The response ended: a client that left before the end cancels the execution (it ends
+ * canceled, and is recorded so). */
+static void streamed_ended(void *ctx, bool client_left)
+{
+        struct streamed_execution *job = ctx;
+        uint64_t request_id = atomic_load(&job->request_id);
+        if (client_left && request_id != 0)
+                sbx_engine_client_cancel(job->api->engine, request_id);
+        streamed_unref(job);
+}
+
+/* Runs settings (taken: *settings becomes NULL) as a stream, with its quota reserved and its
+ * audit record begun. */
+static enum MHD_Result stream_execution(struct sbx_api *api, struct MHD_Connection *connection,
+                                        const struct sbx_tenant *tenant,
+                                        const struct sbx_config *tenants,
+                                        struct sbx_settings **settings, uint64_t reservation)
+{
+        struct streamed_execution *job = calloc(1, sizeof(*job));
+        struct sbx_sse *sse = job != NULL ? sbx_sse_new() : NULL;
+        if (sse == NULL) {
+                free(job);
+                sbx_quota_release(api->quota, tenant, reservation, false, 0, sbx_now_ms());
+                forget_audit(api, *settings);
+                return sbx_http_respond_problem(api, connection, 500, "cannot start a stream", NULL,
+                                                0, NULL, 0);
+        }
+        sbx_live_config_hold(api->live, tenants);
+        *job = (struct streamed_execution){.api = api,
+                                           .tenant = tenant,
+                                           .snapshot = tenants,
+                                           .settings = *settings,
+                                           .reservation = reservation,
+                                           .sse = sse};
+        *settings = NULL;
+        atomic_store(&job->refs, 2);
+        atomic_fetch_add(&executions_in_flight, 1);
+        pthread_t thread;
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        int rc = pthread_create(&thread, &attr, streamed_thread, job);
+        pthread_attr_destroy(&attr);
+        if (rc != 0) {
+                atomic_fetch_sub(&executions_in_flight, 1);
+                sbx_quota_release(api->quota, tenant, reservation, false, 0, sbx_now_ms());
+                forget_audit(api, job->settings);
+                sbx_sse_abandon(sse);
+                sbx_sse_finish(sse);
+                atomic_store(&job->refs, 1);
+                streamed_unref(job);
+                return sbx_http_respond_problem(api, connection, 500,
+                                                "cannot start a stream's thread", NULL, 0, NULL, 0);
+        }
+        return sbx_sse_respond(api, connection, sse, streamed_ended, job);
 }
 
 static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connection *connection,
                                           const struct sbx_tenant *tenant,
-                                          struct sbx_settings *settings)
+                                          const struct sbx_config *tenants,
+                                          struct sbx_settings **owned)
 {
+        struct sbx_settings *settings = *owned;
         uint64_t created_at_ms = sbx_wall_clock_ms();
         struct sbx_quota_decision decision;
         struct sbx_error err = {0};
@@ -327,6 +514,11 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
                                                 "the audit store failed; nothing was run", NULL, 0,
                                                 NULL, 0);
         }
+        const char *accept =
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        if (accept != NULL && strstr(accept, "text/event-stream") != NULL)
+                return stream_execution(api, connection, tenant, tenants, owned,
+                                        decision.reservation);
 
         struct sbx_request request;
         sbx_settings_to_request(settings, &request);
@@ -337,26 +529,17 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
         if (rc < 0)
                 return respond_engine_failure(api, connection, tenant, settings, &err);
 
-        struct sbx_result *result = &outcome.result;
-        json_t *response = sbx_result_to_json(result);
-        if (response != NULL) {
-                json_object_set_new(response, "id", json_string(settings->id));
-                json_object_set_new(response, "clamped", clamped_json(settings));
-        }
-        if (sbx_audit_finish_result(api->audit, result, response, (int64_t)sbx_wall_clock_ms(),
-                                    api->config->server.store_output, &err) < 0)
-                sbx_warn("audit: execution %s: %s", settings->id, err.message);
-        sbx_metrics_count_execution(api->metrics, tenant->name, sbx_status_name(result->status));
-        sbx_metrics_observe_timing(api->metrics, &result->timing);
-        sbx_engine_result_free(&outcome);
+        json_t *response = finish_execution(api, tenant, settings, &outcome);
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
 }
 
 static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
-                                     const struct sbx_tenant *tenant, struct sbx_settings *settings)
+                                     const struct sbx_tenant *tenant,
+                                     const struct sbx_config *tenants,
+                                     struct sbx_settings **settings)
 {
         atomic_fetch_add(&executions_in_flight, 1);
-        enum MHD_Result result = execute_and_answer(api, connection, tenant, settings);
+        enum MHD_Result result = execute_and_answer(api, connection, tenant, tenants, settings);
         atomic_fetch_sub(&executions_in_flight, 1);
         return result;
 }
@@ -406,8 +589,9 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
         struct sbx_problem problem;
         if (sbx_settings_build(body, tenant, &settings, &problem) < 0)
                 return problem_from_settings(api, connection, &problem);
-        enum MHD_Result result = run_execution(api, connection, tenant, settings);
-        sbx_settings_free(settings);
+        enum MHD_Result result =
+                run_execution(api, connection, tenant, request->tenants, &settings);
+        sbx_settings_free(settings); /* NULL when a stream took it */
         return result;
 }
 
@@ -557,6 +741,14 @@ static void log_mhd_error(void *cls, const char *format, va_list ap)
         sbx_debug("http: %s", message);
 }
 
+static void wait_for_executions(uint64_t deadline_ms)
+{
+        while (atomic_load(&executions_in_flight) > 0 && sbx_now_ms() < deadline_ms) {
+                struct timespec pause = {0, 20 * 1000 * 1000};
+                nanosleep(&pause, NULL);
+        }
+}
+
 int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_error *err)
 {
         struct sbx_http_guard *guard = sbx_http_guard_start(err);
@@ -592,16 +784,15 @@ int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_
          * the wait ends on its own well before its bound. */
         uint64_t now = sbx_now_ms();
         sbx_http_begin_drain(now + server->shutdown_grace_s * 1000);
-        uint64_t deadline = now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS;
-        while (atomic_load(&executions_in_flight) > 0 && sbx_now_ms() < deadline) {
-                struct timespec pause = {0, 20 * 1000 * 1000};
-                nanosleep(&pause, NULL);
-        }
+        wait_for_executions(now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS);
         if (atomic_load(&executions_in_flight) > 0)
                 sbx_warn("http: %d execution(s) still running after the drain; stopping anyway",
                          atomic_load(&executions_in_flight));
         /* Waiting calls return at once from here on (EPIPE), so no thread blocks the stop. */
         sbx_engine_client_shutdown(api->engine);
+        /* A streamed execution's thread ends on its own then: wait for it (briefly), as it
+         * writes to the audit store. */
+        wait_for_executions(sbx_now_ms() + STREAM_EXIT_WAIT_MS);
         MHD_stop_daemon(daemon);
         sbx_http_guard_stop(guard);
         return 0;

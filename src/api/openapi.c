@@ -55,7 +55,8 @@ static const char openapi_template[] = JSON_TEXT(
           "200": {
             "description": "The execution ran, or started: status internal_error when sandboxd failed to set it up, canceled when the server's shutdown stopped it. Either way it has an audit record.",
             "content": {
-              "application/json": {"schema": {"$ref": "#/components/schemas/ExecutionResult"}}
+              "application/json": {"schema": {"$ref": "#/components/schemas/ExecutionResult"}},
+              "text/event-stream": {"schema": {"type": "string", "description": "With Accept: text/event-stream, Server-Sent Events as the program runs: stdout and stderr events ({\"text\"}) as it writes, within the output cap, cut at UTF-8 character ends; then one last event, end (the ExecutionResult) or problem (a problem body: the engine gave no result). A client that hangs up cancels the execution (status canceled). Refusals before the run (400, 401, 429, ...) are plain problem responses."}}
             }
           },
           "400": {"$ref": "#/components/responses/InvalidRequest"},
@@ -157,7 +158,10 @@ static const char openapi_template[] = JSON_TEXT(
           "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionRunRequest"}}}
         },
         "responses": {
-          "200": {"description": "The run's result.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SessionRunResult"}}}},
+          "200": {"description": "The run's result.", "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/SessionRunResult"}},
+            "text/event-stream": {"schema": {"type": "string", "description": "With Accept: text/event-stream, Server-Sent Events as the run goes: stdout, stderr, result (a display or the last expression's value) and error events, then end (the SessionRunResult) or problem. A client that hangs up cancels the run."}}
+          }},
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},

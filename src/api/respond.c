@@ -116,7 +116,7 @@ enum MHD_Result sbx_http_respond_shutting_down(struct sbx_api *api,
                                                struct MHD_Connection *connection)
 {
         return sbx_http_respond_unavailable(api, connection, SBX_PROBLEM_SHUTTING_DOWN,
-                                            "the server is shutting down: no new work is taken",
+                                            SBX_HTTP_SHUTTING_DOWN_DETAIL,
                                             sbx_http_drain_retry_after_s(), NULL);
 }
 

@@ -57,6 +57,7 @@ void sbx_http_begin_drain(uint64_t ends_ms);
 bool sbx_http_draining(void);
 /* Seconds until the drain ends, at least 1. */
 uint64_t sbx_http_drain_retry_after_s(void);
+#define SBX_HTTP_SHUTTING_DOWN_DETAIL "the server is shutting down: no new work is taken"
 enum MHD_Result sbx_http_respond_shutting_down(struct sbx_api *api,
                                                struct MHD_Connection *connection);
 

@@ -5,15 +5,12 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "api/engine_client.h"
 #include "api/live_config.h"

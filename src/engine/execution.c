@@ -106,6 +106,8 @@ static int plan_execution(const struct sbx_request *request, struct execution_pl
                 .network = SBX_NETWORK_NONE,
                 .test = request->test,
                 .cancel_fd = request->cancel_fd,
+                .on_output = request->on_output,
+                .output_ctx = request->output_ctx,
         };
         return 0;
 }

@@ -304,30 +304,10 @@ struct run_state {
         unsigned frames; /* frames of this run so far */
 };
 
-/* The length of buf's prefix that ends on a UTF-8 character boundary (a trailing character
- * whose bytes have not all arrived is left for the next batch). */
-static size_t utf8_whole(const uint8_t *buf, size_t len)
-{
-        for (size_t back = 1; back <= 4 && back <= len; back++) {
-                uint8_t byte = buf[len - back];
-                if ((byte & 0xC0) == 0x80)
-                        continue; /* a continuation byte: look further back */
-                size_t need = 1;
-                if ((byte & 0xE0) == 0xC0)
-                        need = 2;
-                else if ((byte & 0xF0) == 0xE0)
-                        need = 3;
-                else if ((byte & 0xF8) == 0xF0)
-                        need = 4;
-                return back < need ? len - back : len;
-        }
-        return len;
-}
-
 static void stream_one(struct run_state *state, const char *event, const struct sbx_buffer *buf,
                        size_t *sent, bool force)
 {
-        size_t end = force ? buf->len : utf8_whole(buf->data, buf->len);
+        size_t end = force ? buf->len : sbx_utf8_whole_prefix(buf->data, buf->len);
         if (end <= *sent)
                 return;
         json_t *payload = json_pack("{s:o}", "text",

@@ -3,15 +3,18 @@
 #include "engine/worker.h"
 
 #include <errno.h>
+#include <jansson.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
 #include "engine/execution.h"
+#include "model/result_json.h"
 #include "protocol/spool.h"
 #include "protocol/transport.h"
 #include "util/cleanup.h"
@@ -108,6 +111,72 @@ static int deliver_result(const struct sbx_worker_context *context, uint64_t req
         return 0;
 }
 
+/* ---- Streamed output ---- */
+
+/* A streamed execution's output goes to the API as it is read: SESSION_EVENTs under the RUN's
+ * request id, each {"event": "stdout"|"stderr", "data": {"text"}}, cut at UTF-8 character
+ * boundaries (the bytes of a character split between two reads wait for the next). */
+struct output_stream {
+        const struct sbx_worker_context *context;
+        uint64_t request_id;
+        const char *execution_id;
+        uint8_t pending[2][4]; /* per stream, a character's first bytes */
+        size_t n_pending[2];
+};
+
+static void send_output_event(struct output_stream *out, int stream, const uint8_t *data,
+                              size_t len)
+{
+        json_t *fields = json_pack("{s:s,s:{s:o}}", "event", stream == 1 ? "stdout" : "stderr",
+                                   "data", "text", sbx_json_string_from_bytes(data, len));
+        char *text = fields != NULL ? json_dumps(fields, JSON_COMPACT) : NULL;
+        json_decref(fields);
+        if (text == NULL)
+                return;
+        struct sbx_message_session message = {.fields = text, .fields_len = strlen(text)};
+        snprintf(message.session_id, sizeof(message.session_id), "%s", out->execution_id);
+        void *buf = NULL;
+        size_t buf_len = 0;
+        struct sbx_error err = {0};
+        if (sbx_message_encode_session(SBX_MESSAGE_SESSION_EVENT, out->request_id, &message, &buf,
+                                       &buf_len, &err) == 0 &&
+            sbx_message_send(out->context->api_fd, buf, buf_len, &err) < 0)
+                sbx_debug("worker: output event: %s", err.message);
+        free(buf);
+        free(text);
+}
+
+static void on_output(void *ctx, int stream, const void *data, size_t len)
+{
+        struct output_stream *out = ctx;
+        int i = stream == 1 ? 0 : 1;
+        /* The held bytes first, then this piece, in one buffer cut at a character's end. */
+        uint8_t *joined = malloc(out->n_pending[i] + len);
+        if (joined == NULL)
+                return;
+        memcpy(joined, out->pending[i], out->n_pending[i]);
+        memcpy(joined + out->n_pending[i], data, len);
+        size_t total = out->n_pending[i] + len;
+        size_t whole = sbx_utf8_whole_prefix(joined, total);
+        if (total - whole > sizeof(out->pending[i]))
+                whole = total; /* not a character's start after all: send it as it is */
+        if (whole > 0)
+                send_output_event(out, stream, joined, whole);
+        out->n_pending[i] = total - whole;
+        memcpy(out->pending[i], joined + whole, out->n_pending[i]);
+        free(joined);
+}
+
+/* What is held at the end goes as it is. */
+static void flush_output(struct output_stream *out)
+{
+        for (int i = 0; i < 2; i++)
+                if (out->n_pending[i] > 0) {
+                        send_output_event(out, i + 1, out->pending[i], out->n_pending[i]);
+                        out->n_pending[i] = 0;
+                }
+}
+
 /* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
  * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
  * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
@@ -173,6 +242,12 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
                 sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, &engine_gone);
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
+        struct output_stream streamed = {
+                .context = context, .request_id = request_id, .execution_id = run->execution_id};
+        if (request.stream) {
+                request.on_output = on_output;
+                request.output_ctx = &streamed;
+        }
         struct sbx_result result;
         struct sbx_error err = {0};
         if (engine_gone) {
@@ -186,6 +261,7 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
         }
         int rc = cancel_fd < 0 ? sbx_error_set(&err, errno, "engine: worker: cancel signalfd")
                                : sbx_execute(&request, &result, &err);
+        flush_output(&streamed);
         finish_and_exit(context, control_fd, request_id, run, rc, &result, &err);
 }
 
@@ -227,7 +303,15 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
         const struct sbx_message_run *run = &message.body.run;
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
+        struct output_stream streamed = {.context = context,
+                                         .request_id = message.header.request_id,
+                                         .execution_id = run->execution_id};
+        if (request.stream) {
+                request.on_output = on_output;
+                request.output_ctx = &streamed;
+        }
         struct sbx_result result;
         int rc = sbx_pool_entry_execute(entry, &request, &result, &err);
+        flush_output(&streamed);
         finish_and_exit(context, control_fd, message.header.request_id, run, rc, &result, &err);
 }

@@ -68,6 +68,12 @@ struct sbx_request {
          * (the engine's worker passes a signalfd for SIGTERM). Set -1 for none; 0 also means none,
          * so a zero-initialised request is never cancelled by a readable stdin. Not closed here. */
         int cancel_fd;
+        /* Streaming: the client asked for the output as it comes (carried by RUN). The engine's
+         * worker then sets on_output, which the supervisor calls with each piece of output it
+         * keeps (stream 1 stdout, 2 stderr), as it reads it. */
+        bool stream;
+        void (*on_output)(void *ctx, int stream, const void *data, size_t len);
+        void *output_ctx;
 };
 
 /* The environment every program gets, and nothing else of the host's, NULL-terminated; a request

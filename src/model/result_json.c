@@ -178,3 +178,23 @@ json_t *sbx_result_to_json(const struct sbx_result *r)
                 json_object_set_new(object, "error", json_string(r->error));
         return object;
 }
+
+/* The length of buf's prefix that ends on a UTF-8 character boundary (a trailing character
+ * whose bytes have not all arrived is left for the next batch). */
+size_t sbx_utf8_whole_prefix(const uint8_t *buf, size_t len)
+{
+        for (size_t back = 1; back <= 4 && back <= len; back++) {
+                uint8_t byte = buf[len - back];
+                if ((byte & 0xC0) == 0x80)
+                        continue; /* a continuation byte: look further back */
+                size_t need = 1;
+                if ((byte & 0xE0) == 0xC0)
+                        need = 2;
+                else if ((byte & 0xF0) == 0xE0)
+                        need = 3;
+                else if ((byte & 0xF8) == 0xF0)
+                        need = 4;
+                return back < need ? len - back : len;
+        }
+        return len;
+}

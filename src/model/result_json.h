@@ -34,3 +34,7 @@ json_t *sbx_limits_to_json(const struct sbx_limits *limits);
  * UTF-8, so each byte that is not part of a valid UTF-8 sequence (RFC 3629: no overlong forms,
  * no surrogates, nothing past U+10FFFF) becomes U+FFFD. */
 json_t *sbx_json_string_from_bytes(const void *bytes, size_t len);
+
+/* The length of the prefix of buf that ends on a UTF-8 character boundary: a trailing character
+ * whose bytes have not all arrived is left out (for output streamed in pieces). */
+size_t sbx_utf8_whole_prefix(const uint8_t *buf, size_t len);

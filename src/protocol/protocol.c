@@ -264,6 +264,7 @@ int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
                 put_string(&w, "env[]", request->env[i]);
         put_blob(&w, "stdin", request->stdin_data, request->stdin_size);
         put_limits(&w, &request->limits);
+        put_flag(&w, request->stream);
         return writer_finish(&w, out, out_len, err);
 }
 
@@ -640,6 +641,8 @@ static int decode_run(struct reader *r, struct sbx_message_run *run)
                 return -1;
         request->stdin_data = stdin_data;
         if (get_limits(r, &request->limits) < 0)
+                return -1;
+        if (get_flag(r, "stream", &request->stream) < 0)
                 return -1;
         /* The one check of a request (model/request.h): the API process is not trusted to have
          * made it. */

@@ -22,7 +22,8 @@
  *                backend opt(string), code opt(blob), entrypoint opt(string),
  *                u32 n_files then per file {path string, executable flag, data blob},
  *                u32 n_args then per arg a string, u32 n_env then per entry a string,
- *                stdin blob, limits
+ *                stdin blob, limits, stream flag (the output goes out as SESSION_EVENTs too,
+ *                under the RUN's request_id and with the execution id as session_id)
  *   RESULT       id string, status u32, exit_code i32, signal i32,
  *                run {exited flag, exit_code i32, signal i32, wall_timeout flag, output_limit
  *                flag, canceled flag, stdout {blob, overflow flag, cap u64}, stderr {likewise},

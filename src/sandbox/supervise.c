@@ -21,9 +21,19 @@
  * only by data. */
 #define READ_CHUNK 65536
 
+/* Streamed output (on_output) goes out in batches: once STREAM_BATCH_BYTES wait, or once the
+ * oldest waiting byte is STREAM_BATCH_US old. A program that writes a byte at a time thus costs
+ * at most one event per 5 ms, not one per write; a line still arrives within 5 ms. */
+#define STREAM_BATCH_BYTES 4096
+#define STREAM_BATCH_US    5000
+
 struct stream {
         int fd;
         struct sbx_buffer *buffer;
+        int number; /* 1 stdout, 2 stderr */
+        const struct sbx_supervise *params;
+        size_t streamed;           /* bytes of buffer already handed to on_output */
+        uint64_t waiting_since_us; /* when the oldest byte not yet handed out was read; 0 none */
 };
 
 /* Reads what is available on one stream. Returns true when the cap was passed by this read. */
@@ -48,6 +58,24 @@ static bool drain_stream(struct stream *stream, char *chunk)
         return !was_over && stream->buffer->overflow;
 }
 
+/* Hands the kept bytes not yet handed out to on_output: all of them when forced, else once a
+ * batch is due (see STREAM_BATCH_BYTES). */
+static void stream_output(struct stream *stream, uint64_t now, bool force)
+{
+        size_t waiting = stream->buffer->len - stream->streamed;
+        if (stream->params->on_output == NULL || waiting == 0)
+                return;
+        if (stream->waiting_since_us == 0)
+                stream->waiting_since_us = now;
+        if (!force && waiting < STREAM_BATCH_BYTES &&
+            now - stream->waiting_since_us < STREAM_BATCH_US)
+                return;
+        stream->params->on_output(stream->params->output_ctx, stream->number,
+                                  stream->buffer->data + stream->streamed, waiting);
+        stream->streamed = stream->buffer->len;
+        stream->waiting_since_us = 0;
+}
+
 int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err)
 {
         sbx_buffer_init(&run->out, params->output_cap);
@@ -56,8 +84,8 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
         if (chunk == NULL)
                 return sbx_error_set(err, ENOMEM, "supervise: allocate the read buffer");
         struct stream streams[2] = {
-                {params->stdout_fd, &run->out},
-                {params->stderr_fd, &run->err},
+                {.fd = params->stdout_fd, .buffer = &run->out, .number = 1, .params = params},
+                {.fd = params->stderr_fd, .buffer = &run->err, .number = 2, .params = params},
         };
         int stdin_fd = params->stdin_fd;
         const char *stdin_next = params->stdin_data;
@@ -115,6 +143,10 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                 uint64_t wake = drain_deadline_us != 0
                                         ? drain_deadline_us
                                         : (killed ? now + DRAIN_BOUND_US : params->deadline_us);
+                for (int i = 0; i < 2; i++)
+                        if (streams[i].waiting_since_us != 0 &&
+                            streams[i].waiting_since_us + STREAM_BATCH_US < wake)
+                                wake = streams[i].waiting_since_us + STREAM_BATCH_US;
                 int timeout_ms = wake > now ? (int)((wake - now + 999) / 1000) : 0;
                 int ready = poll(fds, n, timeout_ms);
                 if (ready < 0) {
@@ -123,8 +155,6 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                         rc = sbx_error_set(err, errno, "supervise: poll");
                         break;
                 }
-                if (ready == 0)
-                        continue;
 
                 for (int i = 0; i < 2; i++) {
                         int slot = stream_slot[i];
@@ -162,8 +192,13 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                         if (params->kill(params->kill_ctx, err) < 0)
                                 rc = -1;
                 }
+                uint64_t after = sbx_now_us();
+                for (int i = 0; i < 2; i++)
+                        stream_output(&streams[i], after, false);
         }
 
+        for (int i = 0; i < 2; i++)
+                stream_output(&streams[i], sbx_now_us(), true);
         sbx_closep(&stdin_fd);
         sbx_closep(&streams[0].fd);
         sbx_closep(&streams[1].fd);

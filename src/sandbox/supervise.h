@@ -23,6 +23,10 @@ struct sbx_supervise {
         void *kill_ctx;
         /* Readable = cancel: kill the sandbox, set run->canceled. <= 0 for none; not closed. */
         int cancel_fd;
+        /* NULL, or called with the output kept (stream 1 stdout, 2 stderr) as it is read, in
+         * batches (supervise.c says how large and how late). */
+        void (*on_output)(void *ctx, int stream, const void *data, size_t len);
+        void *output_ctx;
 };
 
 /* Runs the loop until end_fd is readable and both output pipes are at end of file. Fills

@@ -712,3 +712,21 @@ STANDARD_TENANTS = {"acme": "free", "globex": "pro"}
 
 # [pool.python] that turns the warm pool off: every execution runs cold.
 NO_POOL = {"python": {"min_idle": 0}}
+
+
+def sse_events(response):
+    """(event, data, seconds since start) from a streamed response, as they arrive."""
+    started = time.monotonic()
+    response.encoding = "utf-8"  # an event stream is always UTF-8 (it names no charset)
+    event, data = None, []
+    for raw in response.iter_lines(decode_unicode=True):
+        if raw is None:
+            continue
+        if raw == "":
+            if event is not None:
+                yield event, json.loads("\n".join(data)), time.monotonic() - started
+            event, data = None, []
+        elif raw.startswith("event: "):
+            event = raw[len("event: "):]
+        elif raw.startswith("data: "):
+            data.append(raw[len("data: "):])

@@ -10,7 +10,7 @@ import time
 import requests
 
 from serve_helpers import (FREE_TIER, PRO_TIER, STANDARD_TENANTS, STANDARD_TIERS, audit_rows,
-                           expect_problem, kept_data_dir, running_server)
+                           expect_problem, kept_data_dir, running_server, sse_events)
 
 TIERS = {"free": {**FREE_TIER, "max_concurrency": 4, "max_sessions": 2,
                   "max_session_lifetime_s": 600},
@@ -273,23 +273,6 @@ def test_responses_match_the_openapi_document():
         assert delete(srv, sid).status_code == 204
         gone = srv.get(f"/v1/sessions/{sid}", headers=srv.headers(content_type=None))
         check_response(doc, "ended", "GET", gone, "/v1/sessions/{id}")
-
-
-def sse_events(response):
-    """(event, data, seconds since start) from a streamed response, as they arrive."""
-    started = time.monotonic()
-    event, data = None, []
-    for raw in response.iter_lines(decode_unicode=True):
-        if raw is None:
-            continue
-        if raw == "":
-            if event is not None:
-                yield event, json.loads("\n".join(data)), time.monotonic() - started
-            event, data = None, []
-        elif raw.startswith("event: "):
-            event = raw[len("event: "):]
-        elif raw.startswith("data: "):
-            data.append(raw[len("data: "):])
 
 
 def test_a_streamed_run_arrives_as_it_runs():

@@ -713,6 +713,7 @@ static void raw_run_tail(struct raw *raw)
 {
         raw_bytes(raw, "", 0); /* stdin */
         raw_limits(raw);
+        raw_u8(raw, 0); /* not streamed */
         raw_finish(raw);
 }
 
@@ -945,6 +946,7 @@ static void test_bad_run_bodies(void **state)
         for (int i = 0; i < 6; i++)
                 raw_u64(&raw, 1);
         raw_u32(&raw, 1000);
+        raw_u8(&raw, 0); /* not streamed */
         raw_finish(&raw);
         expect_malformed(raw.data, raw.len, "wall_ms");
 
@@ -955,6 +957,7 @@ static void test_bad_run_bodies(void **state)
         raw_u32(&raw, 0);
         raw_bytes(&raw, "", 0);
         raw_limits(&raw);
+        raw_u8(&raw, 0); /* not streamed */
         raw_u8(&raw, 0);
         raw_finish(&raw);
         expect_malformed(raw.data, raw.len, "trailing");

@@ -217,6 +217,8 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 .kill = kill_callback,
                 .kill_ctx = sandbox,
                 .cancel_fd = sandbox->spec->cancel_fd,
+                .on_output = sandbox->spec->on_output,
+                .output_ctx = sandbox->spec->output_ctx,
         };
         /* sbx_supervise closes these three. */
         sandbox->proc.stdin_fd = -1;

@@ -1,0 +1,156 @@
+/* The supervisor's streamed output (on_output): every kept byte handed out once, in order, and
+ * nothing past the cap; and in batches, so that a program writing a byte at a time does not cost
+ * an event per write. A forked child plays the program: it writes into pipes and exits. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sandbox/supervise.h"
+#include "util/buffer.h"
+#include "util/time.h"
+
+struct collected {
+        char data[2][1 << 16];
+        size_t len[2];
+        int calls;
+};
+
+static void collect(void *ctx, int stream, const void *data, size_t len)
+{
+        struct collected *c = ctx;
+        int i = stream == 1 ? 0 : 1;
+        assert_true(c->len[i] + len <= sizeof(c->data[i]));
+        memcpy(c->data[i] + c->len[i], data, len);
+        c->len[i] += len;
+        c->calls++;
+}
+
+static pid_t child;
+
+static int kill_child(void *ctx, struct sbx_error *err)
+{
+        (void)ctx;
+        (void)err;
+        kill(child, SIGKILL);
+        return 0;
+}
+
+/* Runs the supervisor over a child that writes n single bytes to stdout, each its own write()
+ * (pause_us apart), and "err" to stderr. */
+static void supervise_writer(size_t n, unsigned pause_us, size_t cap, struct collected *c,
+                             struct sbx_run *run, uint64_t *elapsed_us)
+{
+        int out[2], errp[2], end[2];
+        assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(errp, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(end, O_CLOEXEC), 0);
+        child = fork();
+        assert_true(child >= 0);
+        if (child == 0) {
+                for (size_t i = 0; i < n; i++) {
+                        char byte = (char)('a' + i % 26);
+                        if (write(out[1], &byte, 1) != 1)
+                                _exit(1);
+                        if (pause_us > 0)
+                                usleep(pause_us);
+                }
+                if (write(errp[1], "err", 3) != 3)
+                        _exit(1);
+                _exit(0); /* end[1] closes: the run is over */
+        }
+        close(out[1]);
+        close(errp[1]);
+        close(end[1]);
+        uint64_t start = sbx_now_us();
+        struct sbx_supervise params = {
+                .stdin_fd = -1,
+                .stdout_fd = out[0],
+                .stderr_fd = errp[0],
+                .end_fd = end[0],
+                .deadline_us = start + 20 * 1000 * 1000,
+                .output_cap = cap,
+                .kill = kill_child,
+                .on_output = collect,
+                .output_ctx = c,
+        };
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_supervise(&params, run, &err), 0);
+        *elapsed_us = sbx_now_us() - start;
+        close(end[0]);
+        waitpid(child, NULL, 0);
+}
+
+static void test_every_kept_byte_once_in_order(void **state)
+{
+        (void)state;
+        static struct collected c;
+        memset(&c, 0, sizeof(c));
+        struct sbx_run run = {0};
+        uint64_t elapsed;
+        supervise_writer(20000, 0, 1 << 20, &c, &run, &elapsed);
+        assert_int_equal(c.len[0], 20000);
+        assert_int_equal(run.out.len, 20000);
+        assert_memory_equal(c.data[0], run.out.data, 20000);
+        assert_int_equal(c.len[1], 3);
+        assert_memory_equal(c.data[1], "err", 3);
+        /* 20000 writes: one batch per 4 KiB, or per 5 ms, and the last of each stream. */
+        assert_true((uint64_t)c.calls <= 20000 / 4096 + elapsed / 5000 + 4);
+        sbx_buffer_free(&run.out);
+        sbx_buffer_free(&run.err);
+}
+
+static void test_slow_writes_are_batched_not_delayed(void **state)
+{
+        (void)state;
+        static struct collected c;
+        memset(&c, 0, sizeof(c));
+        struct sbx_run run = {0};
+        uint64_t elapsed;
+        /* 200 bytes, 1 ms apart: some 200 ms; at most one batch per 5 ms of it. */
+        supervise_writer(200, 1000, 1 << 20, &c, &run, &elapsed);
+        assert_int_equal(c.len[0], 200);
+        assert_memory_equal(c.data[0], run.out.data, 200);
+        assert_true((uint64_t)c.calls <= elapsed / 5000 + 4);
+        /* ... yet it streamed: more than one batch came while it ran. */
+        assert_true(c.calls > 3);
+        sbx_buffer_free(&run.out);
+        sbx_buffer_free(&run.err);
+}
+
+static void test_nothing_past_the_cap(void **state)
+{
+        (void)state;
+        static struct collected c;
+        memset(&c, 0, sizeof(c));
+        struct sbx_run run = {0};
+        uint64_t elapsed;
+        supervise_writer(5000, 0, 1000, &c, &run, &elapsed);
+        assert_true(run.output_limit);
+        assert_int_equal(run.out.len, 1000);
+        assert_int_equal(c.len[0], 1000);
+        assert_memory_equal(c.data[0], run.out.data, 1000);
+        sbx_buffer_free(&run.out);
+        sbx_buffer_free(&run.err);
+}
+
+int main(void)
+{
+        signal(SIGPIPE, SIG_IGN); /* the killed writer's pipes */
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_every_kept_byte_once_in_order),
+                cmocka_unit_test(test_slow_writes_are_batched_not_delayed),
+                cmocka_unit_test(test_nothing_past_the_cap),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
