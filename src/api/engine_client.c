@@ -418,44 +418,6 @@ int sbx_engine_client_run(struct sbx_engine_client *client, const char *executio
         return rc;
 }
 
-int sbx_engine_client_session(struct sbx_engine_client *client,
-                              const struct sbx_message_session *session, uint64_t timeout_ms,
-                              struct sbx_engine_session_reply *out, struct sbx_error *err)
-{
-        *out = (struct sbx_engine_session_reply){0};
-        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
-        if (message == NULL)
-                return sbx_error_set(err, ENOMEM, "engine client: allocate");
-        struct call call;
-        if (call_begin(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, err) < 0)
-                return -1;
-        void *buf;
-        size_t len;
-        int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
-                                            &len, err);
-        if (rc == 0)
-                rc = send_message(client, buf, len, err);
-        if (rc == 0) {
-                rc = call_wait(client, &call, timeout_ms, err);
-                /* Do not leave it going: an OPEN's session ends, a run is interrupted. */
-                if (rc < 0 && err->code == ETIMEDOUT)
-                        send_cancel(client, call.request_id);
-        }
-        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
-                rc = sbx_error_prefix(err, "engine client: SESSION_REPLY");
-        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
-                const struct sbx_message_refused *refused = &message->body.refused;
-                sbx_error_set(err, 0, "%s", refused->detail);
-                err->code = refusal_error_code(refused->reason);
-                rc = -1;
-        } else if (rc == 0) {
-                out->reply = message->body.session;
-                out->message = steal_pointer(&call.reply);
-        }
-        call_end(client, &call);
-        return rc;
-}
-
 /* Waits for a streamed call's reply, handing each event that comes before it to on_event, in
  * order, from this thread. 0 when the reply came (call.reply), -1 with err (ETIMEDOUT: a CANCEL
  * went after it). */
@@ -523,32 +485,50 @@ static int begin_streamed(struct sbx_engine_client *client, struct call *call, u
         return 0;
 }
 
-int sbx_engine_client_session_stream(struct sbx_engine_client *client,
-                                     const struct sbx_message_session *session, uint64_t timeout_ms,
-                                     sbx_engine_event_fn on_event, void *ctx,
-                                     _Atomic uint64_t *request_id,
-                                     struct sbx_engine_session_reply *out, struct sbx_error *err)
+int sbx_engine_client_session(struct sbx_engine_client *client,
+                              const struct sbx_message_session *session, uint64_t timeout_ms,
+                              const struct sbx_engine_session_call *with,
+                              struct sbx_engine_session_reply *out, struct sbx_error *err)
 {
+        static const struct sbx_engine_session_call plain = {0};
+        if (with == NULL)
+                with = &plain;
         *out = (struct sbx_engine_session_reply){0};
         _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
         if (message == NULL)
                 return sbx_error_set(err, ENOMEM, "engine client: allocate");
         struct call call;
-        if (begin_streamed(client, &call, SBX_MESSAGE_SESSION_REPLY, request_id, err) < 0)
+        _Atomic uint64_t unused_id;
+        if (with->on_event != NULL
+                    ? begin_streamed(client, &call, SBX_MESSAGE_SESSION_REPLY,
+                                     with->request_id != NULL ? with->request_id : &unused_id, err)
+                    : call_begin(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, err))
                 return -1;
+        if (with->on_event == NULL && with->request_id != NULL)
+                atomic_store(with->request_id, call.request_id);
         void *buf;
         size_t len;
         int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
                                             &len, err);
         if (rc == 0)
                 rc = send_message(client, buf, len, err);
-        if (rc == 0)
-                rc = wait_streamed(client, &call, timeout_ms, on_event, ctx, message, err);
+        if (rc == 0 && with->on_sent != NULL && with->on_sent(with->ctx) < 0)
+                send_cancel(client, call.request_id);
+        if (rc == 0 && with->on_event != NULL) {
+                rc = wait_streamed(client, &call, timeout_ms, with->on_event, with->ctx, message,
+                                   err);
+        } else if (rc == 0) {
+                rc = call_wait(client, &call, timeout_ms, err);
+                /* Do not leave it going: an OPEN's session ends, a run is interrupted. */
+                if (rc < 0 && err->code == ETIMEDOUT)
+                        send_cancel(client, call.request_id);
+        }
         if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
                 rc = sbx_error_prefix(err, "engine client: SESSION_REPLY");
         if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
-                sbx_error_set(err, 0, "%s", message->body.refused.detail);
-                err->code = refusal_error_code(message->body.refused.reason);
+                const struct sbx_message_refused *refused = &message->body.refused;
+                sbx_error_set(err, 0, "%s", refused->detail);
+                err->code = refusal_error_code(refused->reason);
                 rc = -1;
         } else if (rc == 0) {
                 out->reply = message->body.session;

@@ -76,26 +76,33 @@ struct sbx_engine_session_reply {
         void *message;
 };
 
-/* Sends SESSION (session->op on session->session_id) and waits up to timeout_ms for its
- * SESSION_REPLY: 0 with *out (whose reply.error may still be an errno: the operation's own
- * refusal), or -1 with the codes above (a REFUSED OPEN included). On ETIMEDOUT a CANCEL goes
- * after it (an OPEN's session then ends, a run is interrupted) and a late answer is dropped. */
-int sbx_engine_client_session(struct sbx_engine_client *client,
-                              const struct sbx_message_session *session, uint64_t timeout_ms,
-                              struct sbx_engine_session_reply *out, struct sbx_error *err);
-void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply);
-
 /* A streamed run's event (SESSION_EVENT; valid for the call). */
 typedef void (*sbx_engine_event_fn)(void *ctx, const struct sbx_message_session *event);
 
-/* Like sbx_engine_client_session, for a RUN with "stream": each SESSION_EVENT that comes before
- * the reply is handed to on_event, in order, from the calling thread. *request_id is the
- * request's, set before it is sent (for sbx_engine_client_cancel from another thread). */
-int sbx_engine_client_session_stream(struct sbx_engine_client *client,
-                                     const struct sbx_message_session *session, uint64_t timeout_ms,
-                                     sbx_engine_event_fn on_event, void *ctx,
-                                     _Atomic uint64_t *request_id,
-                                     struct sbx_engine_session_reply *out, struct sbx_error *err);
+/* What a session call may add to the round trip (every member may be NULL). */
+struct sbx_engine_session_call {
+        /* A RUN with "stream": each SESSION_EVENT that comes before the reply, in order, from
+         * the calling thread. */
+        sbx_engine_event_fn on_event;
+        /* Called once the message is sent, before the wait: work that may overlap the engine's
+         * (the run's audit record). Below 0: a CANCEL follows at once, and the wait goes on. */
+        int (*on_sent)(void *ctx);
+        void *ctx;
+        /* Set to the request's id before it is sent (for sbx_engine_client_cancel from another
+         * thread). */
+        _Atomic uint64_t *request_id;
+};
+
+/* Sends SESSION (session->op on session->session_id) and waits up to timeout_ms for its
+ * SESSION_REPLY: 0 with *out (whose reply.error may still be an errno: the operation's own
+ * refusal), or -1 with the codes above (a REFUSED OPEN included). On ETIMEDOUT a CANCEL goes
+ * after it (an OPEN's session then ends, a run is interrupted) and a late answer is dropped.
+ * with may be NULL. */
+int sbx_engine_client_session(struct sbx_engine_client *client,
+                              const struct sbx_message_session *session, uint64_t timeout_ms,
+                              const struct sbx_engine_session_call *with,
+                              struct sbx_engine_session_reply *out, struct sbx_error *err);
+void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply);
 
 /* Like sbx_engine_client_run, for a request with stream set: each SESSION_EVENT (the output as
  * it is read) that comes before the RESULT is handed to on_event, in order, from the calling

@@ -55,6 +55,7 @@ struct request {
         bool body_too_large;
         /* The tenants and tiers current when the request came in, held until it ends. */
         const struct sbx_config *tenants;
+        struct sbx_http_after after;
 };
 
 /* Executions between their quota check and their answer: the drain waits for them. Other
@@ -647,7 +648,7 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         bool handled = false;
         enum MHD_Result answered = sbx_sessions_route(
                 api, connection, url, method, request->tenants, request->body.data,
-                request->body.len, request->body_too_large, &handled);
+                request->body.len, request->body_too_large, &request->after, &handled);
         if (handled)
                 return answered;
         if (strcmp(url, EXECUTIONS_PATH) == 0)
@@ -723,6 +724,8 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
         struct request *request = *state;
         if (request == NULL)
                 return;
+        if (request->after.fn != NULL)
+                request->after.fn(request->after.ctx);
         sbx_live_config_release(api->live, request->tenants);
         sbx_buffer_free(&request->body);
         free(request);

@@ -10,8 +10,9 @@
 #include "service/config.h"
 #include "service/quota.h"
 
-struct sbx_sessions;
 #include "util/error.h"
+
+struct sbx_sessions;
 
 struct sbx_api {
         const struct sbx_config *config; /* as started: its [server] keys are in force */
@@ -22,6 +23,14 @@ struct sbx_api {
         struct sbx_engine_client *engine;
         struct sbx_sessions *sessions; /* api/sessions.h */
         int listen_fd;                 /* bound and listening; owned by the server once started */
+};
+
+/* Work a handler leaves for after its response has been sent, so that the client does not wait
+ * for it (a session run's audit record). It runs once, on the connection's thread, before the
+ * connection takes its next request; also when the client went away. */
+struct sbx_http_after {
+        void (*fn)(void *ctx);
+        void *ctx;
 };
 
 /* Serves api->listen_fd until SIGTERM or SIGINT arrives or the engine is lost (the caller blocks

@@ -276,7 +276,7 @@ static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_
         };
         memcpy(message.session_id, s->id, sizeof(message.session_id));
         struct sbx_error err = {0};
-        if (sbx_engine_client_session(api->engine, &message, timeout_ms, reply, &err) < 0) {
+        if (sbx_engine_client_session(api->engine, &message, timeout_ms, NULL, reply, &err) < 0) {
                 *code = err.code;
                 snprintf(detail, detail_size, "%s", err.message);
                 return -1;
@@ -658,6 +658,9 @@ struct run_job {
         char *fields; /* the RUN's fields, JSON */
         char *stdin_data;
         size_t stdin_size;
+        json_t *requested; /* what the audit record keeps of the request */
+        bool recorded;     /* its audit record was begun (and is to be finished) */
+        bool unrecorded;   /* its audit record could not be begun: the run was cancelled */
         /* The outcome. */
         int rc;
         int failure; /* rc < 0: an errno for engine_failure */
@@ -681,6 +684,7 @@ static void run_job_unref(struct run_job *job)
                 release(job->api->sessions, job->session);
         free(job->fields);
         free(job->stdin_data);
+        json_decref(job->requested);
         json_decref(job->result);
         free(job);
 }
@@ -699,6 +703,32 @@ static void on_engine_event(void *ctx, const struct sbx_message_session *event)
         json_decref(fields);
 }
 
+/* The run's audit record is begun while the engine starts it (engine_client.h, on_sent), so the
+ * write costs the caller no wait. One that cannot be begun cancels the run at once: the answer
+ * is 500, and the run may have done what it could in those microseconds (a one-shot execution,
+ * whose record is written first, runs nothing then). */
+static int run_job_begin_record(void *ctx)
+{
+        struct run_job *job = ctx;
+        const struct sbx_audit_record begun = {
+                .id = job->run_id,
+                .tenant = job->tenant->name,
+                .created_at_ms = (int64_t)job->created_ms,
+                .language = job->session->language,
+                .requested = job->requested,
+                .effective = job->session->limits,
+                .clamped = job->session->clamped,
+        };
+        struct sbx_error err = {0};
+        if (sbx_audit_begin(job->api->audit, &begun, &err) == 0) {
+                job->recorded = true;
+                return 0;
+        }
+        sbx_warn("session %s: run %s: %s", job->session->id, job->run_id, err.message);
+        job->unrecorded = true;
+        return -1;
+}
+
 /* The engine round trip; sets rc, failure, detail and result. */
 static void run_job_execute(struct run_job *job)
 {
@@ -711,13 +741,26 @@ static void run_job_execute(struct run_job *job)
         };
         memcpy(message.session_id, job->session->id, sizeof(message.session_id));
         uint64_t timeout = job->timeout_ms + RUN_RESTART_MS + RUN_SLACK_MS;
+        const struct sbx_engine_session_call with = {
+                .on_event = job->sse != NULL ? on_engine_event : NULL,
+                .on_sent = run_job_begin_record,
+                .ctx = job,
+                .request_id = &job->request_id,
+        };
         struct sbx_engine_session_reply reply;
         struct sbx_error err = {0};
-        int rc = job->sse != NULL ? sbx_engine_client_session_stream(job->api->engine, &message,
-                                                                     timeout, on_engine_event, job,
-                                                                     &job->request_id, &reply, &err)
-                                  : sbx_engine_client_session(job->api->engine, &message, timeout,
-                                                              &reply, &err);
+        int rc =
+                sbx_engine_client_session(job->api->engine, &message, timeout, &with, &reply, &err);
+        if (job->unrecorded) {
+                if (rc == 0)
+                        sbx_engine_session_reply_free(&reply);
+                job->rc = -1;
+                job->failure = EIO;
+                snprintf(job->detail, sizeof(job->detail),
+                         "the audit store failed, so the run was cancelled at once (it may have "
+                         "run in part)");
+                return;
+        }
         if (rc < 0) {
                 job->rc = -1;
                 job->failure = err.code;
@@ -755,8 +798,8 @@ static void run_job_execute(struct run_job *job)
         sbx_engine_session_reply_free(&reply);
 }
 
-/* The run is over: its quota, its session's state, its audit record, its metrics. */
-static void run_job_finish(struct run_job *job)
+/* The run is over: its quota, its session's state, its metrics. */
+static void run_job_account(struct run_job *job)
 {
         struct sbx_api *api = job->api;
         json_t *result = job->result;
@@ -765,6 +808,20 @@ static void run_job_finish(struct run_job *job)
         sbx_quota_release(api->quota, job->tenant, job->reservation, job->rc == 0, cpu_ms,
                           sbx_now_ms());
         end_operation(api, job->session);
+        if (job->rc == 0) {
+                const char *status = json_string_value(json_object_get(result, "status"));
+                sbx_metrics_count_session_run(api->metrics, status,
+                                              (sbx_wall_clock_ms() - job->created_ms) * 1000);
+                json_object_set_new(result, "session_id", json_string(job->session->id));
+        }
+}
+
+/* Its audit record's end. Uses nothing of the session (which may be gone by then). */
+static void run_job_record(struct run_job *job)
+{
+        if (!job->recorded)
+                return;
+        const json_t *result = job->result;
         const char *status = json_string_value(json_object_get(result, "status"));
         const json_t *out = json_object_get(result, "stdout");
         const json_t *errout = json_object_get(result, "stderr");
@@ -777,23 +834,32 @@ static void run_job_finish(struct run_job *job)
                                      : -1,
                 .error = job->rc < 0 ? job->detail
                                      : json_string_value(json_object_get(result, "internal_error")),
-                .usage = usage,
+                .usage = json_object_get(result, "usage"),
                 .evidence = json_object_get(result, "evidence"),
                 .timing = json_object_get(result, "timing"),
                 .stdout_data = json_string_value(out),
                 .stdout_size = json_string_length(out),
                 .stderr_data = json_string_value(errout),
                 .stderr_size = json_string_length(errout),
-                .store_output = api->config->server.store_output,
+                .store_output = job->api->config->server.store_output,
         };
         struct sbx_error err = {0};
-        if (sbx_audit_finish(api->audit, &finished, &err) < 0)
+        if (sbx_audit_finish(job->api->audit, &finished, &err) < 0)
                 sbx_warn("audit: run %s: %s", job->run_id, err.message);
-        if (job->rc == 0) {
-                sbx_metrics_count_session_run(api->metrics, status,
-                                              (sbx_wall_clock_ms() - job->created_ms) * 1000);
-                json_object_set_new(result, "session_id", json_string(job->session->id));
-        }
+}
+
+static void run_job_finish(struct run_job *job)
+{
+        run_job_account(job);
+        run_job_record(job);
+}
+
+/* After the answer was sent (struct sbx_http_after): the record, then the job's end. */
+static void run_job_record_after(void *ctx)
+{
+        struct run_job *job = ctx;
+        run_job_record(job);
+        run_job_unref(job);
 }
 
 static enum MHD_Result run_job_answer(struct run_job *job, struct MHD_Connection *connection)
@@ -891,7 +957,8 @@ static enum MHD_Result run_job_stream(struct run_job *job, struct MHD_Connection
 
 static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *connection,
                                   const struct sbx_tenant *tenant, struct session *s,
-                                  const json_t *body, const struct sbx_config *tenants)
+                                  const json_t *body, const struct sbx_config *tenants,
+                                  struct sbx_http_after *after)
 {
         const char *key;
         json_t *value;
@@ -964,7 +1031,7 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                         NULL, 0, &header, 1);
         }
 
-        /* The audit record first, as for an execution: a run that started has one. */
+        /* What its audit record keeps (begun once the run is on its way: run_job_begin_record). */
         char run_id[SBX_EXECUTION_ID_CHARS + 1];
         uint64_t created_ms = sbx_wall_clock_ms();
         _cleanup_(json_decrefp) json_t *requested =
@@ -980,24 +1047,6 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                 return sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0, NULL,
                                                 0);
         }
-        const struct sbx_audit_record begun = {
-                .id = run_id,
-                .tenant = tenant->name,
-                .created_at_ms = (int64_t)created_ms,
-                .language = s->language,
-                .requested = requested,
-                .effective = s->limits,
-                .clamped = s->clamped,
-        };
-        if (sbx_audit_begin(api->audit, &begun, &err) < 0) {
-                sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
-                end_operation(api, s);
-                sbx_warn("session %s: run %s: %s", s->id, run_id, err.message);
-                return sbx_http_respond_problem(api, connection, 500,
-                                                "the audit store failed; nothing was run", NULL, 0,
-                                                NULL, 0);
-        }
-
         struct run_job *job = calloc(1, sizeof(*job));
         if (job == NULL) {
                 sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
@@ -1012,6 +1061,7 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                 .reservation = decision.reservation,
                 .created_ms = created_ms,
                 .timeout_ms = timeout_ms,
+                .requested = steal_pointer(&requested),
                 .refs = 1,
         };
         memcpy(job->run_id, run_id, sizeof(job->run_id));
@@ -1045,9 +1095,10 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                 return run_job_stream(job, connection, tenants);
         }
         run_job_execute(job);
-        run_job_finish(job);
+        run_job_account(job);
         enum MHD_Result answer = run_job_answer(job, connection);
-        run_job_unref(job);
+        /* The client has its answer before the record is written. */
+        *after = (struct sbx_http_after){run_job_record_after, job};
         return answer;
 }
 
@@ -1215,12 +1266,13 @@ static enum MHD_Result route_session(struct sbx_api *api, struct MHD_Connection 
                                      const char *method, const struct sbx_tenant *tenant,
                                      const struct sbx_config *tenants, struct session *s,
                                      const char *after, const void *body, size_t body_len,
-                                     bool body_too_large);
+                                     bool body_too_large, struct sbx_http_after *after_response);
 
 enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *connection,
                                    const char *url, const char *method,
                                    const struct sbx_config *tenants, const void *body,
-                                   size_t body_len, bool body_too_large, bool *handled)
+                                   size_t body_len, bool body_too_large,
+                                   struct sbx_http_after *after_response, bool *handled)
 {
         *handled = false;
         size_t prefix = strlen(SESSIONS_PATH);
@@ -1275,7 +1327,7 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
         if (s == NULL)
                 return not_found(api, connection, NULL);
         answer = route_session(api, connection, method, tenant, tenants, s, after, body, body_len,
-                               body_too_large);
+                               body_too_large, after_response);
         release(api->sessions, s);
         return answer;
 }
@@ -1285,7 +1337,7 @@ static enum MHD_Result route_session(struct sbx_api *api, struct MHD_Connection 
                                      const char *method, const struct sbx_tenant *tenant,
                                      const struct sbx_config *tenants, struct session *s,
                                      const char *after, const void *body, size_t body_len,
-                                     bool body_too_large)
+                                     bool body_too_large, struct sbx_http_after *after_response)
 {
         bool read = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
                     strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
@@ -1314,7 +1366,7 @@ static enum MHD_Result route_session(struct sbx_api *api, struct MHD_Connection 
                         parse_body(api, connection, body, body_len, body_too_large, &answer);
                 if (parsed == NULL)
                         return answer;
-                answer = handle_run(api, connection, tenant, s, parsed, tenants);
+                answer = handle_run(api, connection, tenant, s, parsed, tenants, after_response);
                 json_decref(parsed);
                 return answer;
         }

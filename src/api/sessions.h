@@ -48,11 +48,12 @@ bool sbx_sessions_route_reads_body(const char *url, const char *method);
 
 /* A request under /v1/sessions: answered, with *handled true; *handled false for any other url.
  * tenants is the snapshot the request holds; body what it sent (body_too_large: more than
- * max_body_bytes). */
+ * max_body_bytes); *after may be set to work for after the response. */
 enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *connection,
                                    const char *url, const char *method,
                                    const struct sbx_config *tenants, const void *body,
-                                   size_t body_len, bool body_too_large, bool *handled);
+                                   size_t body_len, bool body_too_large,
+                                   struct sbx_http_after *after, bool *handled);
 
 /* Sessions open now, for the metrics. */
 size_t sbx_sessions_open_count(struct sbx_sessions *sessions);

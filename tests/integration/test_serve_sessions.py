@@ -244,6 +244,55 @@ def test_every_run_is_audited():
         assert ended >= created and "cpu_usage_us" in json.loads(evidence)
 
 
+def test_a_run_is_recorded_before_the_connection_takes_its_next_request():
+    # The record of a run is finished after its answer is sent (the client does not wait for
+    # it), but before the same connection's next request: a client reads its own writes.
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        with requests.Session() as keep_alive:
+            r = srv.request("POST", "/v1/sessions", session=keep_alive,
+                            data=json.dumps({"language": "python"}), headers=srv.headers())
+            sid = r.json()["id"]
+            for i in range(20):
+                ran = srv.request("POST", f"/v1/sessions/{sid}/run", session=keep_alive,
+                                  data=json.dumps({"code": f"print({i})"}),
+                                  headers=srv.headers()).json()
+                record = srv.request("GET", f"/v1/executions/{ran['id']}", session=keep_alive,
+                                     headers=srv.headers(content_type=None)).json()
+                assert record["status"] == "ok" and record["stdout_bytes"] == len(f"{i}\n")
+
+
+def test_a_run_the_audit_store_cannot_record_is_cancelled():
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=TIERS, tenants=TENANTS, data_dir=data_dir) as srv:
+            sid = open_session(srv)["id"]
+            run(srv, sid, "import time")
+            # The store refuses every new execution record from now on (a trigger; the API's
+            # statements see the schema change).
+            import sqlite3
+            db = sqlite3.connect(f"{data_dir}/audit.db")
+            db.execute("CREATE TRIGGER refuse BEFORE INSERT ON executions "
+                       "BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+            db.commit()
+            r = srv.request("POST", f"/v1/sessions/{sid}/run",
+                            data=json.dumps({"code": "time.sleep(1)\nopen('ran', 'w').close()"}),
+                            headers=srv.headers())
+            expect_problem(r, 500)
+            assert "audit store failed" in r.json()["detail"], r.text
+            streamed = srv.request("POST", f"/v1/sessions/{sid}/run",
+                                   data=json.dumps({"code": "1"}),
+                                   headers=srv.headers(extra={"Accept": "text/event-stream"}),
+                                   stream=True)
+            events = list(sse_events(streamed))
+            assert events[-1][0] == "problem" and "end" not in [e[0] for e in events], events
+            db.execute("DROP TRIGGER refuse")
+            db.commit()
+            db.close()
+            # The refused run was cancelled before it got anywhere; the session goes on.
+            after = run(srv, sid, "import os\nos.path.exists('ran')")
+            assert after["results"] == [{"text/plain": "False"}], after
+            assert delete(srv, sid).status_code == 204
+
+
 def test_responses_match_the_openapi_document():
     from test_serve_openapi import check_response
     with running_server(tiers=TIERS, tenants=TENANTS) as srv:
