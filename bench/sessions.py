@@ -11,7 +11,8 @@ time of one round trip:
                            kept-alive connection (bench/peers.py's server), response parsed
   jupyter cell             a local, unsandboxed ipykernel (Debian python3-ipykernel) driven by
                            jupyter_client: execute `x += 1` and wait for its reply and idle state
-and the cost of a plot cell (a line plot shown as PNG) in the session and in the kernel.
+then the three cell variants again, each back to back (a cell right after the one before), and
+the cost of a plot cell (a line plot shown as PNG) in the session and in the kernel.
 
 usage: bench/sessions.py --sandboxd build/sandboxd [--rounds N] [--out FILE]
 Everything it starts (the session, the kernel) is stopped on exit.
@@ -152,6 +153,14 @@ def main():
                 ms = timed(fn)
                 if round_ >= 5:
                     samples[name].append(ms)
+        # The same cells back to back: each right after the one before, as a loop of cells
+        # runs (the interleaved rounds above find the caches cold, as after an agent's pause).
+        back_to_back = {}
+        for name in ("session cell x += 1", "http session cell x += 1", "jupyter cell x += 1"):
+            for _ in range(5):
+                variants[name]()
+            back_to_back[name + ", back to back"] = [timed(variants[name])
+                                                     for _ in range(args.rounds)]
         plots = {"session plot cell": [], "jupyter plot cell": []}
         for round_ in range(args.plot_rounds + 2):
             session_ms = timed(lambda: session.cell(PLOT))
@@ -178,19 +187,25 @@ def main():
         f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {platform.node()}, "
         f"{os.cpu_count()} CPUs, Linux {platform.release()}; "
         f"`bench/sessions.py --sandboxd {args.sandboxd} --rounds {args.rounds}` "
-        f"(interleaved rounds, 5 warm-up rounds discarded; client wall time per round trip).",
+        f"(interleaved rounds, 5 warm-up rounds discarded; then each cell variant as many times "
+        f"back to back; client wall time per round trip).",
         "",
         "| variant | median ms | p95 ms | / bare exec | / jupyter cell |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
-    for name, values in {**samples, **plots}.items():
+    jupyter_back_to_back = statistics.median(back_to_back["jupyter cell x += 1, back to back"])
+    for name, values in {**samples, **back_to_back, **plots}.items():
         median = statistics.median(values)
-        reference = jupyter if "plot" not in name else statistics.median(
-            plots["jupyter plot cell"])
+        reference = (statistics.median(plots["jupyter plot cell"]) if "plot" in name
+                     else jupyter_back_to_back if "back to back" in name else jupyter)
         lines.append(f"| {name} | {median:.3f} | {percentile(values, 95):.3f} | "
                      f"{median / bare:.3f} | {median / reference:.2f} |")
     lines += ["", "The session runs with every isolation layer of a cold sandbox; the Jupyter "
-              "kernel runs unsandboxed on the host. Plot cells: a 5-point line plot shown as PNG "
+              "kernel runs unsandboxed on the host. Interleaved, each cell follows the other "
+              "variants' work (a 14 ms interpreter start among them) and finds the caches cold, "
+              "as a cell does after an agent's pause; back to back, each follows the one before. "
+              "A back-to-back row's last column compares with the kernel's back-to-back cell. "
+              "Plot cells: a 5-point line plot shown as PNG "
               f"({args.plot_rounds} rounds; the last column compares with the kernel's plot "
               "cell)."]
     text = "\n".join(lines) + "\n"
