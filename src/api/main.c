@@ -195,7 +195,7 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
         struct sbx_quota *quota = sbx_quota_new(config->server.max_sandboxes);
         struct sbx_live_config *live =
                 metrics ? sbx_live_config_new(config, local_digest, metrics) : NULL;
-        struct sbx_sessions *sessions = metrics ? sbx_sessions_new(metrics, audit) : NULL;
+        struct sbx_sessions *sessions = metrics ? sbx_sessions_new(metrics, audit, quota) : NULL;
         struct reload_context reload = {.live = live,
                                         .name = config_path ? config_path : "<embedded>",
                                         .sessions = sessions};

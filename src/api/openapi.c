@@ -451,7 +451,7 @@ static const char openapi_template[] = JSON_TEXT(
           "execution_count": {"type": ["integer", "null"]},
           "restarted": {"type": "boolean", "description": "The interpreter was restarted: variables are gone, files stay."},
           "evidence": {"type": ["object", "null"], "description": "The kernel's counters for this run (deltas; memory_peak_bytes and pids_peak: the session's so far)."},
-          "usage": {"type": "object", "required": ["cpu_ms", "memory_peak_bytes"], "properties": {"cpu_ms": {"type": "integer"}, "memory_peak_bytes": {"type": "integer"}}},
+          "usage": {"type": "object", "required": ["cpu_ms", "memory_peak_bytes", "session_cpu_ms"], "properties": {"cpu_ms": {"type": "integer", "description": "The run's CPU (its processes and the interpreter, as the session's cgroup counted it)."}, "memory_peak_bytes": {"type": "integer"}, "session_cpu_ms": {"type": "integer", "description": "The session's CPU over its life so far, background processes between runs included. The tenant's CPU budget is charged all of it: each run charges its own CPU and what was used since the previous run; the session's end charges the rest."}}},
           "timing": {"type": "object", "required": ["total_us"], "properties": {"total_us": {"type": "integer"}}},
           "internal_error": {"type": "string"}
         }

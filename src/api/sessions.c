@@ -56,23 +56,30 @@ struct session {
         unsigned users; /* requests and streams holding a pointer to it: not freed meanwhile */
         bool ended;     /* the engine said so (or it never opened) */
         char end_reason[32];
+        /* Of the session's CPU (its cgroup's, over its life), what the tenant's budget was
+         * charged: each run charges its own and what background processes used since the run
+         * before; the end charges the rest. */
+        uint64_t cpu_charged_ms;
 };
 
 struct sbx_sessions {
         struct sbx_metrics *metrics; /* counts opens, ends and runs */
         struct sbx_audit *audit;     /* a row per session (sbx_audit_session_*) */
+        struct sbx_quota *quota;     /* charged the CPU no run covers, at the end */
         pthread_mutex_t lock;
         struct session **items;
         size_t n, alloc;
 };
 
-struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit)
+struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit,
+                                      struct sbx_quota *quota)
 {
         struct sbx_sessions *sessions = calloc(1, sizeof(*sessions));
         if (sessions == NULL)
                 return NULL;
         sessions->metrics = metrics;
         sessions->audit = audit;
+        sessions->quota = quota;
         pthread_mutex_init(&sessions->lock, NULL);
         return sessions;
 }
@@ -151,11 +158,20 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
         json_error_t json_error;
         json_t *fields = json_loadb(ended->fields, ended->fields_len, 0, &json_error);
         const char *reason = json_string_value(json_object_get(fields, "reason"));
+        json_t *cpu_us = json_object_get(json_object_get(fields, "evidence"), "cpu_usage_us");
+        uint64_t cpu_ms = (uint64_t)json_integer_value(cpu_us) / 1000;
         pthread_mutex_lock(&sessions->lock);
-        for (size_t i = 0; i < sessions->n; i++)
-                if (strcmp(sessions->items[i]->id, ended->session_id) == 0)
-                        mark_ended(sessions, sessions->items[i],
-                                   reason != NULL ? reason : "agent_died");
+        for (size_t i = 0; i < sessions->n; i++) {
+                struct session *s = sessions->items[i];
+                if (strcmp(s->id, ended->session_id) != 0)
+                        continue;
+                mark_ended(sessions, s, reason != NULL ? reason : "agent_died");
+                /* What ran after its last run, background processes included. */
+                if (cpu_ms > s->cpu_charged_ms)
+                        sbx_quota_charge(sessions->quota, s->tenant, cpu_ms - s->cpu_charged_ms,
+                                         sbx_now_ms());
+                s->cpu_charged_ms = cpu_ms > s->cpu_charged_ms ? cpu_ms : s->cpu_charged_ms;
+        }
         pthread_mutex_unlock(&sessions->lock);
         sbx_info("session %s: ended (%s)", ended->session_id, reason ? reason : "unknown");
         const struct sbx_audit_session row = {
@@ -805,6 +821,15 @@ static void run_job_account(struct run_job *job)
         json_t *result = job->result;
         json_t *usage = json_object_get(result, "usage");
         uint64_t cpu_ms = (uint64_t)json_integer_value(json_object_get(usage, "cpu_ms"));
+        uint64_t session_cpu_ms =
+                (uint64_t)json_integer_value(json_object_get(usage, "session_cpu_ms"));
+        /* The run's CPU, and what the session used since the run before (its background). */
+        pthread_mutex_lock(&api->sessions->lock);
+        struct session *s = job->session;
+        if (session_cpu_ms > s->cpu_charged_ms + cpu_ms)
+                cpu_ms = session_cpu_ms - s->cpu_charged_ms;
+        s->cpu_charged_ms += cpu_ms;
+        pthread_mutex_unlock(&api->sessions->lock);
         sbx_quota_release(api->quota, job->tenant, job->reservation, job->rc == 0, cpu_ms,
                           sbx_now_ms());
         end_operation(api, job->session);

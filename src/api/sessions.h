@@ -32,11 +32,14 @@
 #include "service/audit.h"
 #include "protocol/protocol.h"
 #include "service/config.h"
+#include "service/quota.h"
 
 struct sbx_sessions;
 
-/* A registry whose opens, ends and runs count in metrics. */
-struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit);
+/* A registry whose opens, ends and runs count in metrics, and whose sessions' CPU outside their
+ * runs is charged to quota at their end. */
+struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit,
+                                      struct sbx_quota *quota);
 void sbx_sessions_free(struct sbx_sessions *sessions);
 
 /* The engine's SESSION_ENDED (from the engine client's thread). */

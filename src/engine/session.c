@@ -710,7 +710,7 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
         };
         const char *status = rc < 0 ? "internal_error" : run_status(&state, &delta);
         json_t *result = json_pack(
-                "{s:s,s:s,s:o,s:o,s:{s:b,s:b},s:O,s:b,s:O,s:O,s:O,s:b,s:o,s:{s:I,s:I},s:{s:I}}",
+                "{s:s,s:s,s:o,s:o,s:{s:b,s:b},s:O,s:b,s:O,s:O,s:O,s:b,s:o,s:{s:I,s:I,s:I},s:{s:I}}",
                 "id", id, "status", status, "stdout",
                 sbx_json_string_from_bytes(state.out.data, state.out.len), "stderr",
                 sbx_json_string_from_bytes(state.err.data, state.err.len), "truncated", "stdout",
@@ -721,7 +721,8 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
                 state.execution_count != NULL ? state.execution_count : json_null(), "restarted",
                 state.restarted, "evidence", evidence_ok ? evidence_json(&delta) : json_null(),
                 "usage", "cpu_ms", (json_int_t)(delta.cpu_usage_us / 1000), "memory_peak_bytes",
-                (json_int_t)delta.memory_peak_bytes, "timing", "total_us",
+                (json_int_t)delta.memory_peak_bytes, "session_cpu_ms",
+                (json_int_t)(evidence_ok ? after.cpu_usage_us / 1000 : 0), "timing", "total_us",
                 (json_int_t)(ended - started));
         if (result != NULL && rc < 0)
                 json_object_set_new(result, "internal_error", json_string(err->message));

@@ -298,6 +298,16 @@ void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
         pthread_mutex_unlock(&quota->lock);
 }
 
+void sbx_quota_charge(struct sbx_quota *quota, const char *tenant_name, uint64_t cpu_ms,
+                      uint64_t now_ms)
+{
+        pthread_mutex_lock(&quota->lock);
+        struct tenant_quota *state = find_tenant(quota, tenant_name, true);
+        if (state != NULL)
+                add_charge(state, cpu_ms, now_ms); /* old charges leave at the next check */
+        pthread_mutex_unlock(&quota->lock);
+}
+
 uint64_t sbx_quota_capacity_retry_after(struct sbx_quota *quota, uint64_t now_ms)
 {
         pthread_mutex_lock(&quota->lock);

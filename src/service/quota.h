@@ -69,6 +69,11 @@ int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, 
 void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
                        uint64_t reservation, bool ran, uint64_t cpu_ms, uint64_t now_ms);
 
+/* Charges cpu_ms that no reservation covers (a session's background processes, between its
+ * runs) to the tenant named tenant_name, at now_ms. */
+void sbx_quota_charge(struct sbx_quota *quota, const char *tenant_name, uint64_t cpu_ms,
+                      uint64_t now_ms);
+
 /* Seconds until the server is expected to have room for one more execution (see above), at
  * least 1: for a refusal by the engine itself, which the capacity check should have prevented. */
 uint64_t sbx_quota_capacity_retry_after(struct sbx_quota *quota, uint64_t now_ms);

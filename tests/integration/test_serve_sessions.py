@@ -293,6 +293,49 @@ def test_a_run_the_audit_store_cannot_record_is_cancelled():
             assert delete(srv, sid).status_code == 204
 
 
+def test_background_cpu_between_runs_is_charged_to_the_tenant():
+    # A process a cell leaves running uses CPU between runs: the next run charges it to the
+    # tenant's budget (usage.session_cpu_ms says the session's whole), so a budget of 1.5 s
+    # runs out while the session's own cells used almost none.
+    tiers = {"free": {**FREE_TIER, "cpu_budget_ms": 1500, "cpu_window_s": 600}, "pro": PRO_TIER}
+    with running_server(tiers=tiers, tenants=TENANTS) as srv:
+        sid = open_session(srv)["id"]
+        started = run(srv, sid, "import subprocess\n"
+                                "spin = subprocess.Popen(['sh', '-c', 'while :; do :; done'])")
+        assert started["usage"]["cpu_ms"] < 500, started["usage"]
+        time.sleep(2.5)
+        after = run(srv, sid, "1")
+        # The cell itself used little; the session's total has the spinning process's time.
+        assert after["usage"]["cpu_ms"] < 500, after["usage"]
+        assert after["usage"]["session_cpu_ms"] >= 1500, after["usage"]
+        refused = srv.request("POST", f"/v1/sessions/{sid}/run", data=json.dumps({"code": "2"}),
+                              headers=srv.headers())
+        expect_problem(refused, 429)
+        assert "CPU budget" in refused.json()["detail"], refused.text
+        # Another tenant's budget is its own.
+        other = open_session(srv, tenant="globex")["id"]
+        assert run(srv, other, "3", tenant="globex")["status"] == "ok"
+        assert delete(srv, sid).status_code == 204
+        assert delete(srv, other, tenant="globex").status_code == 204
+
+
+def test_background_cpu_is_charged_when_the_session_ends():
+    tiers = {"free": {**FREE_TIER, "cpu_budget_ms": 1500, "cpu_window_s": 600}, "pro": PRO_TIER}
+    with running_server(tiers=tiers, tenants=TENANTS) as srv:
+        sid = open_session(srv)["id"]
+        run(srv, sid, "import subprocess\n"
+                      "spin = subprocess.Popen(['sh', '-c', 'while :; do :; done'])")
+        time.sleep(2.5)
+        assert delete(srv, sid).status_code == 204  # no run after the spinning: charged here
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            r = srv.post_execution({"language": "python", "code": "1"})
+            if r.status_code == 429:
+                break
+            time.sleep(0.2)  # SESSION_ENDED may come a moment after the DELETE's answer
+        expect_problem(r, 429)
+
+
 def test_responses_match_the_openapi_document():
     from test_serve_openapi import check_response
     with running_server(tiers=TIERS, tenants=TENANTS) as srv:

@@ -165,6 +165,23 @@ static void test_cpu_budget(void **state)
         sbx_quota_free(quota);
 }
 
+static void test_a_charge_without_a_reservation(void **state)
+{
+        /* A session's background CPU: charged by tenant name, counted and expired like any. */
+        struct sbx_quota *quota = sbx_quota_new(0);
+        assert_non_null(quota);
+        sbx_quota_charge(quota, a->name, 1500, 2000); /* in the window until 62000 */
+        struct sbx_quota_usage usage;
+        sbx_quota_usage(quota, a, 2000, &usage);
+        assert_int_equal(usage.cpu_ms_in_window, 1500);
+        assert_int_equal(usage.in_flight, 0);
+        assert_refused(quota, a, 3000, SBX_QUOTA_OVER_CPU_BUDGET, 59);
+        reserve_allowed(quota, a, 1000, 62000);
+        sbx_quota_usage(quota, a, 62000, &usage);
+        assert_int_equal(usage.cpu_ms_in_window, 0);
+        sbx_quota_free(quota);
+}
+
 static void test_budget_retry_needs_several_charges(void **state)
 {
         struct sbx_quota *quota = sbx_quota_new(0);
@@ -388,6 +405,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_concurrency),
                 cmocka_unit_test(test_cpu_budget),
+                cmocka_unit_test(test_a_charge_without_a_reservation),
                 cmocka_unit_test(test_budget_retry_needs_several_charges),
                 cmocka_unit_test(test_charges_in_one_second_merge),
                 cmocka_unit_test(test_both_limits),
