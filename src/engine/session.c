@@ -589,6 +589,8 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
         int rc = send_frame(session, header, request->stdin_data, request->stdin_size, err);
         json_decref(header);
         uint64_t deadline = started + timeout_ms * 1000;
+        if (request->not_after_us != 0 && request->not_after_us < deadline)
+                deadline = request->not_after_us;
         /* Until "done", or a new interpreter's "ready" once a restart was asked for or the
          * interpreter ended on its own (its "done" may still come before that). */
         while (rc == 0 && !state.restarted &&

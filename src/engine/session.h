@@ -63,7 +63,10 @@ struct sbx_session_run_request {
         const char *const *env; /* "NAME=value" for this run only */
         size_t n_env;
         uint64_t timeout_ms; /* 0: the session's wall_ms */
-        int cancel_fd;       /* readable = interrupt the run (status canceled); <= 0 for none */
+        /* CLOCK_MONOTONIC (sbx_now_us) by which the run is interrupted whatever its timeout (the
+         * session's lifetime ends then; status timeout); 0 for none. */
+        uint64_t not_after_us;
+        int cancel_fd; /* readable = interrupt the run (status canceled); <= 0 for none */
         /* Streaming, NULL for none: called as the run goes with "stdout" or "stderr" and
          * {"text"} (what the output cap keeps, batched: at most SBX_SESSION_STREAM_BATCH bytes
          * or SBX_SESSION_STREAM_DELAY_MS late, cut at UTF-8 character boundaries), "result" and

@@ -288,6 +288,7 @@ static void do_run(struct session_worker *sw, uint64_t request_id, const json_t 
                 .env = env,
                 .n_env = n_env,
                 .timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 0,
+                .not_after_us = sw->lifetime_end_us, /* the lifetime holds during a run too */
                 .cancel_fd = sw->cancel_fd,
                 .on_event = json_is_true(json_object_get(fields, "stream")) ? send_event : NULL,
                 .event_ctx = sw,

@@ -170,6 +170,23 @@ def test_idle_timeout_ends_the_session():
         assert r.status_code == 404 and r.json()["end_reason"] == "idle_timeout"
 
 
+def test_the_lifetime_holds_during_a_run():
+    # A run still going when the session's lifetime ends is interrupted then (status timeout),
+    # not at its own later deadline, and the session ends with max_lifetime.
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv, {"language": "python", "max_lifetime_s": 2})["id"]
+        started = time.monotonic()
+        cut = run(srv, sid, "import time\ntime.sleep(30)", timeout_ms=10000)
+        assert cut["status"] == "timeout" and time.monotonic() - started < 6, cut
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            r = srv.get(f"/v1/sessions/{sid}", headers=srv.headers(content_type=None))
+            if r.status_code == 404:
+                break
+            time.sleep(0.2)
+        assert r.status_code == 404 and r.json()["end_reason"] == "max_lifetime", r.text
+
+
 def test_timeout_memory_and_a_dead_agent():
     with running_server(tiers=TIERS, tenants=TENANTS) as srv:
         sid = open_session(srv, {"language": "python", "limits": {"memory_mb": 64}})["id"]
