@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -250,12 +251,23 @@ static int native_session_fds(struct sbx_sandbox *sandbox, int fds[3], struct sb
         return 0;
 }
 
+/* By pidfd, so that a program that died meanwhile (init reaps it, and its pid may go to any
+ * host process) is never mistaken for another: the pidfd is taken first, then the pid is seen
+ * still to be init's child, so the pidfd is the program's; signalling a pidfd whose process
+ * died fails with ESRCH. */
 static int native_signal_program(struct sbx_sandbox *sandbox, int sig, struct sbx_error *err)
 {
-        pid_t program = 0;
+        pid_t program = 0, again = 0;
         if (sandbox->proc.pid <= 0 || program_pid(sandbox->proc.pid, &program, err) < 0)
                 return -1;
-        if (kill(program, sig) < 0)
+        _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, program, 0);
+        if (pidfd < 0)
+                return sbx_error_set(err, errno, "signal the sandbox's program: pidfd_open");
+        if (program_pid(sandbox->proc.pid, &again, err) < 0)
+                return -1;
+        if (again != program)
+                return sbx_error_set(err, ESRCH, "the sandbox's program is gone");
+        if (syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0)
                 return sbx_error_set(err, errno, "signal the sandbox's program");
         return 0;
 }
