@@ -13,6 +13,7 @@
 #include "engine/session_frame.h"
 #include "model/language.h"
 #include "model/result_json.h"
+#include "protocol/protocol.h"
 #include "sandbox/sandbox.h"
 #include "util/buffer.h"
 #include "util/log.h"
@@ -511,6 +512,40 @@ static const char *run_status(const struct run_state *state, const struct sbx_ev
 }
 
 /* The frame that starts a run. */
+/* A result must fit in one SESSION_REPLY: output under the cap can still be larger once it is
+ * JSON (a byte below 0x20 is six characters, 16 MiB per stream is allowed), and rich outputs add
+ * to it. What does not fit is cut, and the result says so: the rich outputs first
+ * (results_truncated), then the longer of stdout and stderr, halved at a character's end until
+ * it fits (truncated.stdout/stderr). */
+#define RESULT_MAX_BYTES (SBX_MESSAGE_MAX_SESSION_FIELDS - 64 * 1024)
+
+static void fit_in_a_message(json_t *result)
+{
+        if (json_dumpb(result, NULL, 0, JSON_COMPACT) <= RESULT_MAX_BYTES)
+                return;
+        json_object_set_new(result, "results", json_array());
+        json_object_set_new(result, "results_truncated", json_true());
+        for (;;) {
+                size_t size = json_dumpb(result, NULL, 0, JSON_COMPACT);
+                if (size <= RESULT_MAX_BYTES)
+                        return;
+                const char *longer =
+                        json_string_length(json_object_get(result, "stdout")) >=
+                                        json_string_length(json_object_get(result, "stderr"))
+                                ? "stdout"
+                                : "stderr";
+                const json_t *text = json_object_get(result, longer);
+                size_t len = json_string_length(text);
+                if (len == 0)
+                        return; /* nothing left to cut: the reply says it is too large */
+                size_t keep =
+                        sbx_utf8_whole_prefix((const uint8_t *)json_string_value(text), len / 2);
+                json_object_set_new(result, longer,
+                                    json_stringn_nocheck(json_string_value(text), keep));
+                json_object_set_new(json_object_get(result, "truncated"), longer, json_true());
+        }
+}
+
 static json_t *run_header(const struct sbx_session_run_request *request, struct sbx_error *err)
 {
         json_t *env = json_object();
@@ -728,6 +763,8 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
                 (json_int_t)(ended - started));
         if (result != NULL && rc < 0)
                 json_object_set_new(result, "internal_error", json_string(err->message));
+        if (result != NULL)
+                fit_in_a_message(result);
         run_state_free(&state);
         if (result == NULL) {
                 sbx_error_set(err, ENOMEM, "session: build the run's result");

@@ -353,6 +353,25 @@ def test_background_cpu_is_charged_when_the_session_ends():
         expect_problem(r, 429)
 
 
+def test_output_that_would_not_fit_in_a_reply_is_cut_not_refused():
+    # 8 MiB of control bytes per stream is within a tier's output cap (16 MiB), but six times
+    # that as JSON: the reply keeps what fits, says so, and the session goes on (it was a 400).
+    tiers = {"free": {**FREE_TIER, "max_output_bytes": 16 << 20, "max_memory_mb": 1024},
+             "pro": PRO_TIER}
+    with running_server(tiers=tiers, tenants=TENANTS) as srv:
+        sid = open_session(srv, {"language": "python",
+                                 "limits": {"output_bytes": 16 << 20, "memory_mb": 1024}})["id"]
+        flood = run(srv, sid, "import sys\n"
+                              "sys.stdout.buffer.write(b'\\x01' * (8 << 20))\n"
+                              "sys.stderr.buffer.write(b'\\x02' * (8 << 20))\n"
+                              "display({'x': 1})")
+        assert flood["status"] == "ok", flood["status"]
+        assert flood["truncated"] == {"stdout": True, "stderr": True}
+        assert flood["results"] == [] and flood["results_truncated"] is True
+        assert 0 < len(flood["stdout"]) < 8 << 20 and set(flood["stdout"]) == {"\x01"}
+        assert run(srv, sid, "1 + 1")["results"] == [{"text/plain": "2"}]
+
+
 def test_responses_match_the_openapi_document():
     from test_serve_openapi import check_response
     with running_server(tiers=TIERS, tenants=TENANTS) as srv:
