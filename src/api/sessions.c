@@ -1174,6 +1174,15 @@ static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *c
                                                    "an octal file mode such as 0755");
                         mode = (unsigned)parsed;
                 }
+                /* A file travels to the engine in one message. */
+                if (body_len > SBX_MESSAGE_MAX_SESSION_DATA) {
+                        char detail[96];
+                        snprintf(detail, sizeof(detail),
+                                 "a session's file is at most %u bytes; this one is %zu",
+                                 SBX_MESSAGE_MAX_SESSION_DATA, body_len);
+                        return sbx_http_respond_problem(api, connection, 413, detail, NULL, 0, NULL,
+                                                        0);
+                }
         }
         bool ended;
         if (!begin_operation(api, s, &ended))

@@ -119,6 +119,17 @@ def test_a_put_over_the_disk_cap_is_413_and_leaves_nothing():
         assert delete(srv, sid).status_code == 204
 
 
+def test_a_file_larger_than_a_message_is_413_naming_the_bound():
+    # Within max_body_bytes (48 MiB) but over what one engine message carries (40 MiB).
+    with running_server(tiers=TIERS, tenants=TENANTS, server={"max_body_bytes": "48M"}) as srv:
+        sid = open_session(srv, {"language": "python", "limits": {"disk_mb": 64}})["id"]
+        big = srv.request("PUT", f"/v1/sessions/{sid}/files/big.bin", data=b"x" * (41 << 20),
+                          headers=srv.headers(content_type="application/octet-stream"))
+        expect_problem(big, 413)
+        assert "at most 41943040 bytes" in big.json()["detail"], big.text
+        assert delete(srv, sid).status_code == 204
+
+
 def test_tenants_are_kept_apart_and_quotas_hold():
     with running_server(tiers=TIERS, tenants=TENANTS) as srv:
         sid = open_session(srv, tenant="acme")["id"]
