@@ -4,7 +4,9 @@ cold and warm-pool runs alike; the output cap holds on the stream; a client that
 the execution, which is recorded so; refusals before the run are plain problems."""
 
 import json
+import signal
 import subprocess
+import threading
 import time
 
 from serve_helpers import (FREE_TIER, NO_POOL, PRO_TIER, STANDARD_TENANTS, audit_rows,
@@ -103,6 +105,36 @@ def test_a_client_that_hangs_up_cancels_the_execution():
             srv.wait_idle()
             assert time.monotonic() - hung_up < 15
             assert srv.running_executions() == 0
+        rows = audit_rows(data_dir)
+        assert [row["status"] for row in rows.values()] == ["canceled"], rows
+
+
+def test_sigterm_ends_a_stream_with_its_canceled_result():
+    # Draining waits for a streamed execution like any other; at the grace period's end it is
+    # canceled, its stream ends with that result, its record says so, and the server exits 0.
+    grace = 2
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=TIERS, tenants=STANDARD_TENANTS, data_dir=data_dir,
+                            server={"shutdown_grace_s": grace}) as srv:
+            got = {}
+
+            def read_stream():
+                with srv.request("POST", "/v1/executions",
+                                 data=json.dumps({"language": "bash", "code": "echo go; sleep 30",
+                                                  "limits": {"wall_ms": 60000}}),
+                                 headers=srv.headers(extra=STREAM), stream=True) as r:
+                    got["events"] = list(sse_events(r))
+
+            reader = threading.Thread(target=read_stream)
+            reader.start()
+            srv.wait_for_running(1)
+            srv.signal(signal.SIGTERM)
+            assert srv.wait_exit(grace + 15) == 0
+            reader.join(timeout=15)
+            assert not reader.is_alive()
+        events = got["events"]
+        assert text_of(events, "stdout") == "go\n"
+        assert events[-1][0] == "end" and events[-1][1]["status"] == "canceled", events[-1]
         rows = audit_rows(data_dir)
         assert [row["status"] for row in rows.values()] == ["canceled"], rows
 
