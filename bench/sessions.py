@@ -11,8 +11,9 @@ time of one round trip:
                            kept-alive connection (bench/peers.py's server), response parsed
   jupyter cell             a local, unsandboxed ipykernel (Debian python3-ipykernel) driven by
                            jupyter_client: execute `x += 1` and wait for its reply and idle state
-then the three cell variants again, each back to back (a cell right after the one before), and
-the cost of a plot cell (a line plot shown as PNG) in the session and in the kernel.
+then the three cell variants again, each back to back (a cell right after the one before) and
+each after a 20 ms idle pause, and the cost of a plot cell (a line plot shown as PNG) in the
+session and in the kernel.
 
 usage: bench/sessions.py --sandboxd build/sandboxd [--rounds N] [--out FILE]
 Everything it starts (the session, the kernel) is stopped on exit.
@@ -161,6 +162,16 @@ def main():
                 variants[name]()
             back_to_back[name + ", back to back"] = [timed(variants[name])
                                                      for _ in range(args.rounds)]
+        # ... and each after a 20 ms pause with nothing to do: what waking idle CPUs costs,
+        # alone (an agent's cell comes after a pause, and every hop of a round trip wakes a
+        # process).
+        after_pause = {}
+        for name in ("session cell x += 1", "http session cell x += 1", "jupyter cell x += 1"):
+            samples_after = []
+            for _ in range(args.rounds):
+                time.sleep(0.02)
+                samples_after.append(timed(variants[name]))
+            after_pause[name + ", after 20 ms idle"] = samples_after
         plots = {"session plot cell": [], "jupyter plot cell": []}
         for round_ in range(args.plot_rounds + 2):
             session_ms = timed(lambda: session.cell(PLOT))
@@ -188,23 +199,28 @@ def main():
         f"{os.cpu_count()} CPUs, Linux {platform.release()}; "
         f"`bench/sessions.py --sandboxd {args.sandboxd} --rounds {args.rounds}` "
         f"(interleaved rounds, 5 warm-up rounds discarded; then each cell variant as many times "
-        f"back to back; client wall time per round trip).",
+        f"back to back, and after a 20 ms pause; client wall time per round trip).",
         "",
         "| variant | median ms | p95 ms | / bare exec | / jupyter cell |",
         "| --- | ---: | ---: | ---: | ---: |",
     ]
     jupyter_back_to_back = statistics.median(back_to_back["jupyter cell x += 1, back to back"])
-    for name, values in {**samples, **back_to_back, **plots}.items():
+    jupyter_after_pause = statistics.median(after_pause["jupyter cell x += 1, after 20 ms idle"])
+    for name, values in {**samples, **back_to_back, **after_pause, **plots}.items():
         median = statistics.median(values)
         reference = (statistics.median(plots["jupyter plot cell"]) if "plot" in name
-                     else jupyter_back_to_back if "back to back" in name else jupyter)
+                     else jupyter_back_to_back if "back to back" in name
+                     else jupyter_after_pause if "idle" in name else jupyter)
         lines.append(f"| {name} | {median:.3f} | {percentile(values, 95):.3f} | "
                      f"{median / bare:.3f} | {median / reference:.2f} |")
     lines += ["", "The session runs with every isolation layer of a cold sandbox; the Jupyter "
               "kernel runs unsandboxed on the host. Interleaved, each cell follows the other "
               "variants' work (a 14 ms interpreter start among them) and finds the caches cold, "
-              "as a cell does after an agent's pause; back to back, each follows the one before. "
-              "A back-to-back row's last column compares with the kernel's back-to-back cell. "
+              "as a cell does after an agent's pause; back to back, each follows the one before; "
+              "after 20 ms idle, each follows a pause with nothing running, which shows what "
+              "waking idle CPUs costs alone (each hop of a round trip wakes a process: eight "
+              "over HTTP, four through `sandboxd session`). Those rows' last column compares "
+              "with the kernel's cell measured the same way. "
               "Plot cells: a 5-point line plot shown as PNG "
               f"({args.plot_rounds} rounds; the last column compares with the kernel's plot "
               "cell)."]
