@@ -22,6 +22,8 @@ trap 'poweroff -f' EXIT
 
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
+# As on the host: where the LSMs are listed (and Landlock's presence is read off).
+mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 mount -t tmpfs -o mode=1777 tmpfs /tmp
 mount -t tmpfs -o mode=755 tmpfs /run
 # sandboxd serve's default data_dir, and anything else that writes under /var/lib; /root, where
