@@ -25,6 +25,9 @@ mount -t sysfs sysfs /sys
 # As on the host: where the LSMs are listed (and Landlock's presence is read off).
 mount -t securityfs securityfs /sys/kernel/security 2>/dev/null
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+# Writable as on the host: the hostile session payloads' outside controls write there (a
+# read-only one made session_cross_reach's control end in an error instead of its findings).
+mount -t tmpfs -o mode=1777 tmpfs /var/tmp
 mount -t tmpfs -o mode=755 tmpfs /run
 # sandboxd serve's default data_dir, and anything else that writes under /var/lib; /root, where
 # the integration tests make their host canaries.
