@@ -33,8 +33,12 @@ cache=${SANDBOXD_TEST_CACHE:-/var/cache/sandboxd-test}
 
 # The integration subset: every cgroup code path on v2 (limits: memory, pids, cpu quota, cpu
 # time, wall; the evidence read back; the kill of a whole cgroup on timeout and when the program
-# ends; reconciliation after a crash; pooled entries, whose cgroups are made ahead of the run).
-integration_subset="test_cgroups.py test_limits.py test_pool_equivalence.py"
+# ends; reconciliation after a crash; pooled entries, whose cgroups are made ahead of the run;
+# a session's memory cap, which must kill its interpreter and not its agent: memory.oom.group).
+# Files or node ids, relative to tests/integration.
+integration_subset="test_cgroups.py test_limits.py test_pool_equivalence.py
+        test_session_cli.py::test_memory_cap_restarts_the_interpreter
+        test_serve_sessions.py::test_timeout_memory_and_a_dead_agent"
 # The hostile subset, by class: resource (every limit hit, with the cgroup's evidence, and each
 # control lifting it), supervisor (the kill of the whole cgroup on a deadline or an output cap),
 # failclosed (failclosed_cgroup: a cgroup step that fails must fail the run), session (a session's
@@ -126,11 +130,14 @@ share=$results/share
 mkdir "$share"
 pytest_args=${QEMU_PYTEST_ARGS:-}
 if [ -z "$pytest_args" ]; then
+        for test in $integration_subset; do
+                pytest_args="$pytest_args tests/integration/$test"
+        done
         left_out=""
         for file in tests/integration/test_*.py; do
                 name=${file##*/}
-                case " $integration_subset " in
-                *" $name "*) pytest_args="$pytest_args $file" ;;
+                case " $(echo $integration_subset) " in
+                *" $name "* | *" $name::"*) ;;
                 *) left_out="$left_out $name" ;;
                 esac
         done
