@@ -133,10 +133,13 @@ if [ -z "$pytest_args" ]; then
         for test in $integration_subset; do
                 pytest_args="$pytest_args tests/integration/$test"
         done
+        # The subset on one line, its words one space apart (it is written over several).
+        # shellcheck disable=SC2086
+        subset_line=" $(printf '%s ' $integration_subset)"
         left_out=""
         for file in tests/integration/test_*.py; do
                 name=${file##*/}
-                case " $(echo $integration_subset) " in
+                case "$subset_line" in
                 *" $name "* | *" $name::"*) ;;
                 *) left_out="$left_out $name" ;;
                 esac
