@@ -3,7 +3,7 @@
 #              defaults (127.0.0.1:8080); it prints a token and how to call the API
 #   make test  installs, builds, runs every test (format, unit, integration, both normally and
 #              under ASan + UBSan, the hostile suite, integration and hostile again on cgroup v2
-#              under user-mode-linux, the fuzz harnesses for 10 s each, then the leak audit)
+#              under user-mode-linux and (a cgroup subset) under qemu, the fuzz harnesses for 10 s each, then the leak audit)
 # Plain `make` builds build/sandboxd and build/sandboxd-api. `make fuzz` runs each libFuzzer
 # harness (tests/fuzz) for FUZZ_SECONDS; it builds them with clang in build-fuzz.
 
@@ -15,7 +15,7 @@ MESON      ?= meson
 NINJA      ?= ninja
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan fuzz-build fuzz run demo test unit integration hostile uml \
+.PHONY: all deps build asan fuzz-build fuzz run demo test unit integration hostile uml qemu \
 	format-check leak-audit bench clean
 
 all: build
@@ -65,6 +65,11 @@ hostile: build
 # Landlock: Debian's user-mode-linux kernel, booted as an ordinary process (tests/uml/run.sh).
 uml: build
 	BUILD=$(BUILD) ./tests/uml/run.sh
+
+# The cgroup subset of both on pure cgroup v2 under qemu's software emulation (no KVM needed),
+# Debian's own amd64 Linux 6.1 with a 9p root (tests/qemu/run.sh): where UML cannot run.
+qemu: build
+	BUILD=$(BUILD) ./tests/qemu/run.sh
 
 format-check: deps
 	./tests/style/check-format.sh

@@ -2,7 +2,8 @@
 # What `make test` runs after building: the format check, the unit tests and the integration
 # tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, both again
 # on a pure cgroup v2 hierarchy and Linux 6.1 without Landlock under user-mode-linux (tests/uml),
-# each libFuzzer harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the
+# a cgroup subset of both on pure cgroup v2 and Debian's Linux 6.1 under qemu's emulation
+# (tests/qemu; it runs where UML cannot), each libFuzzer harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the
 # leak audit. Every stage runs even when an earlier one failed, so that one run shows every
 # failure, and the leak audit always runs last; the exit status is non-zero when any stage failed.
 set -u
@@ -38,6 +39,10 @@ stage integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZ
 stage hostile /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
         --report "$BUILD/hostile-report.json"
 stage uml env BUILD="$BUILD" ./tests/uml/run.sh integration hostile
+# Its own stage rather than UML's fallback: a different kernel (Debian's amd64 build, with
+# Landlock) on different hardware (two emulated CPUs, virtio, 9p), with a subset of the tests
+# sized for emulation; each stage's name says which guest passed or failed.
+stage qemu env BUILD="$BUILD" ./tests/qemu/run.sh
 stage fuzz ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
 stage leak-audit /usr/bin/python3 scripts/leak_audit.py
 

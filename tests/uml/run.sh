@@ -60,11 +60,11 @@ trap 'exit 130' INT TERM
 
 # What init reads (the kernel command line passes it only the results directory).
 cat >"$results/env" <<EOF
-SBX_UML_TREE='$tree'
-SBX_UML_BUILD='$build'
-SBX_UML_STAGES='$stages'
-SBX_UML_PYTEST_ARGS='${UML_PYTEST_ARGS:-}'
-SBX_UML_HOSTILE_ARGS='${UML_HOSTILE_ARGS:-}'
+SBX_VM_TREE='$tree'
+SBX_VM_BUILD='$build'
+SBX_VM_STAGES='$stages'
+SBX_VM_PYTEST_ARGS='${UML_PYTEST_ARGS:-}'
+SBX_VM_HOSTILE_ARGS='${UML_HOSTILE_ARGS:-}'
 EOF
 
 # Can this host run it at all? Debian's UML 6.1 cannot on some hosts (seen: Linux 6.18 on a CPU

@@ -47,8 +47,12 @@ unsigned cgroup_slot(const struct cgroup *cg);
 int cgroup_unified_fd(const struct cgroup *cg);
 
 /* Applies the cgroup's share of limits: memory_bytes (also the memory+swap cap, so a hog is
- * OOM-killed, not swapped), pids and cpu_millicores (0 = no quota); 0 memory or pids = none. */
-int cgroup_set_limits(struct cgroup *cg, const struct sbx_limits *limits, struct sbx_error *err);
+ * OOM-killed, not swapped), pids and cpu_millicores (0 = no quota); 0 memory or pids = none.
+ * oom_kills_all: where the kernel has memory.oom.group (cgroup v2), an OOM kill takes every
+ * process of the cgroup, not only the victim: right for a run, which ends with its program,
+ * wrong for a session, whose agent must outlive its interpreter to start a new one. */
+int cgroup_set_limits(struct cgroup *cg, const struct sbx_limits *limits, bool oom_kills_all,
+                      struct sbx_error *err);
 
 /* Moves the calling thread into the cgroup's v1 directories (every hierarchy but cgroup2, which
  * clone3(CLONE_INTO_CGROUP) handles) by writing "0" to each `tasks` file, so that a child it

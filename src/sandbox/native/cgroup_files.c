@@ -56,7 +56,8 @@ static int set_v1_memory(int memory_fd, const char *value, struct sbx_error *err
         return write_limit(memory_fd, "memory.limit_in_bytes", value, err);
 }
 
-int cgroup_set_limits(struct cgroup *cg, const struct sbx_limits *limits, struct sbx_error *err)
+int cgroup_set_limits(struct cgroup *cg, const struct sbx_limits *limits, bool oom_kills_all,
+                      struct sbx_error *err)
 {
         bool unified = cg->mounts->layout == CGROUP_LAYOUT_UNIFIED;
         int memory_fd = controller_fd(cg, HIERARCHY_MEMORY);
@@ -79,10 +80,12 @@ int cgroup_set_limits(struct cgroup *cg, const struct sbx_limits *limits, struct
 
         if (unified) {
                 /* swap.max 0: a memory hog is OOM-killed at memory.max instead of swapping;
-                 * oom.group: the OOM killer takes the whole sandbox, not one victim of it. */
+                 * oom.group: the OOM killer takes the whole sandbox, not one victim of it
+                 * (written either way: a pooled cgroup's earlier value must not carry over). */
                 if (write_limit(memory_fd, "memory.max", memory, err) < 0 ||
                     write_optional(memory_fd, "memory.swap.max", "0", err) < 0 ||
-                    write_optional(memory_fd, "memory.oom.group", "1", err) < 0 ||
+                    write_optional(memory_fd, "memory.oom.group", oom_kills_all ? "1" : "0", err) <
+                            0 ||
                     write_limit(pids_fd, "pids.max", pids, err) < 0)
                         return -1;
                 struct stat st;

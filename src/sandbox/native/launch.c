@@ -498,7 +498,8 @@ static int set_limits(const struct sbx_spec *spec, struct cgroup *cgroup, struct
 {
         if (hook_forces(spec, "cgroup"))
                 return sbx_error_set(err, EPERM, "forced to fail by the test hook");
-        return cgroup_set_limits(cgroup, &spec->limits, err);
+        /* A session's memory cap kills its interpreter only: the agent starts a new one. */
+        return cgroup_set_limits(cgroup, &spec->limits, !spec->session, err);
 }
 
 int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned host_id,

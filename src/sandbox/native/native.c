@@ -141,7 +141,7 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
                 return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
         sandbox->spec = request;
         pid_t program = 0;
-        if (cgroup_set_limits(sandbox->cgroup, &request->limits, err) < 0 ||
+        if (cgroup_set_limits(sandbox->cgroup, &request->limits, true, err) < 0 ||
             program_pid(sandbox->proc.pid, &program, err) < 0 ||
             rlimit_apply_to(program, &request->limits, err) < 0 ||
             cgroup_reset_baseline(sandbox->cgroup, err) < 0)
