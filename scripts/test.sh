@@ -3,8 +3,9 @@
 # tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, both again
 # on a pure cgroup v2 hierarchy and Linux 6.1 without Landlock under user-mode-linux (tests/uml),
 # a cgroup subset of both on pure cgroup v2 and Debian's Linux 6.1 under qemu's emulation
-# (tests/qemu; it runs where UML cannot), each libFuzzer harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the
-# leak audit. Every stage runs even when an earlier one failed, so that one run shows every
+# (tests/qemu; it runs where UML cannot), the hostile classes Landlock defends against there
+# again with Landlock left out, each libFuzzer harness of the fuzz build for 10 seconds (`make
+# fuzz` runs them longer), then the leak audit. Every stage runs even when an earlier one failed, so that one run shows every
 # failure, and the leak audit always runs last; the exit status is non-zero when any stage failed.
 set -u
 cd "$(dirname "$0")/.."
@@ -43,6 +44,14 @@ stage uml env BUILD="$BUILD" ./tests/uml/run.sh integration hostile
 # Landlock) on different hardware (two emulated CPUs, virtio, 9p), with a subset of the tests
 # sized for emulation; each stage's name says which guest passed or failed.
 stage qemu env BUILD="$BUILD" ./tests/qemu/run.sh
+# The no-Landlock path (a kernel without it, or with it left out of the LSM list): the same guest
+# booted with Landlock left out, and the hostile classes whose payloads Landlock is a layer
+# against; each must stay contained by the other layers, or say in its declaration that its
+# refusal needs Landlock (the harness then judges it by what still holds).
+stage qemu-without-landlock env BUILD="$BUILD" QEMU_KERNEL_ARGS="lsm=lockdown,yama,apparmor,bpf" \
+        QEMU_REPORT=qemu-without-landlock-report.json \
+        QEMU_HOSTILE_ARGS="--class filesystem,network,privilege,kernel,infoleak" \
+        ./tests/qemu/run.sh hostile
 stage fuzz ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
 stage leak-audit /usr/bin/python3 scripts/leak_audit.py
 

@@ -159,9 +159,9 @@ Host facts every run records (usable in evidence as host.*):
 
 Verdict: contained = every [expect] item holds AND every probe is clean AND sandboxd returned a
 result by itself. The control run is judged with the same [expect] and probes and must be NOT
-contained ("flipped"); a control run that produced no result, or internal_error when that is not
-an expected status, is invalid and does not count as flipped. A payload passes when it is contained
-and its control flipped. Exit status 1 when any payload fails or the leak audit finds something.
+contained ("flipped"); a control run that produced no result, or internal_error (or, for a
+session, a cell's error) when that is not an expected status, is invalid and does not count as
+flipped. A payload passes when it is contained and its control flipped. Exit status 1 when any payload fails or the leak audit finds something.
 """
 
 import argparse
@@ -1672,9 +1672,12 @@ def run_payload(harness, payload, with_control, lock):
             c_contained, c_reasons, c_evidence = judge(payload, c_outcome, c_before, c_clean,
                                                        c_findings)
             statuses = payload.expect.get("status") or []
+            # A control that sandboxd failed to run (internal_error), or whose session cell
+            # raised (error: the payload itself broke, as on a read-only /var/tmp), shows
+            # nothing about the layer it lifts: invalid unless that status is expected.
             valid = c_outcome.valid and not (
-                c_outcome.result.get("status") == "internal_error"
-                and "internal_error" not in statuses)
+                c_outcome.result.get("status") in ("internal_error", "error")
+                and c_outcome.result.get("status") not in statuses)
             entry["control_flipped"] = valid and not c_contained
             entry["control"] = {"contained": c_contained, "valid": valid,
                                 "why_not_contained": c_reasons, "evidence": c_evidence,

@@ -18,11 +18,12 @@
 # whole run, default 420), QEMU_PYTEST_ARGS, QEMU_HOSTILE_ARGS (replace the subsets: pytest's
 # arguments, relative to the tree, and the hostile harness's extra arguments),
 # SANDBOXD_TEST_CACHE (where scripts/install-deps.sh unpacked the guest kernel, default
-# /var/cache/sandboxd-test).
+# /var/cache/sandboxd-test), QEMU_KERNEL_ARGS (added to the guest kernel's command line, e.g. an
+# lsm= list without landlock), QEMU_REPORT (the hostile report's name in $BUILD).
 #
 # Nothing survives it: qemu runs in a session of its own, killed by its leader's pid on timeout or
 # interruption, and the run's temp directory is removed; the hostile report is kept as
-# $BUILD/qemu-hostile-report.json.
+# $BUILD/qemu-hostile-report.json (or QEMU_REPORT).
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 tree=$PWD
@@ -144,13 +145,15 @@ if [ -z "$pytest_args" ]; then
                 *) left_out="$left_out $name" ;;
                 esac
         done
+        case " $stages " in *" integration "*) ;; *) left_out="" ;; esac
         [ -z "$left_out" ] || echo "SKIP (qemu) integration$left_out: not in the stage's subset" \
                 "(the whole suite does not fit its time under emulation; the subset covers every cgroup code path)"
 fi
 hostile_args=${QEMU_HOSTILE_ARGS:-}
 if [ -z "$hostile_args" ]; then
         hostile_args="--class $hostile_classes"
-        echo "SKIP (qemu) hostile classes other than $hostile_classes: not in the stage's subset" \
+        case " $stages " in *" hostile "*) ;; *) hostile_classes="" ;; esac
+        [ -z "$hostile_classes" ] || echo "SKIP (qemu) hostile classes other than $hostile_classes: not in the stage's subset" \
                 "(they do not depend on the cgroup layout, and all of them do not fit its time)"
 fi
 cat >"$share/env" <<EOF
@@ -174,7 +177,7 @@ setsid qemu-system-x86_64 -M q35 -accel tcg,thread=multi -cpu max \
         -smp "${QEMU_SMP:-2}" -m "${QEMU_MEM:-2G}" \
         -nodefaults -no-user-config -display none -monitor none -serial stdio -no-reboot \
         -kernel "$kernel" -initrd "$results/initrd.gz" \
-        -append "console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off SBX_VM=qemu SBX_VM_INIT=$tree/tests/uml/init.sh" \
+        -append "console=ttyS0 quiet loglevel=1 panic=-1 mitigations=off ${QEMU_KERNEL_ARGS:-} SBX_VM=qemu SBX_VM_INIT=$tree/tests/uml/init.sh" \
         -fsdev local,id=hostroot,path=/,security_model=none,readonly=on,multidevs=remap \
         -device virtio-9p-pci,fsdev=hostroot,mount_tag=hostroot \
         -fsdev local,id=results,path="$share",security_model=none \
@@ -190,7 +193,7 @@ while kill -0 "$session" 2>/dev/null; do
 done
 # Also after a clean power-off: nothing of the session may outlive the run.
 kill_guest
-[ -f "$share/hostile-report.json" ] && cp "$share/hostile-report.json" "$build/qemu-hostile-report.json"
+[ -f "$share/hostile-report.json" ] && cp "$share/hostile-report.json" "$build/${QEMU_REPORT:-qemu-hostile-report.json}"
 echo "qemu: machine: $(tr '\n' ';' <"$share/machine.txt" 2>/dev/null)"
 failed=""
 for stage in $stages; do
