@@ -511,7 +511,6 @@ static const char *run_status(const struct run_state *state, const struct sbx_ev
         return "ok";
 }
 
-/* The frame that starts a run. */
 /* A result must fit in one SESSION_REPLY: output under the cap can still be larger once it is
  * JSON (a byte below 0x20 is six characters, 16 MiB per stream is allowed), and rich outputs add
  * to it. What does not fit is cut, and the result says so: the rich outputs first
@@ -546,6 +545,7 @@ static void fit_in_a_message(json_t *result)
         }
 }
 
+/* The frame that starts a run. */
 static json_t *run_header(const struct sbx_session_run_request *request, struct sbx_error *err)
 {
         json_t *env = json_object();
