@@ -23,11 +23,19 @@ A slot or a temp dir is briefly unlocked right after it is made (mkdir, then flo
 process is briefly outside its cgroup while it starts, so a finding counts only when it is still
 there after SETTLE_S.
 
-    python3 scripts/leak_audit.py     prints every leftover; exit 1 if any, else "clean"
+    python3 scripts/leak_audit.py                  prints every leftover; exit 1 if any, else
+                                                   "clean"
+    python3 scripts/leak_audit.py --record FILE    writes what is left over now to FILE (what
+                                                   `make test` found before it began)
+    python3 scripts/leak_audit.py --except FILE    counts only what FILE does not name: what a
+                                                   killed earlier run left is not this run's
+                                                   leak; it is listed, not counted
 """
 
+import argparse
 import fcntl
 import glob
+import json
 import os
 import re
 import subprocess
@@ -211,7 +219,24 @@ def hold(path):
 
 
 def main():
+    parser = argparse.ArgumentParser(description="what of sandboxd is left over on this host")
+    group = parser.add_mutually_exclusive_group()
+    group.add_argument("--record", metavar="FILE", help="write today's leftovers to FILE")
+    group.add_argument("--except", dest="baseline", metavar="FILE",
+                       help="do not count the leftovers FILE names")
+    args = parser.parse_args()
     found = leftovers()
+    if args.record:
+        with open(args.record, "w", encoding="utf-8") as f:
+            json.dump(sorted(found), f)
+        for description in sorted(found.values()):
+            print(f"leak-audit: before this run: {description}")
+        return 0
+    if args.baseline:
+        with open(args.baseline, encoding="utf-8") as f:
+            before = set(json.load(f))
+        for key in sorted(k for k in found if k in before):
+            print(f"leak-audit: left before this run began, not counted: {found.pop(key)}")
     for description in sorted(found.values()):
         print(f"leak-audit: {description}")
     if found:

@@ -222,9 +222,11 @@ def host():
 @pytest.fixture(scope="session", autouse=True)
 def session_leak_audit():
     """At the end of the session nothing of sandboxd may be left over: no sandbox cgroup or
-    process that no live sandboxd holds, no sandboxd process of this run, no mount or temp dir."""
+    process that no live sandboxd holds, no sandboxd process of this run, no mount or temp dir.
+    What was left over before the session began (a killed earlier run's) is not this session's."""
+    before = leak_audit.leftovers(settle_s=0)
     yield
-    leaks = leak_audit.leftovers()
+    leaks = {k: v for k, v in leak_audit.leftovers().items() if k not in before}
     if leaks:
         pytest.fail(f"sandboxd left these behind after the session: {sorted(leaks.values())}")
 
