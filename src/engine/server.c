@@ -48,9 +48,14 @@ int engine_pidfd_open(pid_t pid)
         return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
-static int pidfd_send_signal(int pidfd, int sig)
+/* Sends sig with value as its si_value (sigqueue's), which a signalfd reads as ssi_ptr. */
+static int pidfd_send_signal(int pidfd, int sig, uint64_t value)
 {
-        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0);
+        siginfo_t info = {.si_signo = sig, .si_code = SI_QUEUE};
+        info.si_pid = getpid();
+        info.si_uid = getuid();
+        info.si_value.sival_ptr = (void *)(uintptr_t)value;
+        return (int)syscall(SYS_pidfd_send_signal, pidfd, sig, &info, 0);
 }
 
 struct sbx_worker_context engine_worker_context(const struct engine *e)
@@ -173,9 +178,20 @@ static struct worker *find_worker_by_pid(struct engine *e, pid_t pid)
  * there is no pidfd. */
 void engine_signal_worker(const struct worker *w, int sig)
 {
-        sbx_debug("engine: signal %d to worker %d (request %llu)", sig, (int)w->pid,
-                  (unsigned long long)w->request_id);
-        int rc = w->pidfd >= 0 ? pidfd_send_signal(w->pidfd, sig) : kill(w->pid, sig);
+        engine_signal_worker_value(w, sig, 0);
+}
+
+void engine_signal_worker_value(const struct worker *w, int sig, uint64_t value)
+{
+        sbx_debug("engine: signal %d (%llu) to worker %d (request %llu)", sig,
+                  (unsigned long long)value, (int)w->pid, (unsigned long long)w->request_id);
+        int rc;
+        if (w->pidfd >= 0) {
+                rc = pidfd_send_signal(w->pidfd, sig, value);
+        } else {
+                union sigval sigval = {.sival_ptr = (void *)(uintptr_t)value};
+                rc = sigqueue(w->pid, sig, sigval);
+        }
         if (rc < 0 && errno != ESRCH)
                 sbx_warn("engine: signal %d to worker %d: %s", sig, (int)w->pid, strerror(errno));
 }
@@ -637,8 +653,9 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                         for (size_t i = 0; i < e->n_workers; i++)
                                 if (e->workers[i].session && !e->workers[i].done &&
                                     e->workers[i].last_request_id == header.request_id)
-                                        engine_signal_worker(&e->workers[i],
-                                                             SBX_SESSION_WORKER_CANCEL_RUN);
+                                        engine_signal_worker_value(
+                                                &e->workers[i], SBX_SESSION_WORKER_CANCEL_RUN,
+                                                header.request_id);
                 }
                 return;
         }

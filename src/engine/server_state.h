@@ -83,6 +83,8 @@ int engine_control_socket_pair(int pair[2]);
 
 /* Signals a worker that has not been reaped (through its pidfd when it has one). */
 void engine_signal_worker(const struct worker *w, int sig);
+/* The same, with value as the signal's si_value (a session worker's run cancel: the request). */
+void engine_signal_worker_value(const struct worker *w, int sig, uint64_t value);
 
 /* A pidfd for pid, or -1 with errno. */
 int engine_pidfd_open(pid_t pid);

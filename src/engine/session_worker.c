@@ -41,17 +41,21 @@ struct session_worker {
         uint64_t lifetime_end_us; /* 0: none */
         uint64_t last_activity_us;
         bool stopping;           /* SIGTERM came during an operation: end after answering it */
+        uint64_t canceled_request; /* the request of the last run cancel taken, else 0 */
         uint64_t stream_request; /* the streamed run's request, for its events */
 };
 
-/* Reads the signals that came (cancel_fd): SIGTERM marks the worker stopping; the run-cancel
- * signal outside a run cancels nothing. */
+/* Reads the signals that came (cancel_fd): SIGTERM marks the worker stopping; a run cancel
+ * notes its request (the signal's value), which cancels that run if it has not begun yet. */
 static void take_signals(struct session_worker *sw)
 {
         struct signalfd_siginfo info;
-        while (read(sw->cancel_fd, &info, sizeof(info)) == (ssize_t)sizeof(info))
+        while (read(sw->cancel_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
                 if (info.ssi_signo == SIGTERM)
                         sw->stopping = true;
+                else if (info.ssi_signo == SBX_SESSION_WORKER_CANCEL_RUN)
+                        sw->canceled_request = info.ssi_ptr;
+        }
 }
 
 /* Sends a SESSION_REPLY (or, with request_id 0, a SESSION_ENDED). Takes fields. */
@@ -294,7 +298,14 @@ static void do_run(struct session_worker *sw, uint64_t request_id, const json_t 
                 .event_ctx = sw,
         };
         sw->stream_request = request_id;
-        take_signals(sw); /* a cancel meant for an earlier run must not cancel this one */
+        /* A cancel meant for an earlier run must not cancel this one; one for this run that
+         * came before its RUN did (its caller gave up at once) means it never starts. */
+        take_signals(sw);
+        if (sw->canceled_request == request_id) {
+                sbx_error_set(&err, ECANCELED, "run canceled before it began");
+                reply_error(sw, request_id, &err);
+                return;
+        }
         json_t *result = sbx_session_run(sw->session, &run, &err);
         take_signals(sw);
         if (result == NULL)
