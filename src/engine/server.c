@@ -653,9 +653,9 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                         for (size_t i = 0; i < e->n_workers; i++)
                                 if (e->workers[i].session && !e->workers[i].done &&
                                     e->workers[i].last_request_id == header.request_id)
-                                        engine_signal_worker_value(
-                                                &e->workers[i], SBX_SESSION_WORKER_CANCEL_RUN,
-                                                header.request_id);
+                                        engine_signal_worker_value(&e->workers[i],
+                                                                   SBX_SESSION_WORKER_CANCEL_RUN,
+                                                                   header.request_id);
                 }
                 return;
         }

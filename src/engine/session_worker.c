@@ -40,9 +40,9 @@ struct session_worker {
         uint64_t idle_timeout_us; /* 0: none */
         uint64_t lifetime_end_us; /* 0: none */
         uint64_t last_activity_us;
-        bool stopping;           /* SIGTERM came during an operation: end after answering it */
+        bool stopping;             /* SIGTERM came during an operation: end after answering it */
         uint64_t canceled_request; /* the request of the last run cancel taken, else 0 */
-        uint64_t stream_request; /* the streamed run's request, for its events */
+        uint64_t stream_request;   /* the streamed run's request, for its events */
 };
 
 /* Reads the signals that came (cancel_fd): SIGTERM marks the worker stopping; a run cancel
