@@ -17,6 +17,7 @@ PACKAGES="
   python3-matplotlib
   user-mode-linux
   qemu-system-x86 busybox-static cpio xz-utils
+  nodejs node-typescript golang-go rustc default-jdk-headless
 "
 
 # python3-matplotlib: a runtime of the sandbox (DESIGN.md: sessions plot with it), and what
@@ -27,6 +28,11 @@ PACKAGES="
 # hosts where UML 6.1 cannot run; busybox and cpio make its initramfs. That guest's kernel is not
 # installed on the host (its package would write /boot and run the initramfs hooks): it is
 # fetched with apt-get download and unpacked into $SANDBOXD_TEST_CACHE, below.
+#
+# nodejs, node-typescript, golang-go, rustc, default-jdk-headless (gcc and g++ come with
+# build-essential): the toolchains of the languages a request may name (src/model/language.c),
+# which the sandbox runs from the host's read-only /usr; tests/integration/test_languages.py
+# runs every one.
 #
 # Only the benchmark needs these: the sandboxes it compares sandboxd against (firejail, crun,
 # gVisor's runsc, bubblewrap above), a local Jupyter kernel (bench/sessions.py compares a session

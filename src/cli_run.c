@@ -62,12 +62,10 @@ static void format_limit_value(const struct sbx_limit_field *limit, uint64_t val
 static void run_usage(FILE *out)
 {
         fprintf(out, "usage: sandboxd run [options] (FILE | -c CODE) [-- ARGS...]\n");
+        fprintf(out, "  %-24slanguage (default: from FILE's extension, else python):\n",
+                "--lang LANGUAGE");
+        fprintf(out, "  %-24s%s\n", "", sbx_language_names());
         char option[64];
-        int n = 0;
-        for (size_t i = 0; i < sbx_language_count(); i++)
-                n += snprintf(option + n, sizeof(option) - (size_t)n, "%s%s", i ? "|" : "--lang ",
-                              sbx_language_at(i)->name);
-        fprintf(out, "  %-24slanguage (default: from FILE's extension, else python)\n", option);
         static const char *const metavars[] = {
                 [SBX_LIMIT_CLI_DURATION] = "DURATION",
                 [SBX_LIMIT_CLI_SIZE] = "SIZE",
@@ -108,10 +106,8 @@ static int read_named_file(const char *path, size_t max, char **data, size_t *le
 
 static const char *language_from_path(const char *path)
 {
-        const char *dot = strrchr(path, '.');
-        if (dot != NULL && strcmp(dot, ".sh") == 0)
-                return "bash";
-        return "python";
+        const struct sbx_language *language = sbx_language_for_path(path);
+        return language != NULL ? language->name : "python";
 }
 
 /* Files given with --file, read into memory. */
@@ -457,6 +453,14 @@ int cli_run(int argc, char **argv)
                 fputc('\n', stdout);
                 json_decref(object);
         } else {
+                /* The compiler's own output (diagnostics, warnings) comes first, on stderr. */
+                const struct sbx_result *compile = result.compile;
+                if (compile != NULL) {
+                        (void)sbx_write_all(STDERR_FILENO, compile->run.out.data,
+                                            compile->run.out.len);
+                        (void)sbx_write_all(STDERR_FILENO, compile->run.err.data,
+                                            compile->run.err.len);
+                }
                 (void)sbx_write_all(STDOUT_FILENO, result.run.out.data, result.run.out.len);
                 (void)sbx_write_all(STDERR_FILENO, result.run.err.data, result.run.err.len);
                 print_summary(&result);

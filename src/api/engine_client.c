@@ -381,6 +381,16 @@ static void send_cancel(struct sbx_engine_client *client, uint64_t request_id)
                          err.message);
 }
 
+/* out's result is message's (its buffers still message's bytes), its compile stage in out. */
+static void engine_result_take(struct sbx_engine_result *out, const struct sbx_message *message)
+{
+        out->result = message->body.result;
+        if (out->result.compile != NULL) {
+                out->compile = message->compile;
+                out->result.compile = &out->compile;
+        }
+}
+
 int sbx_engine_client_run(struct sbx_engine_client *client, const char *execution_id,
                           const struct sbx_request *request, struct sbx_engine_result *out,
                           struct sbx_error *err)
@@ -411,7 +421,7 @@ int sbx_engine_client_run(struct sbx_engine_client *client, const char *executio
                 err->code = refusal_error_code(refused->reason);
                 rc = -1;
         } else if (rc == 0) {
-                out->result = message->body.result;
+                engine_result_take(out, message);
                 out->message = steal_pointer(&call.reply);
         }
         call_end(client, &call);
@@ -565,7 +575,7 @@ int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *e
                 err->code = refusal_error_code(message->body.refused.reason);
                 rc = -1;
         } else if (rc == 0) {
-                out->result = message->body.result;
+                engine_result_take(out, message);
                 out->message = steal_pointer(&call.reply);
         }
         call_end(client, &call);

@@ -35,6 +35,7 @@ struct sbx_engine_client;
  * struct may be copied or moved (result does not point into itself). */
 struct sbx_engine_result {
         struct sbx_result result;
+        struct sbx_result compile; /* where result.compile points, if it has one: do not copy */
         void *message;
 };
 

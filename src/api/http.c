@@ -413,7 +413,7 @@ static void *streamed_thread(void *arg)
         int rc =
                 sbx_engine_client_run_stream(api->engine, job->settings->id, &request,
                                              streamed_event, job, &job->request_id, &outcome, &err);
-        uint64_t cpu_ms = rc == 0 ? outcome.result.evidence.cpu_usage_us / 1000 : 0;
+        uint64_t cpu_ms = rc == 0 ? sbx_result_cpu_ms(&outcome.result) : 0;
         sbx_quota_release(api->quota, job->tenant, job->reservation, rc == 0, cpu_ms, sbx_now_ms());
         if (rc < 0) {
                 struct engine_failure failure;
@@ -525,7 +525,7 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
         sbx_settings_to_request(settings, &request);
         struct sbx_engine_result outcome = {0};
         int rc = sbx_engine_client_run(api->engine, settings->id, &request, &outcome, &err);
-        uint64_t cpu_ms = rc == 0 ? outcome.result.evidence.cpu_usage_us / 1000 : 0;
+        uint64_t cpu_ms = rc == 0 ? sbx_result_cpu_ms(&outcome.result) : 0;
         sbx_quota_release(api->quota, tenant, decision.reservation, rc == 0, cpu_ms, sbx_now_ms());
         if (rc < 0)
                 return respond_engine_failure(api, connection, tenant, settings, &err);

@@ -545,7 +545,7 @@ static const char openapi_template[] = JSON_TEXT(
       "ExecutionResult": {
         "type": "object",
         "additionalProperties": false,
-        "required": ["id", "status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage", "limits", "clamped", "evidence", "timing", "backend", "pooled"],
+        "required": ["id", "status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage", "limits", "clamped", "evidence", "timing", "backend", "pooled", "compile"],
         "properties": {
           "id": {"$ref": "#/components/schemas/ExecutionId"},
           "status": {"$ref": "#/components/schemas/Status"},
@@ -566,11 +566,34 @@ static const char openapi_template[] = JSON_TEXT(
           "timing": {"$ref": "#/components/schemas/Timing"},
           "backend": {"type": "string", "enum": null},
           "pooled": {"type": "boolean"},
-          "error": {"type": "string", "description": "What failed, or why it was stopped; present exactly when status is internal_error or canceled."}
+          "error": {"type": "string", "description": "What failed, or why it was stopped; present exactly when status is internal_error, canceled or compile_error (then the program did not run)."},
+          "compile": {
+            "oneOf": [{"type": "null"}, {"$ref": "#/components/schemas/CompileStage"}],
+            "description": "A compiled language's compile stage (its own sandbox and limits, no network); null for the others. A compile that did not succeed gives the execution status compile_error and no run; the compiler's diagnostics are in its stderr, whole up to the output cap."
+          }
         },
-        "if": {"properties": {"status": {"enum": ["internal_error", "canceled"]}}},
+        "if": {"properties": {"status": {"enum": ["internal_error", "canceled", "compile_error"]}}},
         "then": {"required": ["error"]},
         "else": {"not": {"required": ["error"]}}
+      },
+      "CompileStage": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage", "limits", "evidence", "timing", "cached"],
+        "properties": {
+          "status": {"$ref": "#/components/schemas/Status"},
+          "exit_code": {"type": ["integer", "null"], "minimum": 0, "maximum": 255},
+          "signal": {"type": ["integer", "null"], "minimum": 1},
+          "stdout": {"type": "string"},
+          "stderr": {"type": "string", "description": "The compiler's diagnostics."},
+          "truncated": {"$ref": "#/components/schemas/Truncated"},
+          "usage": {"$ref": "#/components/schemas/Usage"},
+          "limits": {"$ref": "#/components/schemas/EffectiveLimits"},
+          "evidence": {"$ref": "#/components/schemas/Evidence"},
+          "timing": {"$ref": "#/components/schemas/Timing"},
+          "cached": {"type": "boolean", "description": "The artifact came from the compile cache: no compile ran."},
+          "error": {"type": "string"}
+        }
       },
       "Truncated": {
         "type": "object",
@@ -767,11 +790,21 @@ static json_t *limit_names(void)
         return names;
 }
 
+/* Every name a request may give a language by: its own, then its aliases ("js"). */
 static json_t *language_names(void)
 {
         json_t *names = json_array();
         for (size_t i = 0; names != NULL && i < sbx_language_count(); i++)
                 json_array_append_new(names, json_string(sbx_language_at(i)->name));
+        for (size_t i = 0; names != NULL && i < sbx_language_count(); i++) {
+                const char *aliases = sbx_language_at(i)->aliases;
+                for (const char *p = aliases; *p != '\0';) {
+                        size_t len = strcspn(p, " ");
+                        if (len > 0)
+                                json_array_append_new(names, json_stringn(p, len));
+                        p += len + (p[len] == ' ');
+                }
+        }
         return names;
 }
 

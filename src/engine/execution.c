@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 
 #include "model/language.h"
 #include "util/cleanup.h"
@@ -25,7 +27,8 @@ static const char **build_envp(const struct sbx_request *request)
         return envp;
 }
 
-/* Builds argv: the interpreter, its fixed arguments, the program file, the request's args. */
+/* Builds argv: the interpreter (if any), its fixed arguments, the program file, the request's
+ * args. */
 static const char **build_argv(const struct sbx_language *language,
                                const struct sbx_request *request, char *program_path)
 {
@@ -36,7 +39,8 @@ static const char **build_argv(const struct sbx_language *language,
         if (argv == NULL)
                 return NULL;
         size_t n = 0;
-        argv[n++] = language->interpreter;
+        if (language->interpreter != NULL)
+                argv[n++] = language->interpreter;
         for (size_t i = 0; i < fixed; i++)
                 argv[n++] = language->interpreter_args[i];
         argv[n++] = program_path;
@@ -46,6 +50,18 @@ static const char **build_argv(const struct sbx_language *language,
         return argv;
 }
 
+/* A compiled language's compile stage: its own sandbox, with the sources in /workspace, the
+ * language's script run by /bin/sh, and the artifact coming back through a memfd. */
+struct compile_plan {
+        char *script;
+        const char *argv[4 + SBX_MAX_FILES + 1]; /* sh -c script sh sources... */
+        const char *envp[SBX_REQUEST_BASE_ENVIRONMENT_SIZE + 8 + 2];
+        struct sbx_spec spec;
+        int artifact_fd;
+        void *artifact; /* mapped after a compile that succeeded */
+        size_t artifact_size;
+};
+
 struct execution_plan {
         const struct sbx_language *language;
         const struct sbx_backend *backend;
@@ -54,6 +70,8 @@ struct execution_plan {
         const char **argv;
         const char **envp;
         struct sbx_spec spec;
+        struct compile_plan *compile; /* compiled languages only */
+        struct sbx_file *run_files;   /* theirs: the files, the artifact in place of its name */
 };
 
 static void fail_internal(struct sbx_result *result, const struct sbx_error *err)
@@ -62,6 +80,105 @@ static void fail_internal(struct sbx_result *result, const struct sbx_error *err
         result->exit_code = -1;
         result->signal = 0;
         snprintf(result->error, sizeof(result->error), "%s", err->message);
+}
+
+static void compile_plan_free(struct compile_plan *compile)
+{
+        if (compile == NULL)
+                return;
+        if (compile->artifact != NULL)
+                munmap(compile->artifact, compile->artifact_size);
+        sbx_closep(&compile->artifact_fd);
+        free(compile->script);
+        free(compile);
+}
+
+static void plan_free(struct execution_plan *plan)
+{
+        free(plan->argv);
+        free(plan->envp);
+        plan->argv = plan->envp = NULL;
+        compile_plan_free(steal_pointer(&plan->compile));
+        free(steal_pointer(&plan->run_files));
+}
+
+/* The compile stage of plan (a compiled language): the sources the run's spec delivers, the
+ * language's script with the artifact copied to fd 3 at its end, and the compile limits. */
+static int plan_compile(const struct sbx_request *request, struct execution_plan *plan,
+                        struct sbx_error *err)
+{
+        const struct sbx_language *language = plan->language;
+        struct compile_plan *compile = calloc(1, sizeof(*compile));
+        if (compile == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate the compile plan");
+        plan->compile = compile;
+        compile->artifact_fd = memfd_create("sandboxd-artifact", MFD_CLOEXEC);
+        if (compile->artifact_fd < 0)
+                return sbx_error_set(err, errno, "memfd_create for the artifact");
+        /* The script's failure is the compile's exit status; only a built artifact goes back. */
+        if (asprintf(&compile->script, "{\n%s\n} || exit\nexec /bin/cat -- \"$SBX_ARTIFACT\" >&3\n",
+                     language->compile) < 0) {
+                compile->script = NULL;
+                return sbx_error_set(err, ENOMEM, "allocate the compile script");
+        }
+        size_t n = 0;
+        compile->argv[n++] = "/bin/sh";
+        compile->argv[n++] = "-c";
+        compile->argv[n++] = compile->script;
+        compile->argv[n++] = "sh";
+        const char *entrypoint = request->code != NULL ? language->file_name : request->entrypoint;
+        compile->argv[n++] = entrypoint;
+        for (size_t i = 0; language->compile_all_sources && i < request->n_files; i++)
+                if (strcmp(request->files[i].path, entrypoint) != 0 &&
+                    sbx_language_matches_path(language, request->files[i].path))
+                        compile->argv[n++] = request->files[i].path;
+        compile->argv[n] = NULL;
+
+        n = 0;
+        for (size_t i = 0; i < SBX_REQUEST_BASE_ENVIRONMENT_SIZE; i++)
+                compile->envp[n++] = sbx_request_base_environment[i];
+        for (size_t i = 0; language->compile_env != NULL && language->compile_env[i] != NULL &&
+                           n < SBX_ARRAY_SIZE(compile->envp) - 2;
+             i++)
+                compile->envp[n++] = language->compile_env[i];
+        compile->envp[n++] = "SBX_ARTIFACT=/tmp/.sandboxd-artifact";
+        compile->envp[n] = NULL;
+
+        compile->spec = plan->spec;
+        compile->spec.argv = compile->argv;
+        compile->spec.envp = compile->envp;
+        compile->spec.stdin_data = NULL;
+        compile->spec.stdin_size = 0;
+        compile->spec.on_output = NULL; /* a stream carries the run's output only */
+        compile->spec.output_ctx = NULL;
+        compile->spec.artifact_fd = compile->artifact_fd;
+        sbx_language_compile_limits(language, &request->limits, &compile->spec.limits);
+        return 0;
+}
+
+/* The run stage's files once the compile built its artifact: the request's files (a file of the
+ * artifact's name gives way) and the artifact, read-only. */
+static int plan_run_files(struct execution_plan *plan, struct sbx_error *err)
+{
+        const struct sbx_file *given = plan->spec.files;
+        size_t n_given = plan->spec.n_files;
+        plan->run_files = calloc(n_given + 1, sizeof(*plan->run_files));
+        if (plan->run_files == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate the run's files");
+        size_t n = 0;
+        for (size_t i = 0; i < n_given; i++)
+                if (strcmp(given[i].path, plan->language->artifact) != 0)
+                        plan->run_files[n++] = given[i];
+        plan->run_files[n++] = (struct sbx_file){
+                .path = plan->language->artifact,
+                .data = plan->compile->artifact,
+                .size = plan->compile->artifact_size,
+                .executable = plan->language->interpreter == NULL,
+                .read_only = true,
+        };
+        plan->spec.files = plan->run_files;
+        plan->spec.n_files = n;
+        return 0;
 }
 
 /* Validates request and turns it into the spec a backend runs; plan owns argv and envp. */
@@ -90,7 +207,9 @@ static int plan_execution(const struct sbx_request *request, struct execution_pl
         };
         bool single = request->code != NULL;
         snprintf(plan->program_path, sizeof(plan->program_path), "/workspace/%s",
-                 single ? language->file_name : request->entrypoint);
+                 sbx_language_compiles(language) ? language->artifact
+                 : single                        ? language->file_name
+                                                 : request->entrypoint);
         plan->argv = build_argv(language, request, plan->program_path);
         plan->envp = build_envp(request);
         if (plan->argv == NULL || plan->envp == NULL)
@@ -109,14 +228,9 @@ static int plan_execution(const struct sbx_request *request, struct execution_pl
                 .on_output = request->on_output,
                 .output_ctx = request->output_ctx,
         };
+        if (sbx_language_compiles(language))
+                return plan_compile(request, plan, err);
         return 0;
-}
-
-static void plan_free(struct execution_plan *plan)
-{
-        free(plan->argv);
-        free(plan->envp);
-        plan->argv = plan->envp = NULL;
 }
 
 /* Runs a sandbox that is ready (started, and acquired when pooled) to its end, tears it down
@@ -157,24 +271,19 @@ static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sa
         }
 }
 
-int sbx_execute(const struct sbx_request *request, struct sbx_result *result, struct sbx_error *err)
+/* Runs spec in a fresh sandbox of backend, start to end, into result (status, run, evidence,
+ * timing). */
+static void run_sandbox(const struct sbx_backend *backend, const struct sbx_spec *spec,
+                        struct sbx_result *result)
 {
-        char id[SBX_EXECUTION_ID_CHARS + 1];
-        _cleanup_(plan_free) struct execution_plan plan = {0};
-        if (sbx_execution_id_new(id, err) < 0 || plan_execution(request, &plan, err) < 0)
-                return -1;
-        const struct sbx_backend *backend = plan.backend;
-        *result = (struct sbx_result){.limits = request->limits, .backend = backend->name};
-        memcpy(result->id, id, sizeof(id));
         struct sbx_error step_err = {0};
         struct sbx_sandbox *sandbox = NULL;
-
         uint64_t t0 = sbx_now_us();
-        if (backend->create(&plan.spec, &sandbox, &step_err) < 0) {
+        if (backend->create(spec, &sandbox, &step_err) < 0) {
                 fail_internal(result, &step_err);
                 result->timing.acquire_us = sbx_now_us() - t0;
                 result->timing.total_us = result->timing.acquire_us;
-                return 0;
+                return;
         }
         uint64_t t1 = sbx_now_us();
         result->timing.acquire_us = t1 - t0;
@@ -182,6 +291,91 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
         uint64_t t2 = sbx_now_us();
         result->timing.setup_us = t2 - t1;
         run_to_end(backend, sandbox, started, result, t0, t2, &step_err);
+}
+
+/* Maps the artifact the compile wrote, once it succeeded, and refuses one the run's disk cannot
+ * hold (the compile's own disk may be larger). */
+static int take_artifact(struct execution_plan *plan, struct sbx_error *err)
+{
+        struct compile_plan *compile = plan->compile;
+        struct stat st;
+        if (fstat(compile->artifact_fd, &st) < 0)
+                return sbx_error_set(err, errno, "fstat the artifact");
+        if ((uint64_t)st.st_size > plan->spec.limits.disk_bytes)
+                return sbx_error_set(
+                        err, EFBIG,
+                        "the artifact (%lld bytes) does not fit the run's disk "
+                        "(disk_mb %llu)",
+                        (long long)st.st_size,
+                        (unsigned long long)(plan->spec.limits.disk_bytes / SBX_LIMIT_MIB));
+        compile->artifact_size = (size_t)st.st_size;
+        if (compile->artifact_size == 0)
+                return 0;
+        void *data =
+                mmap(NULL, compile->artifact_size, PROT_READ, MAP_PRIVATE, compile->artifact_fd, 0);
+        if (data == MAP_FAILED)
+                return sbx_error_set(err, errno, "map the artifact");
+        compile->artifact = data;
+        return 0;
+}
+
+/* The compile stage, into result->compile. 0: the artifact is the run's; -1: result is final
+ * (compile_error, canceled or internal_error) and nothing is to run. */
+static int compile_stage(struct execution_plan *plan, struct sbx_result *result)
+{
+        struct sbx_error err = {0};
+        struct sbx_result *compile = calloc(1, sizeof(*compile));
+        if (compile == NULL) {
+                sbx_error_set(&err, ENOMEM, "allocate the compile's result");
+                fail_internal(result, &err);
+                return -1;
+        }
+        *compile = (struct sbx_result){.limits = plan->compile->spec.limits,
+                                       .backend = plan->backend->name};
+        result->compile = compile;
+        run_sandbox(plan->backend, &plan->compile->spec, compile);
+        result->timing.total_us = compile->timing.total_us;
+
+        if (compile->status == SBX_STATUS_OK) {
+                if (take_artifact(plan, &err) == 0 && plan_run_files(plan, &err) == 0)
+                        return 0;
+                if (err.code != EFBIG) {
+                        fail_internal(result, &err);
+                        return -1;
+                }
+        }
+        result->exit_code = -1;
+        result->signal = 0;
+        if (compile->status == SBX_STATUS_INTERNAL_ERROR ||
+            compile->status == SBX_STATUS_CANCELED) {
+                result->status = compile->status;
+                snprintf(result->error, sizeof(result->error), "compile stage: %.*s",
+                         (int)sizeof(result->error) - 16, compile->error);
+        } else if (compile->status == SBX_STATUS_OK) {
+                result->status = SBX_STATUS_COMPILE_ERROR;
+                snprintf(result->error, sizeof(result->error), "%s", err.message);
+        } else {
+                result->status = SBX_STATUS_COMPILE_ERROR;
+                char how[32] = "";
+                if (compile->status == SBX_STATUS_EXIT_NONZERO)
+                        snprintf(how, sizeof(how), " (exit code %d)", compile->exit_code);
+                snprintf(result->error, sizeof(result->error), "the compile ended %s%s",
+                         sbx_status_name(compile->status), how);
+        }
+        return -1;
+}
+
+int sbx_execute(const struct sbx_request *request, struct sbx_result *result, struct sbx_error *err)
+{
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        _cleanup_(plan_free) struct execution_plan plan = {0};
+        if (sbx_execution_id_new(id, err) < 0 || plan_execution(request, &plan, err) < 0)
+                return -1;
+        *result = (struct sbx_result){.limits = request->limits, .backend = plan.backend->name};
+        memcpy(result->id, id, sizeof(id));
+        if (plan.compile != NULL && compile_stage(&plan, result) < 0)
+                return 0;
+        run_sandbox(plan.backend, &plan.spec, result);
         return 0;
 }
 

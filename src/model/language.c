@@ -7,12 +7,93 @@
 #include "util/cleanup.h"
 
 static const char *const no_args[] = {NULL};
+static const char *const jar_args[] = {"-jar", NULL};
+
+/* The JDK of Debian's default-jdk-headless, by its stable name (/usr/bin/java goes through
+ * /etc/alternatives, which a host may point at another JDK). */
+#define JDK "/usr/lib/jvm/default-java/bin/"
+
+/* TypeScript is transpiled, not type-checked (what Deno, Bun and ts-node's transpile-only mode
+ * do): a program that runs is not refused for a missing type declaration, and a syntax error is
+ * a compile error with TypeScript's own diagnostic. */
+#define TYPESCRIPT_TRANSPILE                                                                       \
+        "/usr/bin/node -e '\n"                                                                     \
+        "const ts = require(\"/usr/share/nodejs/typescript\");\n"                                  \
+        "const fs = require(\"fs\");\n"                                                            \
+        "const file = process.argv[1];\n"                                                          \
+        "const out = ts.transpileModule(fs.readFileSync(file, \"utf8\"), {\n"                      \
+        "  fileName: file, reportDiagnostics: true,\n"                                             \
+        "  compilerOptions: {module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022,\n"    \
+        "                    esModuleInterop: true}});\n"                                          \
+        "const errors = out.diagnostics.filter(d => d.category === "                               \
+        "ts.DiagnosticCategory.Error);\n"                                                          \
+        "for (const d of errors) {\n"                                                              \
+        "  const at = d.file ? d.file.getLineAndCharacterOfPosition(d.start)\n"                    \
+        "                    : {line: 0, character: 0};\n"                                         \
+        "  console.error(`${file}(${at.line + 1},${at.character + 1}): error TS${d.code}: ` +\n"   \
+        "                ts.flattenDiagnosticMessageText(d.messageText, \"\\n\"));\n"              \
+        "}\n"                                                                                      \
+        "if (errors.length > 0) process.exit(1);\n"                                                \
+        "fs.writeFileSync(process.env.SBX_ARTIFACT, out.outputText);\n"                            \
+        "' \"$1\""
+
+static const char *const go_env[] = {"GOCACHE=/tmp/go-cache", "GOPATH=/tmp/go", "GO111MODULE=off",
+                                     "CGO_ENABLED=0", NULL};
+
+#define SECONDS(n) ((n)*1000ull)
+#define MIB(n)     ((n)*SBX_LIMIT_MIB)
 
 static const struct sbx_language languages[] = {
-        {"python", "main.py", "/usr/bin/python3", no_args, .pooled = true},
-        {"bash", "main.sh", "/bin/bash", no_args, .pooled = false},
-        {"sh", "main.sh", "/bin/sh", no_args, .pooled = false},
+        {"python", "py python3", ".py", "main.py", "/usr/bin/python3", no_args,
+         .version = (const char *const[]){"/usr/bin/python3", "--version", NULL}, .pooled = true},
+        {"bash", "", ".sh .bash", "main.sh", "/bin/bash", no_args,
+         .version = (const char *const[]){"/bin/bash", "--version", NULL}},
+        {"sh", "", "", "main.sh", "/bin/sh", no_args, .version = NULL},
+        {"javascript", "js node nodejs", ".js .mjs .cjs", "main.js", "/usr/bin/node", no_args,
+         .version = (const char *const[]){"/usr/bin/node", "--version", NULL}},
+        {"typescript", "ts", ".ts", "main.ts", "/usr/bin/node", no_args,
+         .compile = TYPESCRIPT_TRANSPILE, .artifact = "main.js", .compile_wall_ms = SECONDS(10),
+         .compile_memory_bytes = MIB(512),
+         .version =
+                 (const char *const[]){"/usr/bin/node", "-p",
+                                       "require(\"/usr/share/nodejs/typescript\").version", NULL}},
+        {"c", "", ".c", "main.c", NULL, no_args,
+         .compile = "/usr/bin/gcc -O2 -std=gnu17 -o \"$SBX_ARTIFACT\" \"$@\" -lm",
+         .compile_all_sources = true, .artifact = "main", .compile_wall_ms = SECONDS(10),
+         .compile_memory_bytes = MIB(512),
+         .version = (const char *const[]){"/usr/bin/gcc", "-dumpfullversion", NULL}},
+        {"cpp", "c++ cxx", ".cpp .cc .cxx .c++", "main.cpp", NULL, no_args,
+         .compile = "/usr/bin/g++ -O2 -std=gnu++20 -o \"$SBX_ARTIFACT\" \"$@\" -lm",
+         .compile_all_sources = true, .artifact = "main", .compile_wall_ms = SECONDS(20),
+         .compile_memory_bytes = MIB(1024),
+         .version = (const char *const[]){"/usr/bin/g++", "-dumpfullversion", NULL}},
+        {"go", "golang", ".go", "main.go", NULL, no_args,
+         .compile = "/usr/bin/go build -o \"$SBX_ARTIFACT\" \"$@\"", .compile_all_sources = true,
+         .artifact = "main", .compile_env = go_env, .compile_wall_ms = SECONDS(30),
+         .compile_memory_bytes = MIB(1024),
+         .version = (const char *const[]){"/usr/bin/go", "version", NULL}},
+        {"rust", "rs", ".rs", "main.rs", NULL, no_args,
+         .compile = "/usr/bin/rustc -O --edition 2021 -o \"$SBX_ARTIFACT\" \"$1\"",
+         .artifact = "main", .compile_wall_ms = SECONDS(30), .compile_memory_bytes = MIB(1024),
+         .version = (const char *const[]){"/usr/bin/rustc", "--version", NULL}},
+        {"java", "", ".java", "Main.java", JDK "java", jar_args,
+         .compile = JDK "javac -encoding UTF-8 -d /tmp/classes \"$@\" && " JDK
+                        "jar --create --file \"$SBX_ARTIFACT\" "
+                        "--main-class \"$(basename \"$1\" .java)\" -C /tmp/classes .",
+         .compile_all_sources = true, .artifact = "main.jar", .compile_wall_ms = SECONDS(30),
+         .compile_memory_bytes = MIB(1024),
+         .version = (const char *const[]){JDK "java", "--version", NULL}},
 };
+
+/* Whether word is one of the space-separated words of list. */
+static bool listed(const char *list, const char *word)
+{
+        size_t len = strlen(word);
+        for (const char *p = list; len > 0 && (p = strstr(p, word)) != NULL; p += len)
+                if ((p == list || p[-1] == ' ') && (p[len] == ' ' || p[len] == '\0'))
+                        return true;
+        return false;
+}
 
 const struct sbx_language *sbx_language_find(const char *name)
 {
@@ -20,6 +101,27 @@ const struct sbx_language *sbx_language_find(const char *name)
                 return NULL;
         for (size_t i = 0; i < SBX_ARRAY_SIZE(languages); i++)
                 if (strcmp(languages[i].name, name) == 0)
+                        return &languages[i];
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(languages); i++)
+                if (name[0] != '\0' && strchr(name, ' ') == NULL &&
+                    listed(languages[i].aliases, name))
+                        return &languages[i];
+        return NULL;
+}
+
+bool sbx_language_matches_path(const struct sbx_language *language, const char *path)
+{
+        const char *slash = strrchr(path, '/');
+        const char *base = slash != NULL ? slash + 1 : path;
+        const char *dot = strrchr(base, '.');
+        /* ".c" alone is a hidden file's name, not an extension. */
+        return dot != NULL && dot > base && dot[1] != '\0' && listed(language->extensions, dot);
+}
+
+const struct sbx_language *sbx_language_for_path(const char *path)
+{
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(languages); i++)
+                if (sbx_language_matches_path(&languages[i], path))
                         return &languages[i];
         return NULL;
 }
@@ -51,4 +153,26 @@ const char *sbx_language_names(void)
         /* API threads ask at once; the text is made once. */
         pthread_once(&language_names_once, join_language_names);
         return language_names;
+}
+
+/* What every compile gets at least: a compiler and its driver, assembler and linker are several
+ * processes with threads (go build runs one compile per package at once), and object files and
+ * caches need room. */
+#define COMPILE_MIN_PIDS       128
+#define COMPILE_MIN_DISK_BYTES MIB(256)
+
+static uint64_t at_least(uint64_t value, uint64_t floor)
+{
+        return value > floor ? value : floor;
+}
+
+void sbx_language_compile_limits(const struct sbx_language *language,
+                                 const struct sbx_limits *run_limits, struct sbx_limits *out)
+{
+        *out = *run_limits;
+        out->wall_ms = at_least(run_limits->wall_ms, language->compile_wall_ms);
+        out->cpu_ms = at_least(run_limits->cpu_ms, language->compile_wall_ms);
+        out->memory_bytes = at_least(run_limits->memory_bytes, language->compile_memory_bytes);
+        out->pids = at_least(run_limits->pids, COMPILE_MIN_PIDS);
+        out->disk_bytes = at_least(run_limits->disk_bytes, COMPILE_MIN_DISK_BYTES);
 }

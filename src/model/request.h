@@ -27,6 +27,9 @@ struct sbx_file {
         const void *data;
         size_t size;
         bool executable;
+        /* A read-only mount of its own: the program can neither change, chmod nor replace it (a
+         * compiled artifact: the program cannot rewrite its own binary). */
+        bool read_only;
 };
 
 /* Layers a test can turn off one at a time (the hostile suite's `without:<layer>` controls).

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "util/cleanup.h"
 
@@ -32,7 +33,8 @@ const char *sbx_status_name(enum sbx_status status)
 
 bool sbx_status_has_error(enum sbx_status status)
 {
-        return status == SBX_STATUS_INTERNAL_ERROR || status == SBX_STATUS_CANCELED;
+        return status == SBX_STATUS_INTERNAL_ERROR || status == SBX_STATUS_CANCELED ||
+               status == SBX_STATUS_COMPILE_ERROR;
 }
 
 static bool scratch_full(const struct sbx_run *run)
@@ -114,9 +116,22 @@ void sbx_result_set_internal_error(struct sbx_result *result, const char *execut
         snprintf(result->error, sizeof(result->error), "%s", error);
 }
 
+uint64_t sbx_result_cpu_ms(const struct sbx_result *result)
+{
+        uint64_t us = result->evidence.cpu_usage_us;
+        if (result->compile != NULL)
+                us += result->compile->evidence.cpu_usage_us;
+        return us / 1000;
+}
+
 void sbx_result_free(struct sbx_result *result)
 {
         sbx_run_free(&result->run);
+        if (result->compile != NULL) {
+                sbx_result_free(result->compile);
+                free(result->compile);
+                result->compile = NULL;
+        }
 }
 
 void sbx_run_free(struct sbx_run *run)

@@ -59,7 +59,7 @@ enum sbx_status {
         SBX_STATUS_PIDS_LIMIT,     /* the kernel refused a fork at pids.max */
         SBX_STATUS_OUTPUT_LIMIT,   /* a stream passed its byte cap; the run was ended */
         SBX_STATUS_DISK_FULL,      /* the scratch tmpfs filled up, or SIGXFSZ */
-        SBX_STATUS_COMPILE_ERROR,  /* reserved for compiled languages */
+        SBX_STATUS_COMPILE_ERROR,  /* the compile stage failed (its own status says how) */
         SBX_STATUS_INTERNAL_ERROR, /* sandboxd failed; the program did not run (fail closed) */
         SBX_STATUS_CANCELED,       /* stopped before it ended: shutdown, or its caller gave up */
 };
@@ -97,13 +97,18 @@ struct sbx_result {
         const char *backend;
         bool pooled;
         char error[SBX_ERROR_MESSAGE_MAX]; /* internal_error: what failed; canceled: why */
+        /* A compiled language's compile stage, a result of its own (its id empty, its compile
+         * NULL), or NULL. Owned: sbx_result_free frees it; a decoded result's points into its
+         * message (protocol.h). */
+        struct sbx_result *compile;
+        bool cached; /* a compile stage: its artifact came from the compile cache */
 };
 
 /* The name of a status as it appears in JSON ("memory_limit"). */
 const char *sbx_status_name(enum sbx_status status);
 
 /* Whether a result of this status says what went wrong in its error text (internal_error,
- * canceled) rather than in the program's exit code or signal. */
+ * canceled, compile_error: no program ran) rather than in the program's exit code or signal. */
 bool sbx_status_has_error(enum sbx_status status);
 
 /* Pure: decides the status from what the supervisor saw and the kernel's counters. A cap's
@@ -123,5 +128,9 @@ void sbx_result_set_internal_error(struct sbx_result *result, const char *execut
                                    const struct sbx_limits *limits, const char *backend,
                                    const char *error);
 
-/* Frees the output buffers. */
+/* The CPU time the execution cost, in ms, its compile stage's included: what the tenant's CPU
+ * budget is charged. */
+uint64_t sbx_result_cpu_ms(const struct sbx_result *result);
+
+/* Frees the output buffers, and the compile stage. */
 void sbx_result_free(struct sbx_result *result);

@@ -158,24 +158,45 @@ static json_t *timing_json(const struct sbx_timing *t)
         return object;
 }
 
-json_t *sbx_result_to_json(const struct sbx_result *r)
+/* What a run and a compile stage report alike: the outcome, the output, what was used, the
+ * limits, the kernel's evidence and the timing; and the error text of a status that has one. */
+static json_t *stage_json(const struct sbx_result *r)
 {
         bool has_error = sbx_status_has_error(r->status);
         bool exited = !has_error && r->run.exited;
         bool signaled = !has_error && !r->run.exited && r->run.signal != 0;
-        json_t *object = json_pack(
-                "{s:s, s:s, s:o, s:o, s:o, s:o, s:{s:b, s:b}, s:o, s:o, s:o, s:o, s:s, s:b}", "id",
-                r->id, "status", sbx_status_name(r->status), "exit_code",
-                exited ? json_integer(r->run.exit_code) : json_null(), "signal",
-                signaled ? json_integer(r->run.signal) : json_null(), "stdout",
-                sbx_json_string_from_bytes(r->run.out.data, r->run.out.len), "stderr",
-                sbx_json_string_from_bytes(r->run.err.data, r->run.err.len), "truncated", "stdout",
-                r->run.out.overflow, "stderr", r->run.err.overflow, "usage", usage_json(r),
-                "limits", sbx_limits_to_json(&r->limits), "evidence", evidence_json(r), "timing",
-                timing_json(&r->timing), "backend", r->backend ? r->backend : "native", "pooled",
-                r->pooled);
-        if (object != NULL && has_error)
-                json_object_set_new(object, "error", json_string(r->error));
+        json_t *object =
+                json_pack("{s:s, s:o, s:o, s:o, s:o, s:{s:b, s:b}, s:o, s:o, s:o, s:o}", "status",
+                          sbx_status_name(r->status), "exit_code",
+                          exited ? json_integer(r->run.exit_code) : json_null(), "signal",
+                          signaled ? json_integer(r->run.signal) : json_null(), "stdout",
+                          sbx_json_string_from_bytes(r->run.out.data, r->run.out.len), "stderr",
+                          sbx_json_string_from_bytes(r->run.err.data, r->run.err.len), "truncated",
+                          "stdout", r->run.out.overflow, "stderr", r->run.err.overflow, "usage",
+                          usage_json(r), "limits", sbx_limits_to_json(&r->limits), "evidence",
+                          evidence_json(r), "timing", timing_json(&r->timing));
+        if (has_error)
+                set_member(&object, "error", json_string(r->error));
+        return object;
+}
+
+json_t *sbx_result_to_json(const struct sbx_result *r)
+{
+        json_t *object = json_pack("{s:s}", "id", r->id);
+        json_t *stage = stage_json(r);
+        if (object == NULL || stage == NULL || json_object_update(object, stage) < 0) {
+                json_decref(object);
+                object = NULL;
+        }
+        json_decref(stage);
+        set_member(&object, "backend", json_string(r->backend ? r->backend : "native"));
+        set_member(&object, "pooled", json_boolean(r->pooled));
+        json_t *compile = json_null();
+        if (r->compile != NULL) {
+                compile = stage_json(r->compile);
+                set_member(&compile, "cached", json_boolean(r->compile->cached));
+        }
+        set_member(&object, "compile", compile);
         return object;
 }
 

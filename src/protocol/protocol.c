@@ -268,42 +268,55 @@ int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
         return writer_finish(&w, out, out_len, err);
 }
 
+/* A result's fields; then, for a run's result (not a compile stage's: there is one level), its
+ * compile stage's the same way. */
+static void put_result(struct writer *w, const struct sbx_result *result, bool stage)
+{
+        put_blob(w, "id", result->id, strnlen(result->id, sizeof(result->id)));
+        put_u32(w, (uint32_t)result->status);
+        put_i32(w, result->exit_code);
+        put_i32(w, result->signal);
+
+        const struct sbx_run *run = &result->run;
+        put_flag(w, run->exited);
+        put_i32(w, run->exit_code);
+        put_i32(w, run->signal);
+        put_flag(w, run->wall_timeout);
+        put_flag(w, run->output_limit);
+        put_flag(w, run->canceled);
+        put_buffer(w, "stdout", &run->out);
+        put_buffer(w, "stderr", &run->err);
+        put_flag(w, run->disk_known);
+        put_u64(w, run->disk_used_bytes);
+        put_u64(w, run->disk_total_bytes);
+        put_u64(w, run->inodes_free);
+        put_u64(w, run->wall_us);
+
+#define PUT_EVIDENCE(member, json) put_u64(w, result->evidence.member);
+        SBX_EVIDENCE(PUT_EVIDENCE)
+#undef PUT_EVIDENCE
+        put_limits(w, &result->limits);
+#define PUT_TIMING(member) put_u64(w, result->timing.member);
+        SBX_TIMING(PUT_TIMING)
+#undef PUT_TIMING
+
+        put_opt_string(w, "backend", result->backend);
+        put_flag(w, result->pooled);
+        put_blob(w, "error", result->error, strnlen(result->error, sizeof(result->error)));
+        put_flag(w, result->cached);
+        if (stage)
+                return;
+        put_flag(w, result->compile != NULL);
+        if (result->compile != NULL)
+                put_result(w, result->compile, true);
+}
+
 int sbx_message_encode_result(uint64_t request_id, const struct sbx_result *result, void **out,
                               size_t *out_len, struct sbx_error *err)
 {
         struct writer w;
         writer_begin(&w, SBX_MESSAGE_RESULT, request_id);
-        put_blob(&w, "id", result->id, strnlen(result->id, sizeof(result->id)));
-        put_u32(&w, (uint32_t)result->status);
-        put_i32(&w, result->exit_code);
-        put_i32(&w, result->signal);
-
-        const struct sbx_run *run = &result->run;
-        put_flag(&w, run->exited);
-        put_i32(&w, run->exit_code);
-        put_i32(&w, run->signal);
-        put_flag(&w, run->wall_timeout);
-        put_flag(&w, run->output_limit);
-        put_flag(&w, run->canceled);
-        put_buffer(&w, "stdout", &run->out);
-        put_buffer(&w, "stderr", &run->err);
-        put_flag(&w, run->disk_known);
-        put_u64(&w, run->disk_used_bytes);
-        put_u64(&w, run->disk_total_bytes);
-        put_u64(&w, run->inodes_free);
-        put_u64(&w, run->wall_us);
-
-#define PUT_EVIDENCE(member, json) put_u64(&w, result->evidence.member);
-        SBX_EVIDENCE(PUT_EVIDENCE)
-#undef PUT_EVIDENCE
-        put_limits(&w, &result->limits);
-#define PUT_TIMING(member) put_u64(&w, result->timing.member);
-        SBX_TIMING(PUT_TIMING)
-#undef PUT_TIMING
-
-        put_opt_string(&w, "backend", result->backend);
-        put_flag(&w, result->pooled);
-        put_blob(&w, "error", result->error, strnlen(result->error, sizeof(result->error)));
+        put_result(&w, result, false);
         return writer_finish(&w, out, out_len, err);
 }
 
@@ -690,7 +703,10 @@ static int decode_run_outcome(struct reader *r, struct sbx_run *run)
         return 0;
 }
 
-static int decode_result(struct reader *r, struct sbx_result *result)
+/* compile_storage: where a run's compile stage goes (result->compile then points to it); NULL
+ * while decoding a compile stage, which has none. */
+static int decode_result(struct reader *r, struct sbx_result *result,
+                         struct sbx_result *compile_storage)
 {
         *result = (struct sbx_result){0};
         const char *id;
@@ -736,6 +752,17 @@ static int decode_result(struct reader *r, struct sbx_result *result)
         if (get_string(r, "error", sizeof(result->error) - 1, &error) < 0)
                 return -1;
         snprintf(result->error, sizeof(result->error), "%s", error);
+        if (get_flag(r, "cached", &result->cached) < 0)
+                return -1;
+        if (compile_storage == NULL)
+                return 0;
+        if (get_flag(r, "compile", &present) < 0)
+                return -1;
+        if (!present)
+                return 0;
+        if (decode_result(r, compile_storage, NULL) < 0)
+                return -1;
+        result->compile = compile_storage;
         return 0;
 }
 
@@ -848,7 +875,7 @@ int sbx_message_decode(const void *buf, size_t len, struct sbx_message *message,
                 rc = decode_run(&r, &message->body.run);
                 break;
         case SBX_MESSAGE_RESULT:
-                rc = decode_result(&r, &message->body.result);
+                rc = decode_result(&r, &message->body.result, &message->compile);
                 break;
         case SBX_MESSAGE_REFUSED:
                 rc = decode_refused(&r, &message->body.refused);

@@ -66,7 +66,7 @@
 #include "util/error.h"
 
 #define SBX_PROTOCOL_MAGIC   0x53425844u /* "SBXD" read as a big-endian word */
-#define SBX_PROTOCOL_VERSION 3
+#define SBX_PROTOCOL_VERSION 4
 
 #define SBX_MESSAGE_HEADER_BYTES 24
 /* The largest message either side accepts. A RUN at its bounds (4 MiB code, 4 MiB stdin, args and
@@ -209,6 +209,9 @@ struct sbx_message {
                 struct sbx_message_stats stats;
                 struct sbx_message_session session; /* SESSION, SESSION_REPLY, SESSION_ENDED */
         } body;
+        /* A RESULT's compile stage, where body.result.compile points when it has one: a copy
+         * of the result must point its compile at a copy of this. */
+        struct sbx_result compile;
 };
 
 /* The name of a refusal reason ("busy"), or "unknown". */

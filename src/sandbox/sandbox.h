@@ -57,6 +57,10 @@ struct sbx_spec {
          * and the engine's session (engine/session.c) drives it through session_fds. */
         bool session;
         int cancel_fd; /* readable = kill the sandbox and end the run (canceled); <= 0 for none */
+        /* A compile stage: a file the program gets as its fd 3, to write the artifact it built
+         * into (the language's compile script ends by copying it there). -1 or 0 for none; not
+         * with agent. */
+        int artifact_fd;
         /* NULL, or called by the supervisor with each piece of output it keeps, as it reads it
          * (stream 1 stdout, 2 stderr): a streamed execution. */
         void (*on_output)(void *ctx, int stream, const void *data, size_t len);

@@ -247,3 +247,18 @@ def test_socket_heavy_program_within_the_default_open_files(run, path):
     # default of 1024 (a Linux login's usual soft limit).
     r = run_program(run, path, SOCKETS)
     assert json.loads(r["stdout"]) == {"nofile": [1024, 1024], "pairs": 400}
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_stdio_reopened_by_name(run, path):
+    # Shell scripts write to /dev/stdout and /dev/stderr (tee /dev/stderr), programs read
+    # /dev/stdin, a C file may #include "/dev/stdin": each reopens the pipe by its /proc link,
+    # which the kernel allows only to the pipe's owner (the sandbox's root, not the host's).
+    code = ("import subprocess, sys\n"
+            "print('read:', open('/dev/stdin').read().strip(), flush=True)\n"
+            "with open('/dev/stdout', 'w') as out:\n"
+            "    out.write('via /dev/stdout\\n')\n"
+            "subprocess.run(['sh', '-c', 'echo via-tee | tee /dev/stderr'], check=True)\n")
+    r = run_program(run, path, code, stdin="from the client\n")
+    assert r["stdout"] == "read: from the client\nvia /dev/stdout\nvia-tee\n", r.describe()
+    assert r["stderr"] == "via-tee\n", r.describe()

@@ -321,7 +321,7 @@ def test_small_chunked_body_is_accepted(srv):
 # --- values ---------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("language", ["cobol", "Python", "python3", "", "py thon"])
+@pytest.mark.parametrize("language", ["cobol", "Python", "python2", "", "py thon", "js node"])
 def test_unknown_language_is_400(srv, language):
     expect_problem(srv.post_execution(with_fields(language=language)), 400, field="language")
 

@@ -16,7 +16,7 @@ from serve_helpers import (NO_POOL, SLOW, STANDARD_TENANTS, STANDARD_TIERS,
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
 RESULT_KEYS = {"id", "status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage",
-               "limits", "evidence", "timing", "backend", "pooled", "clamped"}
+               "limits", "evidence", "timing", "backend", "pooled", "clamped", "compile"}
 
 
 @pytest.fixture(scope="module", params=["pool", "cold"])

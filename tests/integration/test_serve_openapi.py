@@ -22,7 +22,7 @@ BASE_URI = "urn:sandboxd:openapi"
 @pytest.fixture(scope="module")
 def srv():
     tiers = {
-        "free": FREE_TIER,
+        "free": {**FREE_TIER, "languages": "python, bash, sh, c, cpp"},
         "pyonly": {**FREE_TIER, "languages": "python"},
         # One execution spends the budget for an hour: the second is a 429.
         "broke": {**FREE_TIER, "cpu_budget_ms": 1, "cpu_window_s": 3600},
@@ -161,8 +161,10 @@ def test_document_lists_the_statuses_the_server_uses(doc):
     ({"language": "sh", "files": [{"path": "a/b.sh", "content": "echo $1", "executable": True}],
       "entrypoint": "a/b.sh", "args": ["x"], "env": {"X": "1"}, "stdin": "in",
       "network": "none", "backend": "native"}, "ok"),
+    ({"language": "c", "code": "#include <stdio.h>\nint main(void) { puts(\"hi\"); }"}, "ok"),
+    ({"language": "c++", "code": "int main() { return nope; }"}, "compile_error"),
 ], ids=["ok", "exit_nonzero", "signaled", "timeout", "output_limit", "memory_limit", "clamped",
-        "files"])
+        "files", "compiled", "compile_error"])
 def test_execution_result_and_its_audit_record_match(srv, doc, request_body, status):
     validate(doc, doc["paths"]["/v1/executions"]["post"]["requestBody"]["content"]
              ["application/json"]["schema"], request_body, "the request")

@@ -36,11 +36,68 @@ static void test_backend_names_have_backends(void **state)
 static void test_language_names_from_the_table(void **state)
 {
         (void)state;
-        assert_string_equal(sbx_language_names(), "python, bash, sh");
-        assert_int_equal(sbx_language_count(), 3);
+        assert_string_equal(sbx_language_names(),
+                            "python, bash, sh, javascript, typescript, c, cpp, go, rust, java");
+        assert_int_equal(sbx_language_count(), 10);
         assert_null(sbx_language_at(sbx_language_count()));
         assert_true(sbx_language_find("python")->pooled);
         assert_false(sbx_language_find("bash")->pooled);
+        /* Each row is whole: a compiled language names its artifact and its compile limits. */
+        for (size_t i = 0; i < sbx_language_count(); i++) {
+                const struct sbx_language *language = sbx_language_at(i);
+                assert_non_null(language->file_name);
+                assert_true(language->interpreter != NULL || sbx_language_compiles(language));
+                if (sbx_language_compiles(language)) {
+                        assert_non_null(language->artifact);
+                        assert_true(language->compile_wall_ms >= 1000);
+                        assert_true(language->compile_memory_bytes >= 256 * SBX_LIMIT_MIB);
+                }
+                /* The default entrypoint's extension is the language's own. */
+                if (language->extensions[0] != '\0')
+                        assert_ptr_equal(sbx_language_for_path(language->file_name), language);
+        }
+}
+
+static void test_language_aliases_and_extensions(void **state)
+{
+        (void)state;
+        assert_string_equal(sbx_language_find("js")->name, "javascript");
+        assert_string_equal(sbx_language_find("node")->name, "javascript");
+        assert_string_equal(sbx_language_find("c++")->name, "cpp");
+        assert_string_equal(sbx_language_find("golang")->name, "go");
+        assert_string_equal(sbx_language_find("ts")->name, "typescript");
+        /* Whole words only: no prefix, no part of an alias list, no empty name. */
+        assert_null(sbx_language_find("j"));
+        assert_null(sbx_language_find("js node"));
+        assert_null(sbx_language_find(""));
+        assert_null(sbx_language_find("ruby"));
+        assert_string_equal(sbx_language_for_path("src/app.mjs")->name, "javascript");
+        assert_string_equal(sbx_language_for_path("a.cc")->name, "cpp");
+        assert_string_equal(sbx_language_for_path("Main.java")->name, "java");
+        assert_string_equal(sbx_language_for_path("x.sh")->name, "bash");
+        assert_null(sbx_language_for_path("notes.txt"));
+        assert_null(sbx_language_for_path("dir.c/file"));
+        assert_null(sbx_language_for_path("trailing."));
+        assert_null(sbx_language_for_path(".c"));
+}
+
+static void test_compile_limits_are_at_least_the_runs(void **state)
+{
+        (void)state;
+        struct sbx_limits run, compile;
+        sbx_limits_default(&run);
+        const struct sbx_language *rust = sbx_language_find("rust");
+        sbx_language_compile_limits(rust, &run, &compile);
+        assert_int_equal(compile.memory_bytes, rust->compile_memory_bytes);
+        assert_int_equal(compile.wall_ms, rust->compile_wall_ms);
+        assert_int_equal(compile.output_bytes, run.output_bytes);
+        assert_true(compile.pids >= 128 && compile.disk_bytes >= 256 * SBX_LIMIT_MIB);
+        /* A run allowed more than the compile's defaults keeps it for its compile too. */
+        run.memory_bytes = 4096 * SBX_LIMIT_MIB;
+        run.wall_ms = 120 * 1000;
+        sbx_language_compile_limits(rust, &run, &compile);
+        assert_int_equal(compile.memory_bytes, run.memory_bytes);
+        assert_int_equal(compile.wall_ms, run.wall_ms);
 }
 
 static struct sbx_request valid_request(void)
@@ -110,6 +167,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_backend_names_have_backends),
                 cmocka_unit_test(test_language_names_from_the_table),
+                cmocka_unit_test(test_language_aliases_and_extensions),
+                cmocka_unit_test(test_compile_limits_are_at_least_the_runs),
                 cmocka_unit_test(test_request_check),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

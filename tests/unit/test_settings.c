@@ -469,7 +469,7 @@ static void test_many_errors(void **state)
 static void test_unknown_language(void **state)
 {
         assert_refused("{\"language\":\"ruby\",\"code\":\"\"}", 400, "language",
-                       "unknown language 'ruby' (known: python, bash, sh)");
+                       "unknown language 'ruby' (known: python, bash, sh, javascript");
         assert_refused("{\"language\":\"\",\"code\":\"\"}", 400, "language", "unknown language");
         assert_refused("{\"language\":\"Python\",\"code\":\"\"}", 400, "language",
                        "unknown language");

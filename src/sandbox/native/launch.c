@@ -42,6 +42,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -90,8 +91,8 @@ struct launch_clone_args {
 /* Setup must finish in this time or the sandbox is abandoned; it takes a few ms normally. */
 #define SETUP_TIMEOUT_MS 10000
 
-/* The fd numbers in the program: the agent channel (pool mode) for the program to keep, and the
- * error pipe between setup and execve (close-on-exec). */
+/* The fd numbers in the program: the agent channel (pool mode) or the artifact file (a compile
+ * stage) for the program to keep, and the error pipe between setup and execve (close-on-exec). */
 #define PROGRAM_AGENT_FD 3
 #define PROGRAM_ERROR_FD 4
 
@@ -205,6 +206,32 @@ static int make_parent_dirs(char *path, struct sbx_error *err)
         return 0;
 }
 
+/* The program keeps the file capabilities of its namespace's root (CAP_DAC_OVERRIDE, CAP_FOWNER:
+ * caps.c), so permission bits would not stop it: the file becomes a read-only bind mount of
+ * itself, which it cannot write, chmod, unlink or remount (no CAP_SYS_ADMIN). */
+static int make_file_read_only(int fd, const char *path, bool executable, struct sbx_error *err)
+{
+        if (fchmod(fd, executable ? 0555 : 0444) < 0)
+                return sbx_error_set(err, errno, "chmod %s", path);
+        if (mount(path, path, NULL, MS_BIND, NULL) < 0 ||
+            mount(NULL, path, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) <
+                    0)
+                return sbx_error_set(err, errno, "bind %s read-only", path);
+        return 0;
+}
+
+/* The program's stdio pipes belong to its namespace's root, not to the host's (whose uid the
+ * sandbox cannot map): a program reopens them by name (/dev/stdin, /dev/stdout, tee /dev/stderr,
+ * gcc's #include "/dev/stdin"), and the kernel checks the inode's owner then. */
+static int stdio_owned_by(struct launch_pipes *p, unsigned host_id, struct sbx_error *err)
+{
+        int pipes[] = {p->stdin_r, p->stdout_r, p->stderr_r};
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(pipes); i++)
+                if (fchown(pipes[i], host_id, host_id) < 0)
+                        return sbx_error_set(err, errno, "chown the stdio pipes");
+        return 0;
+}
+
 static int write_files(const struct sbx_spec *spec, struct sbx_error *err)
 {
         if (chdir("/workspace") < 0)
@@ -224,6 +251,8 @@ static int write_files(const struct sbx_spec *spec, struct sbx_error *err)
                         return sbx_error_set(err, errno, "create %s", file->path);
                 if (sbx_write_all(fd, file->data, file->size) < 0)
                         return sbx_error_set(err, errno, "write %s", file->path);
+                if (file->read_only && make_file_read_only(fd, path, file->executable, err) < 0)
+                        return -1;
         }
         return 0;
 }
@@ -387,7 +416,8 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
          * rlimits, its fd table), none on init; it never returns from this frame. */
         pid_t program = vfork();
         if (program == 0)
-                program_exec_or_die(spec, error_fd, p->agent_r);
+                program_exec_or_die(spec, error_fd,
+                                    spec->artifact_fd > 0 ? spec->artifact_fd : p->agent_r);
         if (program < 0) {
                 struct sbx_error err = {0};
                 sbx_error_set(&err, errno, "fork");
@@ -506,7 +536,7 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
                  struct launch_process *proc, struct sbx_error *err)
 {
         struct launch_pipes p = {-1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1, -1};
-        if (pipes_open(&p, spec->agent, err) < 0) {
+        if (pipes_open(&p, spec->agent, err) < 0 || stdio_owned_by(&p, host_id, err) < 0) {
                 pipes_close_all(&p);
                 return sbx_error_prefix(err, "setup step 'exec'");
         }

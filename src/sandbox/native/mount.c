@@ -316,6 +316,7 @@ static int setup_etc(struct mount_context *context, struct sbx_error *err)
                 "ssl/openssl.cnf", /* OpenSSL reads it at start-up (Python's ssl, curl) */
                 "fonts",           /* Fontconfig's configuration (links into /usr/share) */
                 "matplotlibrc",    /* Debian's matplotlib looks for its defaults here */
+                "java-17-openjdk", /* the JDK's java.security and policy (links from /usr) */
         };
         /* Generated: the sandbox's own accounts (see userns.h for the ids: root is the sandbox's
          * root, `sandbox` and nobody are unprivileged ids of its range, for chown and for

@@ -1,0 +1,495 @@
+"""Every language of the table (src/model/language.c) through `sandboxd run`, the engine code the
+service runs: hello world, stdin, args and the exit code, an uncaught error, a compile error with
+its diagnostic, a memory bomb, a fork or thread bomb, a timeout and a huge output; and for the
+compiled ones, that the run gets its artifact read-only. Each cap's status is asserted with the
+kernel's evidence behind it.
+
+A language whose toolchain is not installed is skipped with the reason
+(scripts/install-deps.sh installs them all)."""
+
+import os
+import re
+
+import pytest
+
+JDK = "/usr/lib/jvm/default-java/bin/"
+
+# name: (the file a program is saved as, the toolchain that must exist, whether it compiles)
+LANGUAGES = {
+    "c": ("main.c", "/usr/bin/gcc", True),
+    "cpp": ("main.cpp", "/usr/bin/g++", True),
+    "go": ("main.go", "/usr/bin/go", True),
+    "rust": ("main.rs", "/usr/bin/rustc", True),
+    "java": ("Main.java", JDK + "javac", True),
+    "typescript": ("main.ts", "/usr/share/nodejs/typescript", True),
+    "javascript": ("main.js", "/usr/bin/node", False),
+}
+
+HELLO = {
+    "c": '#include <stdio.h>\nint main(void) { puts("hello"); return 0; }\n',
+    "cpp": '#include <iostream>\nint main() { std::cout << "hello" << std::endl; }\n',
+    "go": 'package main\nimport "fmt"\nfunc main() { fmt.Println("hello") }\n',
+    "rust": 'fn main() { println!("hello"); }\n',
+    "java": 'public class Main { public static void main(String[] a) { System.out.println("hello"); } }\n',
+    "typescript": 'const greeting: string = "hello";\nconsole.log(greeting);\n',
+    "javascript": 'console.log("hello");\n',
+}
+
+# Reads a line of stdin, prints "in=<line> arg=<first argument>", exits 3.
+ECHO = {
+    "c": """#include <stdio.h>
+#include <string.h>
+int main(int argc, char **argv) {
+    char line[64] = "";
+    if (fgets(line, sizeof(line), stdin)) line[strcspn(line, "\\n")] = 0;
+    printf("in=%s arg=%s\\n", line, argc > 1 ? argv[1] : "");
+    return 3;
+}
+""",
+    "cpp": """#include <iostream>
+#include <string>
+int main(int argc, char **argv) {
+    std::string line;
+    std::getline(std::cin, line);
+    std::cout << "in=" << line << " arg=" << (argc > 1 ? argv[1] : "") << std::endl;
+    return 3;
+}
+""",
+    "go": """package main
+import ("bufio"; "fmt"; "os"; "strings")
+func main() {
+    line, _ := bufio.NewReader(os.Stdin).ReadString('\\n')
+    fmt.Printf("in=%s arg=%s\\n", strings.TrimSpace(line), os.Args[1])
+    os.Exit(3)
+}
+""",
+    "rust": """use std::io::BufRead;
+fn main() {
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line).unwrap();
+    let arg = std::env::args().nth(1).unwrap_or_default();
+    println!("in={} arg={}", line.trim(), arg);
+    std::process::exit(3);
+}
+""",
+    "java": """import java.io.*;
+public class Main {
+    public static void main(String[] args) throws IOException {
+        String line = new BufferedReader(new InputStreamReader(System.in)).readLine();
+        System.out.println("in=" + line + " arg=" + args[0]);
+        System.exit(3);
+    }
+}
+""",
+    "typescript": """const line: string = require("fs").readFileSync(0, "utf8").split("\\n")[0];
+console.log(`in=${line} arg=${process.argv[2]}`);
+process.exit(3);
+""",
+    "javascript": """const line = require("fs").readFileSync(0, "utf8").split("\\n")[0];
+console.log(`in=${line} arg=${process.argv[2]}`);
+process.exitCode = 3;
+""",
+}
+
+# An uncaught error: (program, the status, what stderr says).
+UNCAUGHT = {
+    "c": ("#include <stdlib.h>\nint main(void) { abort(); }\n", "signaled", ""),
+    "cpp": ('#include <stdexcept>\nint main() { throw std::runtime_error("boom"); }\n',
+            "signaled", "boom"),
+    "go": ('package main\nfunc main() { panic("boom") }\n', "exit_nonzero", "panic: boom"),
+    "rust": ('fn main() { panic!("boom"); }\n', "exit_nonzero", "boom"),
+    "java": ('public class Main { public static void main(String[] a) { throw new IllegalStateException("boom"); } }\n',
+             "exit_nonzero", "IllegalStateException: boom"),
+    "typescript": ('function f(): never { throw new Error("boom"); }\nf();\n', "exit_nonzero",
+                   "Error: boom"),
+    "javascript": ('Promise.reject(new Error("boom"));\n', "exit_nonzero", "Error: boom"),
+}
+
+# A program the compiler refuses, and a piece of its diagnostic.
+COMPILE_ERROR = {
+    "c": ("int main(void) { return undefined_name; }\n", "undefined_name"),
+    "cpp": ("int main() { return undefined_name; }\n", "undefined_name"),
+    "go": ("package main\nfunc main() { undefinedName() }\n", "undefinedName"),
+    "rust": ("fn main() { undefined_name(); }\n", "undefined_name"),
+    "java": ("public class Main { public static void main(String[] a) { undefinedName(); } }\n",
+             "undefinedName"),
+    "typescript": ("const x: number = ;\n", "error TS"),
+}
+
+# Allocates and touches memory without end.
+MEMORY_BOMB = {
+    "c": """#include <stdlib.h>
+#include <string.h>
+int main(void) { for (;;) { char *p = malloc(1 << 20); if (!p) return 1; memset(p, 1, 1 << 20); } }
+""",
+    "cpp": """#include <cstring>
+#include <vector>
+int main() { std::vector<char *> kept; for (;;) { char *p = new char[1 << 20]; std::memset(p, 1, 1 << 20); kept.push_back(p); } }
+""",
+    "go": """package main
+func main() {
+    var kept [][]byte
+    for {
+        b := make([]byte, 1<<20)
+        for i := 0; i < len(b); i += 4096 { b[i] = 1 }
+        kept = append(kept, b)
+    }
+}
+""",
+    "rust": """fn main() { let mut kept = Vec::new(); loop { kept.push(vec![1u8; 1 << 20]); } }
+""",
+    "java": """import java.util.*;
+public class Main { public static void main(String[] a) { List<byte[]> kept = new ArrayList<>(); for (;;) { byte[] b = new byte[1 << 20]; Arrays.fill(b, (byte) 1); kept.add(b); } } }
+""",
+    "typescript": "const kept: Buffer[] = [];\nfor (;;) kept.push(Buffer.alloc(1 << 20, 1));\n",
+    "javascript": "const kept = [];\nfor (;;) kept.push(Buffer.alloc(1 << 20, 1));\n",
+}
+
+# Starts processes or threads until the kernel refuses one, then exits non-zero (what it started
+# goes with it).
+BOMB = {
+    "c": """#include <stdio.h>
+#include <unistd.h>
+int main(void) {
+    int fds[2]; pipe(fds);
+    for (int n = 0;; n++) {
+        pid_t pid = fork();
+        if (pid < 0) { printf("refused after %d\\n", n); return 1; }
+        if (pid == 0) { char c; close(fds[1]); read(fds[0], &c, 1); _exit(0); }
+    }
+}
+""",
+    "cpp": """#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <system_error>
+#include <thread>
+int main() {
+    for (int n = 0;; n++) {
+        try { std::thread([] { std::this_thread::sleep_for(std::chrono::hours(1)); }).detach(); }
+        catch (const std::system_error &) { std::printf("refused after %d\\n", n); std::fflush(stdout); std::_Exit(1); }
+    }
+}
+""",
+    "go": """package main
+import "syscall"
+func main() {
+    // Each goroutine blocks in a system call, so each needs an OS thread of its own.
+    for { go func() { var fds [2]int; syscall.Pipe(fds[:]); b := make([]byte, 1); syscall.Read(fds[0], b) }() }
+}
+""",
+    "rust": """fn main() {
+    for n in 0.. {
+        let spawned = std::thread::Builder::new()
+            .spawn(|| std::thread::sleep(std::time::Duration::from_secs(3600)));
+        if spawned.is_err() { println!("refused after {}", n); std::process::exit(1); }
+    }
+}
+""",
+    "java": """public class Main {
+    public static void main(String[] a) {
+        for (int n = 0;; n++) {
+            try { Thread t = new Thread(() -> { try { Thread.sleep(3600000); } catch (InterruptedException e) {} }); t.setDaemon(true); t.start(); }
+            catch (Throwable e) { System.out.println("refused after " + n); System.exit(1); }
+        }
+    }
+}
+""",
+    "typescript": """import { spawn } from "child_process";
+let n = 0;
+function more(): void {
+  const child = spawn("/bin/sleep", ["3600"], { stdio: "ignore" });
+  child.on("error", (e: Error) => { console.log(`refused after ${n}: ${e.message}`); process.exit(1); });
+  child.on("spawn", () => { n++; more(); });
+}
+more();
+""",
+    "javascript": """const { spawn } = require("child_process");
+let n = 0;
+function more() {
+  const child = spawn("/bin/sleep", ["3600"], { stdio: "ignore" });
+  child.on("error", (e) => { console.log(`refused after ${n}: ${e.message}`); process.exit(1); });
+  child.on("spawn", () => { n++; more(); });
+}
+more();
+""",
+}
+
+# Never ends on its own.
+SPIN = {
+    "c": "int main(void) { volatile unsigned long n = 0; for (;;) n++; }\n",
+    "cpp": "int main() { volatile unsigned long n = 0; for (;;) n++; }\n",
+    "go": "package main\nfunc main() { n := 0; for { n++ } }\n",
+    "rust": "fn main() { let mut n: u64 = 1; while n != 0 { n = n.wrapping_add(2); } println!(\"{}\", n); }\n",
+    "java": "public class Main { public static void main(String[] a) { long n = 0; for (;;) n++; } }\n",
+    "typescript": "let n: number = 0;\nfor (;;) n++;\n",
+    "javascript": "let n = 0;\nfor (;;) n++;\n",
+}
+
+# Writes output without end.
+FLOOD = {
+    "c": '#include <stdio.h>\nint main(void) { for (;;) fputs("yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\\n", stdout); }\n',
+    "cpp": '#include <iostream>\nint main() { for (;;) std::cout << "yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy\\n"; }\n',
+    "go": 'package main\nimport "os"\nfunc main() { b := []byte("yyyyyyyyyyyyyyyyyyyyyyyyy\\n"); for { os.Stdout.Write(b) } }\n',
+    "rust": 'use std::io::Write;\nfn main() { let mut out = std::io::stdout(); loop { out.write_all(b"yyyyyyyyyyyyyyyyyyyyy\\n").unwrap(); } }\n',
+    "java": 'public class Main { public static void main(String[] a) { for (;;) System.out.println("yyyyyyyyyyyyyyyyyyyyyy"); } }\n',
+    "typescript": 'const line: string = "y".repeat(4096) + "\\n";\nfunction more(): void { while (process.stdout.write(line)) {} process.stdout.once("drain", more); }\nmore();\n',
+    "javascript": 'const line = "y".repeat(4096) + "\\n";\nfunction more() { while (process.stdout.write(line)) {} process.stdout.once("drain", more); }\nmore();\n',
+}
+
+
+def need(language):
+    toolchain = LANGUAGES[language][1]
+    if not os.path.exists(toolchain):
+        pytest.skip(f"SKIP: {language}: {toolchain} is not installed "
+                    "(scripts/install-deps.sh installs it)")
+
+
+@pytest.fixture
+def run_language(run_file):
+    def invoke(language, text, *flags, args=(), timeout=120):
+        need(language)
+        return run_file(LANGUAGES[language][0], text, *flags, args=args, timeout=timeout)
+    return invoke
+
+
+def expect_compiled(r, language):
+    """A compiled language's result carries its compile stage, which succeeded."""
+    if LANGUAGES[language][2]:
+        assert r["compile"] is not None, r.describe()
+        assert r["compile"]["status"] == "ok", f"{r['compile']}\n{r.describe()}"
+        assert r["compile"]["cached"] is False
+        assert r["compile"]["usage"]["cpu_ms"] >= 0
+    else:
+        assert r["compile"] is None, r.describe()
+
+
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_hello_world(run_language, language):
+    r = run_language(language, HELLO[language])
+    r.expect("ok", rc=0)
+    assert r["stdout"] == "hello\n", r.describe()
+    expect_compiled(r, language)
+
+
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_stdin_args_and_exit_code(run_language, language, tmp_path):
+    need(language)
+    (tmp_path / "stdin").write_text("a line\nanother\n")
+    r = run_language(language, ECHO[language], "--stdin", str(tmp_path / "stdin"), args=("first",))
+    r.expect("exit_nonzero", rc=3)
+    assert r["exit_code"] == 3
+    assert r["stdout"] == "in=a line arg=first\n", r.describe()
+
+
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_an_uncaught_error(run_language, language):
+    program, status, said = UNCAUGHT[language]
+    r = run_language(language, program)
+    r.expect(status)
+    assert said in r["stderr"], r.describe()
+    expect_compiled(r, language)
+
+
+@pytest.mark.parametrize("language", list(COMPILE_ERROR))
+def test_a_compile_error_reports_the_diagnostic_and_runs_nothing(run_language, language):
+    program, diagnostic = COMPILE_ERROR[language]
+    r = run_language(language, program)
+    r.expect("compile_error", rc=1)
+    compile = r["compile"]
+    assert compile["status"] == "exit_nonzero" and compile["exit_code"] != 0, compile
+    assert diagnostic in compile["stderr"], compile
+    assert "the compile ended exit_nonzero" in r["error"]
+    # Nothing ran: no output, no usage of a run.
+    assert r["stdout"] == "" and r["stderr"] == "" and r["usage"]["cpu_ms"] == 0, r.describe()
+    assert r["exit_code"] is None
+
+
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_a_memory_bomb_hits_the_cap(run_language, language, host):
+    host.require_controller("memory")
+    r = run_language(language, MEMORY_BOMB[language], "--memory", "128M", "--timeout", "30s")
+    r.expect("memory_limit", rc=125)
+    assert r["evidence"]["oom_kills"] > 0, r.describe()
+    expect_compiled(r, language)
+
+
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_a_process_or_thread_bomb_hits_the_cap(run_language, language, host):
+    host.require_controller("pids")
+    # Go's runtime prints every goroutine's stack when it cannot make a thread: room for it.
+    r = run_language(language, BOMB[language], "--pids", "48", "--memory", "512M",
+                     "--timeout", "30s", "--output", "16M")
+    r.expect("pids_limit", rc=123)
+    assert r["evidence"]["pids_max_events"] > 0, r.describe()
+    assert r["evidence"]["wall_timeout"] is False, r.describe()
+
+
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_a_run_past_its_deadline_times_out(run_language, language):
+    r = run_language(language, SPIN[language], "--timeout", "1s")
+    r.expect("timeout", rc=124)
+    assert r["evidence"]["wall_timeout"] is True, r.describe()
+    expect_compiled(r, language)
+
+
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_a_huge_output_is_cut_at_the_cap(run_language, language):
+    r = run_language(language, FLOOD[language], "--output", "64K", "--timeout", "30s")
+    r.expect("output_limit", rc=122)
+    assert r["truncated"]["stdout"] is True
+    assert len(r["stdout"].encode()) <= 64 * 1024
+    assert r["evidence"]["output_limit"] is True
+
+
+def test_the_artifact_is_read_only_to_the_program(run_language):
+    program = """#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+int main(void) {
+    int chmodded = chmod("/workspace/main", 0777);
+    int chmod_errno = errno;
+    int fd = open("/workspace/main", O_WRONLY);
+    int open_errno = errno;
+    struct stat st;
+    stat("/workspace/main", &st);
+    printf("chmod=%d/%d open=%d/%d mode=%o uid=%d\\n", chmodded, chmod_errno, fd, open_errno,
+           st.st_mode & 07777, (int)st.st_uid);
+    return 0;
+}
+"""
+    r = run_language("c", program)
+    r.expect("ok")
+    # The artifact is a read-only mount of its own: EROFS (a running binary's open for writing
+    # may be refused first with ETXTBSY).
+    assert re.fullmatch(r"chmod=-1/30 open=-1/(26|30) mode=555 uid=0\n", r["stdout"]), r.describe()
+
+
+def test_every_source_of_the_language_is_compiled_and_other_files_are_there(tmp_path):
+    need("c")
+    from conftest import run_json
+    (tmp_path / "util.c").write_text("int twice(int x) { return 2 * x; }\n")
+    (tmp_path / "data.txt").write_text("21\n")
+    (tmp_path / "main.c").write_text(
+        '#include <stdio.h>\nint twice(int);\n'
+        'int main(void) { int x; FILE *f = fopen("data.txt", "r"); fscanf(f, "%d", &x);'
+        ' printf("%d\\n", twice(x)); return 0; }\n')
+    r = run_json(["run", "--json", "--file", str(tmp_path / "util.c"),
+                  "--file", str(tmp_path / "data.txt"), str(tmp_path / "main.c")])
+    r.expect("ok")
+    assert r["stdout"] == "42\n", r.describe()
+
+
+def test_a_compile_that_cannot_finish_is_a_compile_error_with_the_caps_status(run_language):
+    # The preprocessor reads an endless file: the compile's own wall clock ends it.
+    r = run_language("c", '#include "/dev/zero"\nint main(void) { return 0; }\n', timeout=120)
+    r.expect("compile_error", rc=1)
+    assert r["compile"]["status"] in ("timeout", "memory_limit", "exit_nonzero"), r["compile"]
+    assert r["compile"]["status"] != "ok"
+
+
+def test_an_artifact_larger_than_the_runs_disk_is_refused(run_language):
+    # 80 MiB of initialised data: the compile's disk (256 MiB) holds it, the run's (32 MiB)
+    # cannot; the refusal is the compile's verdict, and nothing runs.
+    r = run_language("c", "char big[80 << 20] = {1};\n"
+                          "int main(void) { return ((volatile char *)big)[1]; }\n",
+                     "--disk", "32M")
+    r.expect("compile_error", rc=1)
+    assert r["compile"]["status"] == "ok", r["compile"]
+    assert "does not fit the run's disk (disk_mb 32)" in r["error"], r.describe()
+    assert r["usage"]["cpu_ms"] == 0 and r["stdout"] == ""
+
+
+def test_a_compile_that_fills_its_disk_is_a_compile_error(run_language):
+    # 300 MiB of initialised data: the object file alone does not fit the compile's 256 MiB.
+    r = run_language("c", "char big[300 << 20] = {1};\n"
+                          "int main(void) { return ((volatile char *)big)[1]; }\n")
+    r.expect("compile_error", rc=1)
+    # The assembler is stopped at the disk's size (RLIMIT_FSIZE, SIGXFSZ) or by ENOSPC; the
+    # compiler driver reports it and exits non-zero.
+    compile = r["compile"]
+    assert compile["status"] in ("disk_full", "exit_nonzero"), compile
+    assert ("File size limit exceeded" in compile["stderr"]
+            or "No space left on device" in compile["stderr"]), compile["stderr"]
+
+
+def test_compiler_bombs_end_within_the_compiles_limits(run_language):
+    # Template instantiation without end, and a macro that expands to two of itself: the
+    # compilers' own depth limits end them, well within the compile's wall clock and memory.
+    template_bomb = ("template <int N> struct B { static const int v = B<N + 1>::v + 1; };\n"
+                     "int main() { return B<0>::v; }\n")
+    r = run_language("cpp", template_bomb)
+    r.expect("compile_error", rc=1)
+    assert r["compile"]["status"] in ("exit_nonzero", "memory_limit", "timeout"), r["compile"]
+    assert r["compile"]["usage"]["wall_ms"] <= 20000 + 1000, r["compile"]["usage"]
+    macro_bomb = "macro_rules! m { () => { m!(); m!(); }; }\nm!();\nfn main() {}\n"
+    r = run_language("rust", macro_bomb)
+    r.expect("compile_error", rc=1)
+    assert r["compile"]["status"] in ("exit_nonzero", "memory_limit", "timeout"), r["compile"]
+
+
+def test_the_compile_stage_has_no_network_and_no_stdin(run_language, tmp_path):
+    # The compile's sandbox is a cold one: its own network namespace with only loopback, and
+    # nothing on stdin (the run's stdin is the run's). "/dev/stdin" reads as empty.
+    program = '#include "/dev/stdin"\n#include <stdio.h>\nint main(void) { char b[8] = "";' \
+              ' fgets(b, 8, stdin); printf("run got %s", b); return 0; }\n'
+    (tmp_path / "in").write_text("secret\n")
+    r = run_language("c", program, "--stdin", str(tmp_path / "in"))
+    r.expect("ok")
+    assert r["stdout"] == "run got secret\n", r.describe()
+
+
+def test_aliases_and_extensions_name_the_languages(tmp_path):
+    need("javascript")
+    from conftest import run_json
+    for alias in ("js", "node", "nodejs"):
+        r = run_json(["run", "--json", "--lang", alias, "-c", 'console.log("hi")'])
+        r.expect("ok")
+        assert r["stdout"] == "hi\n"
+    for name in ("prog.mjs", "prog.cjs"):
+        (tmp_path / name).write_text('console.log("from " + "file")\n')
+        r = run_json(["run", "--json", str(tmp_path / name)])
+        r.expect("ok")
+        assert r["stdout"] == "from file\n"
+
+
+# --- over HTTP ----------------------------------------------------------------------------------
+
+
+def test_the_service_compiles_runs_and_charges_the_compile(tmp_path):
+    need("c")
+    need("cpp")
+    from serve_helpers import FREE_TIER, audit_rows, kept_data_dir, running_server
+    # A budget a C++ compile spends alone (a few hundred ms of CPU) while its run uses ~1 ms.
+    tiers = {"compilers": {**FREE_TIER, "languages": "c, cpp"},
+             "metered": {**FREE_TIER, "languages": "cpp", "cpu_budget_ms": 100,
+                         "cpu_window_s": 3600}}
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=tiers, tenants={"acme": "compilers", "skint": "metered"},
+                            data_dir=data_dir) as srv:
+            ok = srv.run('#include <stdio.h>\nint main(int c, char **v) { printf("%s\\n", v[1]);'
+                         ' return 0; }\n', "c", args=["arg"])
+            assert ok["status"] == "ok" and ok["stdout"] == "arg\n", ok
+            assert ok["compile"]["status"] == "ok" and ok["compile"]["cached"] is False
+            assert ok["compile"]["limits"]["memory_mb"] >= 512, ok["compile"]["limits"]
+            assert ok["compile"]["usage"]["cpu_ms"] > 0, ok["compile"]
+
+            # An alias names the language; the audit record says its own name.
+            bad = srv.run("int main() { return nope; }", "c++")
+            assert bad["status"] == "compile_error" and bad["exit_code"] is None, bad
+            assert "nope" in bad["compile"]["stderr"] and bad["stdout"] == "", bad
+            assert bad["error"].startswith("the compile ended exit_nonzero"), bad
+            record = srv.get_execution(bad["id"]).json()
+            assert record["status"] == "compile_error" and record["language"] == "cpp", record
+
+            # The compile's CPU is charged to the tenant: the first program's compile spends
+            # the budget, so the second is refused, though the first program ran for ~1 ms.
+            program = "#include <iostream>\nint main() { std::cout << 1 << std::endl; }\n"
+            first = srv.run(program, "cpp", tenant="skint")
+            assert first["status"] == "ok", first
+            assert first["usage"]["cpu_ms"] < 100 <= first["compile"]["usage"]["cpu_ms"], first
+            second = srv.post_execution({"language": "cpp", "code": program}, tenant="skint")
+            assert second.status_code == 429, second.text
+        row = audit_rows(data_dir)[bad["id"]]
+        assert row["status"] == "compile_error" and row["language"] == "cpp", row
