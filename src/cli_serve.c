@@ -28,6 +28,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "engine/compile_cache.h"
 #include "engine/server.h"
 #include "protocol/spool.h"
 #include "service/config.h"
@@ -74,6 +75,19 @@ static int prepare_data_dir(const struct sbx_server_config *server, char *spool_
             prepare_api_dir(spool_dir, server->api_uid, err) < 0)
                 return -1;
         return 0;
+}
+
+/* DATA_DIR/compile-cache, root's with mode 0700; false (the cache off, said in the log) when it
+ * cannot be made. */
+static bool prepare_cache_dir(const char *data_dir, char *path, size_t size)
+{
+        if ((size_t)snprintf(path, size, "%s/compile-cache", data_dir) >= size ||
+            (mkdir(path, 0700) < 0 && errno != EEXIST) || chown(path, 0, 0) < 0 ||
+            chmod(path, 0700) < 0) {
+                sbx_warn("serve: the compile cache is off: %s: %s", path, strerror(errno));
+                return false;
+        }
+        return true;
 }
 
 static int bind_listen_socket(const struct sbx_server_config *server, struct sbx_error *err)
@@ -254,6 +268,12 @@ int cli_serve(int argc, char **argv)
                         .max_idle_s = (unsigned)config.pools[i].max_idle_s,
                 };
         }
+        /* Root's alone: the engine writes it and the API process never reads an artifact. */
+        char cache_dir[PATH_MAX];
+        struct sbx_compile_cache compile_cache = {.dir = cache_dir,
+                                                  .max_bytes = config.server.compile_cache_bytes};
+        bool cache_on = compile_cache.max_bytes > 0 &&
+                        prepare_cache_dir(config.server.data_dir, cache_dir, sizeof(cache_dir));
         struct sbx_engine_options engine_options = {
                 .max_sandboxes = (unsigned)config.server.max_sandboxes,
                 .shutdown_grace_ms = (uint32_t)(config.server.shutdown_grace_s * 1000),
@@ -262,6 +282,7 @@ int cli_serve(int argc, char **argv)
                 .n_pools = n_pools,
                 .spool_dir = spool_dir,
                 .spool_owner = config.server.api_uid,
+                .compile_cache = cache_on ? &compile_cache : NULL,
                 .config_path = config_path,
         };
         rc = sbx_engine_serve(engine_fds[0], &engine_options, &err) < 0 ? CLI_EXIT_SOFTWARE : 0;

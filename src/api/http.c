@@ -361,6 +361,8 @@ static json_t *finish_execution(struct sbx_api *api, const struct sbx_tenant *te
                 sbx_warn("audit: execution %s: %s", settings->id, err.message);
         sbx_metrics_count_execution(api->metrics, tenant->name, sbx_status_name(result->status));
         sbx_metrics_observe_timing(api->metrics, &result->timing);
+        if (result->compile != NULL)
+                sbx_metrics_count_compile(api->metrics, result->compile->cached);
         sbx_engine_result_free(outcome);
         return response;
 }

@@ -79,6 +79,7 @@ struct sbx_metrics {
         uint64_t session_runs[SESSION_STATUS_COUNT + 1];
         struct histogram session_run_time;
         uint64_t sessions_open;
+        uint64_t compile_cache_hits, compile_cache_misses;
 };
 
 struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
@@ -214,6 +215,16 @@ static void histogram_observe(struct histogram *histogram, uint64_t value_us)
         }
         histogram->sum_us += value_us;
         histogram->count++;
+}
+
+void sbx_metrics_count_compile(struct sbx_metrics *metrics, bool cached)
+{
+        pthread_mutex_lock(&metrics->lock);
+        if (cached)
+                metrics->compile_cache_hits++;
+        else
+                metrics->compile_cache_misses++;
+        pthread_mutex_unlock(&metrics->lock);
 }
 
 void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_timing *timing)
@@ -429,6 +440,26 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
         fprintf(out, "sandboxd_pool_refill_seconds_sum %" PRIu64 ".%06" PRIu64 "\n",
                 engine->pool_refill_us / 1000000, engine->pool_refill_us % 1000000);
         fprintf(out, "sandboxd_pool_refill_seconds_count %" PRIu64 "\n", engine->pool_created);
+
+        write_family_header(out, "sandboxd_compile_cache_lookups_total", "counter",
+                            "Compile stages served from the compile cache (hit) or compiled "
+                            "(miss).");
+        fprintf(out, "sandboxd_compile_cache_lookups_total{result=\"hit\"} %" PRIu64 "\n",
+                metrics->compile_cache_hits);
+        fprintf(out, "sandboxd_compile_cache_lookups_total{result=\"miss\"} %" PRIu64 "\n",
+                metrics->compile_cache_misses);
+        write_family_header(out, "sandboxd_compile_cache_bytes", "gauge",
+                            "The compile cache's artifacts together, at the engine's last report.");
+        fprintf(out, "sandboxd_compile_cache_bytes %" PRIu64 "\n", engine->compile_cache_bytes);
+        write_family_header(out, "sandboxd_compile_cache_entries", "gauge",
+                            "Artifacts in the compile cache, at the engine's last report.");
+        fprintf(out, "sandboxd_compile_cache_entries %" PRIu64 "\n",
+                engine->compile_cache_entries);
+        write_family_header(out, "sandboxd_compile_cache_evictions_total", "counter",
+                            "Artifacts evicted (least recently used first) to keep the cache "
+                            "within its bound.");
+        fprintf(out, "sandboxd_compile_cache_evictions_total %" PRIu64 "\n",
+                engine->compile_cache_evictions);
 
         write_family_header(out, "sandboxd_sessions_open", "gauge", "Sessions open now.");
         fprintf(out, "sandboxd_sessions_open %" PRIu64 "\n", metrics->sessions_open);

@@ -51,6 +51,9 @@ void sbx_metrics_free(struct sbx_metrics *metrics);
 void sbx_metrics_count_execution(struct sbx_metrics *metrics, const char *tenant,
                                  const char *status);
 
+/* Counts one compile stage: served from the compile cache (hit) or compiled (miss). */
+void sbx_metrics_count_compile(struct sbx_metrics *metrics, bool cached);
+
 /* Adds one observation of each phase of timing (microseconds) to the phase histograms. */
 void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_timing *timing);
 

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
+#include "engine/compile_cache.h"
 #include "model/language.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -58,8 +59,10 @@ struct compile_plan {
         const char *envp[SBX_REQUEST_BASE_ENVIRONMENT_SIZE + 8 + 2];
         struct sbx_spec spec;
         int artifact_fd;
-        void *artifact; /* mapped after a compile that succeeded */
+        void *artifact; /* mapped after a compile that succeeded, or cached_artifact */
         size_t artifact_size;
+        void *cached_artifact; /* a compile cache hit's, malloc'd */
+        char key[SBX_COMPILE_CACHE_KEY_HEX + 1]; /* empty: the cache is not used */
 };
 
 struct execution_plan {
@@ -86,7 +89,9 @@ static void compile_plan_free(struct compile_plan *compile)
 {
         if (compile == NULL)
                 return;
-        if (compile->artifact != NULL)
+        if (compile->cached_artifact != NULL)
+                free(compile->cached_artifact);
+        else if (compile->artifact != NULL)
                 munmap(compile->artifact, compile->artifact_size);
         sbx_closep(&compile->artifact_fd);
         free(compile->script);
@@ -319,9 +324,51 @@ static int take_artifact(struct execution_plan *plan, struct sbx_error *err)
         return 0;
 }
 
+/* A hit of the compile cache: the artifact, and a compile stage that says it was cached. */
+static bool compile_cached(struct execution_plan *plan, const struct sbx_request *request,
+                           struct sbx_result *compile)
+{
+        struct compile_plan *stage = plan->compile;
+        if (request->compile_cache == NULL || request->tenant == NULL)
+                return false;
+        struct sbx_error err = {0};
+        if (sbx_compile_cache_key(request->tenant, plan->language, stage->spec.files,
+                                  stage->spec.n_files, stage->key, &err) < 0) {
+                sbx_warn("compile cache: %s", err.message);
+                return false;
+        }
+        uint64_t t0 = sbx_now_us();
+        int found = sbx_compile_cache_get(request->compile_cache, stage->key,
+                                          &stage->cached_artifact, &stage->artifact_size, &err);
+        if (found < 0)
+                sbx_warn("compile cache: %s", err.message);
+        if (found <= 0)
+                return false;
+        stage->artifact = stage->cached_artifact;
+        compile->cached = true;
+        compile->status = SBX_STATUS_OK;
+        compile->run.exited = true;
+        compile->timing.total_us = sbx_now_us() - t0;
+        return true;
+}
+
+/* Keeps a fresh artifact for the next run of the same sources. */
+static void compile_remember(struct execution_plan *plan, const struct sbx_request *request)
+{
+        struct compile_plan *stage = plan->compile;
+        if (request->compile_cache == NULL || stage->key[0] == '\0')
+                return;
+        struct sbx_error err = {0};
+        uint64_t evicted = 0;
+        if (sbx_compile_cache_put(request->compile_cache, stage->key, stage->artifact,
+                                  stage->artifact_size, &evicted, &err) < 0)
+                sbx_warn("compile cache: %s", err.message);
+}
+
 /* The compile stage, into result->compile. 0: the artifact is the run's; -1: result is final
  * (compile_error, canceled or internal_error) and nothing is to run. */
-static int compile_stage(struct execution_plan *plan, struct sbx_result *result)
+static int compile_stage(struct execution_plan *plan, const struct sbx_request *request,
+                         struct sbx_result *result)
 {
         struct sbx_error err = {0};
         struct sbx_result *compile = calloc(1, sizeof(*compile));
@@ -333,12 +380,29 @@ static int compile_stage(struct execution_plan *plan, struct sbx_result *result)
         *compile = (struct sbx_result){.limits = plan->compile->spec.limits,
                                        .backend = plan->backend->name};
         result->compile = compile;
-        run_sandbox(plan->backend, &plan->compile->spec, compile);
-        result->timing.total_us = compile->timing.total_us;
-
-        if (compile->status == SBX_STATUS_OK) {
-                if (take_artifact(plan, &err) == 0 && plan_run_files(plan, &err) == 0)
+        if (compile_cached(plan, request, compile)) {
+                result->timing.total_us = compile->timing.total_us;
+                if (plan->compile->artifact_size <= plan->spec.limits.disk_bytes &&
+                    plan_run_files(plan, &err) == 0)
                         return 0;
+                if (err.code != 0) {
+                        fail_internal(result, &err);
+                        return -1;
+                }
+                sbx_error_set(&err, EFBIG,
+                              "the artifact (%zu bytes) does not fit the run's disk (disk_mb %llu)",
+                              plan->compile->artifact_size,
+                              (unsigned long long)(plan->spec.limits.disk_bytes / SBX_LIMIT_MIB));
+        } else {
+                run_sandbox(plan->backend, &plan->compile->spec, compile);
+                result->timing.total_us = compile->timing.total_us;
+        }
+
+        if (compile->status == SBX_STATUS_OK && err.code == 0) {
+                if (take_artifact(plan, &err) == 0 && plan_run_files(plan, &err) == 0) {
+                        compile_remember(plan, request);
+                        return 0;
+                }
                 if (err.code != EFBIG) {
                         fail_internal(result, &err);
                         return -1;
@@ -373,7 +437,7 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
                 return -1;
         *result = (struct sbx_result){.limits = request->limits, .backend = plan.backend->name};
         memcpy(result->id, id, sizeof(id));
-        if (plan.compile != NULL && compile_stage(&plan, result) < 0)
+        if (plan.compile != NULL && compile_stage(&plan, request, result) < 0)
                 return 0;
         run_sandbox(plan.backend, &plan.spec, result);
         return 0;

@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "engine/compile_cache.h"
 #include "engine/execution.h"
 #include "protocol/protocol.h"
 #include "protocol/transport.h"
@@ -63,7 +64,8 @@ struct sbx_worker_context engine_worker_context(const struct engine *e)
         return (struct sbx_worker_context){.api_fd = e->api_fd,
                                            .engine_pid = e->pid,
                                            .spool_dir = e->spool_dir,
-                                           .spool_owner = e->spool_owner};
+                                           .spool_owner = e->spool_owner,
+                                           .compile_cache = e->compile_cache};
 }
 
 /* ---- The engine's replies ------------------------------------------------------------------ */
@@ -145,10 +147,15 @@ static void reply_stats(struct engine *e, uint64_t request_id)
          * alive bound the sandboxes alive from above. */
         e->stats.workers_alive = e->n_workers;
         e->stats.sandboxes_alive = e->n_workers;
+        struct sbx_error err = {0};
         pools_count(e, &e->stats);
+        if (e->compile_cache != NULL &&
+            sbx_compile_cache_usage(e->compile_cache, &e->stats.compile_cache_bytes,
+                                    &e->stats.compile_cache_entries,
+                                    &e->stats.compile_cache_evictions, &err) < 0)
+                sbx_warn("engine: compile cache: %s", err.message);
         void *buf;
         size_t len;
-        struct sbx_error err = {0};
         if (sbx_message_encode_stats_reply(request_id, &e->stats, &buf, &len, &err) < 0) {
                 sbx_warn("engine: %s", err.message);
                 return;
@@ -914,6 +921,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         e->api_pid = options->api_pid;
         e->spool_dir = options->spool_dir;
         e->spool_owner = options->spool_owner;
+        e->compile_cache = options->compile_cache;
         e->config_path = options->config_path;
         e->max_workers = max;
         e->grace_ms = options->shutdown_grace_ms ? options->shutdown_grace_ms

@@ -75,6 +75,9 @@ struct sbx_engine_options {
          * (protocol/spool.h), and whose its files become; NULL: such a result is only logged. */
         const char *spool_dir;
         uid_t spool_owner;
+        /* Where compiled languages' artifacts are kept between runs (engine/compile_cache.h);
+         * NULL: every run compiles. */
+        const struct sbx_compile_cache *compile_cache;
         /* The config file, read again on SIGHUP and sent to the API process (CONFIG); NULL when
          * the service runs on its embedded defaults. */
         const char *config_path;

@@ -43,6 +43,7 @@ struct engine {
         pid_t pid; /* the engine's own: workers die with it */
         pid_t api_pid;
         const char *spool_dir; /* sbx_engine_options */
+        const struct sbx_compile_cache *compile_cache; /* sbx_engine_options */
         uid_t spool_owner;
         const char *config_path;
         /* Every worker not yet reaped: running ones, idle and starting pool workers, and done

@@ -242,6 +242,7 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
                 sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, &engine_gone);
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
+        request.compile_cache = context->compile_cache;
         struct output_stream streamed = {
                 .context = context, .request_id = request_id, .execution_id = run->execution_id};
         if (request.stream) {

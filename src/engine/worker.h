@@ -26,6 +26,7 @@ struct sbx_worker_context {
         pid_t engine_pid;      /* the worker dies with it */
         const char *spool_dir; /* for a RESULT the API process is gone for; NULL: none */
         uid_t spool_owner;
+        const struct sbx_compile_cache *compile_cache; /* NULL: none */
 };
 
 /* What every forked worker does first: dies with the engine (PR_SET_PDEATHSIG SIGTERM), is the

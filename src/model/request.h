@@ -10,6 +10,8 @@
 #include "model/limits.h"
 #include "util/error.h"
 
+struct sbx_compile_cache;
+
 /* Limits on what one request may carry; the API's settings pipeline and the engine both enforce
  * them (the engine again, on every message). */
 #define SBX_MAX_FILES       64
@@ -66,6 +68,12 @@ struct sbx_request {
         size_t stdin_size;
         struct sbx_limits limits;
         const char *backend; /* NULL = "native" */
+        /* Whose execution it is: the compile cache keeps each tenant's artifacts apart. NULL:
+         * nobody's (`sandboxd run`), and the cache is not used. */
+        const char *tenant;
+        /* The engine's compile cache (engine/compile_cache.h), set by its worker; NULL: none.
+         * Not carried by the protocol. */
+        const struct sbx_compile_cache *compile_cache;
         struct sbx_test_hooks test;
         /* Readable = cancel: the sandbox is killed and the result's status is canceled
          * (the engine's worker passes a signalfd for SIGTERM). Set -1 for none; 0 also means none,

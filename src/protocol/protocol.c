@@ -57,10 +57,10 @@ static bool type_known(uint16_t type)
 
 /* The records the messages carry are made from their rows (model/limits.h, model/result.h,
  * SBX_MESSAGE_STATS), so a row added changes the wire: bump SBX_PROTOCOL_VERSION with it, and
- * these counts (those of version 2). */
+ * these counts (those of version 4). */
 _Static_assert(SBX_LIMIT_COUNT == 8 && sizeof(struct sbx_evidence) == 8 * sizeof(uint64_t) &&
                        sizeof(struct sbx_timing) == 5 * sizeof(uint64_t) &&
-                       SBX_MESSAGE_STATS_COUNT == 13,
+                       SBX_MESSAGE_STATS_COUNT == 16,
                "a record's rows changed: bump SBX_PROTOCOL_VERSION and the counts here");
 
 /* ---- Encoding ------------------------------------------------------------------------------ */
@@ -245,6 +245,7 @@ int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
         put(&w, execution_id, SBX_EXECUTION_ID_CHARS);
         put_string(&w, "language", request->language);
         put_opt_string(&w, "backend", request->backend);
+        put_opt_string(&w, "tenant", request->tenant);
         put_flag(&w, request->code != NULL);
         if (request->code != NULL)
                 put_blob(&w, "code", request->code, request->code_size);
@@ -624,6 +625,10 @@ static int decode_run(struct reader *r, struct sbx_message_run *run)
         if (get_flag(r, "backend", &present) < 0)
                 return -1;
         if (present && decode_name(r, "backend", &request->backend) < 0)
+                return -1;
+        if (get_flag(r, "tenant", &present) < 0)
+                return -1;
+        if (present && decode_name(r, "tenant", &request->tenant) < 0)
                 return -1;
 
         if (get_flag(r, "code", &present) < 0)

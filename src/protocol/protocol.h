@@ -184,7 +184,11 @@ struct sbx_message_session {
         X(pool_destroyed)      /* entries that ended without running anything */                   \
         X(pool_hits)           /* RUNs served by a ready entry */                                  \
         X(pool_misses)         /* RUNs of a pooled language that found none ready */               \
-        X(pool_refill_us)      /* the time created entries took to become ready, summed */
+        X(pool_refill_us)      /* the time created entries took to become ready, summed */         \
+        /* The compile cache (engine/compile_cache.h); 0 when it is off. */                        \
+        X(compile_cache_bytes)     /* its entries' content together */                             \
+        X(compile_cache_entries)   /* entries */                                                   \
+        X(compile_cache_evictions) /* entries evicted since the directory was made */
 // clang-format on
 
 struct sbx_message_stats {

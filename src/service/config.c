@@ -451,6 +451,8 @@ static const struct config_key server_keys[] = {
         {"max_connections_per_ip", NUMBER(max_connections_per_ip, 1, 16384)},
         /* GET /metrics then needs the token. */
         {"metrics_token_sha256", CUSTOM(server_metrics_token)},
+        /* The compiled artifacts kept under DATA_DIR/compile-cache; 0 turns the cache off. */
+        {"compile_cache_bytes", BYTES(compile_cache_bytes, 0, 1ull << 40)},
 };
 #undef RECORD
 _Static_assert(SBX_ARRAY_SIZE(server_keys) <= MAX_SECTION_KEYS, "too many [server] keys");
@@ -465,6 +467,7 @@ static void server_set_defaults(struct sbx_server_config *server)
          * processes with a real account; no passwd entry is needed. */
         server->api_uid = 1999999999;
         server->max_body_bytes = 8 * MIB;
+        server->compile_cache_bytes = 1024 * MIB;
         server->max_sandboxes = 64;
         server->shutdown_grace_s = 10;
         server->store_output = false;

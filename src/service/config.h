@@ -34,6 +34,7 @@ struct sbx_server_config {
         bool store_output;               /* keep stdout/stderr in the audit log */
         uint64_t max_connections;        /* HTTP connections at once */
         uint64_t max_connections_per_ip; /* ... from one client address */
+        uint64_t compile_cache_bytes;    /* the compile cache's bound; 0: no cache */
         /* GET /metrics needs this token's hash when set (it names every tenant). */
         bool metrics_token_required;
         uint8_t metrics_token_sha256[SBX_SHA256_SIZE];

@@ -667,5 +667,6 @@ void sbx_settings_to_request(const struct sbx_settings *settings, struct sbx_req
                 .stdin_size = settings->stdin_size,
                 .limits = settings->limits,
                 .backend = settings->backend,
+                .tenant = settings->tenant,
         };
 }

@@ -9,6 +9,7 @@ A language whose toolchain is not installed is skipped with the reason
 
 import os
 import re
+import time
 
 import pytest
 
@@ -493,3 +494,92 @@ def test_the_service_compiles_runs_and_charges_the_compile(tmp_path):
             assert second.status_code == 429, second.text
         row = audit_rows(data_dir)[bad["id"]]
         assert row["status"] == "compile_error" and row["language"] == "cpp", row
+
+
+# --- the compile cache ----------------------------------------------------------------------------
+
+def c_program(word):
+    return f'#include <stdio.h>\nint main(void) {{ puts("{word}"); return 0; }}\n'
+
+
+def cache_entries(data_dir):
+    root = os.path.join(data_dir, "compile-cache")
+    found = []
+    for shard in sorted(os.listdir(root)) if os.path.isdir(root) else []:
+        if os.path.isdir(os.path.join(root, shard)):
+            found += [os.path.join(root, shard, name)
+                      for name in sorted(os.listdir(os.path.join(root, shard)))]
+    return found
+
+
+def test_a_second_run_of_the_same_sources_is_served_from_the_cache_per_tenant():
+    need("c")
+    from serve_helpers import FREE_TIER, kept_data_dir, running_server, sample
+    tiers = {"compilers": {**FREE_TIER, "languages": "c"}}
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=tiers, tenants={"acme": "compilers", "globex": "compilers"},
+                            data_dir=data_dir) as srv:
+            first = srv.run(c_program("first"), "c")
+            second = srv.run(c_program("first"), "c")
+            assert first["compile"]["cached"] is False and second["compile"]["cached"] is True
+            assert second["status"] == "ok" and second["stdout"] == first["stdout"] == "first\n"
+            # A hit runs no compile sandbox: no CPU, no wall time of its own to speak of.
+            assert second["compile"]["usage"]["cpu_ms"] == 0, second["compile"]
+            assert second["compile"]["timing"]["setup_us"] == 0, second["compile"]
+            # Another tenant's identical sources are compiled for it: never shared.
+            other = srv.run(c_program("first"), "c", tenant="globex")
+            assert other["compile"]["cached"] is False, other["compile"]
+            # Any change of a source is a miss.
+            changed = srv.run(c_program("first") + "\n", "c")
+            assert changed["compile"]["cached"] is False
+            metrics = srv.metrics()
+            assert sample(metrics, "sandboxd_compile_cache_lookups_total", result="hit") == 1
+            assert sample(metrics, "sandboxd_compile_cache_lookups_total", result="miss") == 3
+            assert sample(metrics, "sandboxd_compile_cache_entries") == 3
+            assert sample(metrics, "sandboxd_compile_cache_bytes") > 3 * 4096
+        entries = cache_entries(data_dir)
+        assert len(entries) == 3 and not any("/.tmp" in e for e in entries), entries
+        assert all(os.stat(e).st_mode & 0o777 == 0o600 for e in entries)
+        assert os.stat(os.path.join(data_dir, "compile-cache")).st_mode & 0o777 == 0o700
+
+
+def test_a_damaged_entry_is_never_run_and_is_compiled_again():
+    need("c")
+    from serve_helpers import FREE_TIER, kept_data_dir, running_server
+    tiers = {"compilers": {**FREE_TIER, "languages": "c"}}
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=tiers, tenants={"acme": "compilers"}, data_dir=data_dir) as srv:
+            assert srv.run(c_program("whole"), "c")["compile"]["cached"] is False
+            [entry] = cache_entries(data_dir)
+            # Another program's bytes under this key (a disk error, a poisoning attempt): the
+            # entry's own hash no longer matches, so it is dropped and the compile runs.
+            with open(entry, "r+b") as f:
+                f.seek(-64, os.SEEK_END)
+                f.write(b"\xcc" * 16)
+            again = srv.run(c_program("whole"), "c")
+            assert again["compile"]["cached"] is False, again["compile"]
+            assert again["status"] == "ok" and again["stdout"] == "whole\n", again
+            third = srv.run(c_program("whole"), "c")
+            assert third["compile"]["cached"] is True and third["stdout"] == "whole\n"
+
+
+def test_the_cache_stays_within_its_bound_evicting_the_least_recently_used():
+    need("c")
+    from serve_helpers import FREE_TIER, kept_data_dir, running_server, sample
+    tiers = {"compilers": {**FREE_TIER, "languages": "c"}}
+    with kept_data_dir() as data_dir:
+        # Room for two hello-world binaries (~16 KB each), not three.
+        with running_server(tiers=tiers, tenants={"acme": "compilers"}, data_dir=data_dir,
+                            server={"compile_cache_bytes": 40000}) as srv:
+            for word in ("a", "b"):
+                assert srv.run(c_program(word), "c")["compile"]["cached"] is False
+            time.sleep(0.05)
+            assert srv.run(c_program("a"), "c")["compile"]["cached"] is True  # a is used last
+            time.sleep(0.05)
+            assert srv.run(c_program("c"), "c")["compile"]["cached"] is False  # evicts b
+            assert srv.run(c_program("a"), "c")["compile"]["cached"] is True
+            assert srv.run(c_program("b"), "c")["compile"]["cached"] is False
+            metrics = srv.metrics()
+            assert sample(metrics, "sandboxd_compile_cache_evictions_total") >= 2
+            assert sample(metrics, "sandboxd_compile_cache_bytes") <= 40000
+            assert sample(metrics, "sandboxd_compile_cache_entries") == 2

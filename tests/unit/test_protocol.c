@@ -103,6 +103,7 @@ static void test_run_code_round_trip(void **state)
                 .stdin_size = sizeof(input) - 1,
                 .limits = test_limits(),
                 .backend = "native",
+                .tenant = "acme",
                 .test = {.fail_step = "exec", .disabled_layers = SBX_LAYER_SECCOMP},
                 .cancel_fd = 7,
         };
@@ -121,6 +122,7 @@ static void test_run_code_round_trip(void **state)
         assert_string_equal(m.body.run.execution_id, test_id);
         assert_string_equal(r->language, "python");
         assert_string_equal(r->backend, "native");
+        assert_string_equal(r->tenant, "acme");
         assert_int_equal(r->code_size, sizeof(code) - 1);
         assert_memory_equal(r->code, code, sizeof(code) - 1);
         assert_int_equal(r->code[r->code_size], '\0'); /* blobs are terminated too */
@@ -476,9 +478,47 @@ static void test_result_round_trip(void **state)
         assert_string_equal(r->backend, "native");
         assert_true(r->pooled);
         assert_string_equal(r->error, result.error);
+        assert_null(r->compile);
         free(copy);
         free(buf);
         sbx_result_free(&result);
+}
+
+static void test_result_with_its_compile_stage_round_trips(void **state)
+{
+        (void)state;
+        struct sbx_result result;
+        fill_result(&result);
+        result.status = SBX_STATUS_COMPILE_ERROR;
+        struct sbx_result *compile = calloc(1, sizeof(*compile));
+        assert_non_null(compile);
+        fill_result(compile);
+        compile->id[0] = '\0';
+        compile->status = SBX_STATUS_EXIT_NONZERO;
+        compile->cached = true;
+        result.compile = compile;
+        void *buf;
+        size_t len;
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_message_encode_result(5, &result, &buf, &len, &err), 0);
+        static struct sbx_message m;
+        void *copy;
+        assert_int_equal(decode_copy(buf, len, &m, &err, &copy), 0);
+        const struct sbx_result *r = &m.body.result;
+        assert_int_equal(r->status, SBX_STATUS_COMPILE_ERROR);
+        assert_false(r->cached);
+        /* The compile stage decodes into the message's own storage, one level deep. */
+        assert_ptr_equal(r->compile, &m.compile);
+        assert_int_equal(r->compile->status, SBX_STATUS_EXIT_NONZERO);
+        assert_true(r->compile->cached);
+        assert_null(r->compile->compile);
+        assert_string_equal(r->compile->id, "");
+        assert_memory_equal(r->compile->run.out.data, "out\0put", 7);
+        assert_memory_equal(&r->compile->evidence, &compile->evidence, sizeof(compile->evidence));
+        free(copy);
+        free(buf);
+        sbx_result_free(&result); /* and its compile stage */
+        assert_null(result.compile);
 }
 
 static void test_result_empty_fields(void **state)
@@ -557,7 +597,7 @@ static void test_small_messages_round_trip(void **state)
         assert_int_equal(sbx_message_encode_empty(SBX_MESSAGE_STATS_REPLY, 1, &buf, &len, &err),
                          -1);
 
-        struct sbx_message_stats stats = {1, 2, 3, 4, UINT64_MAX, 6, 7, 8, 9, 10, 11, 12, 13};
+        struct sbx_message_stats stats = {1, 2, 3, 4, UINT64_MAX, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
         assert_int_equal(sbx_message_encode_stats_reply(5, &stats, &buf, &len, &err), 0);
         static struct sbx_message m;
         assert_int_equal(decode_copy(buf, len, &m, &err, NULL), 0);
@@ -704,6 +744,7 @@ static void raw_run_start(struct raw *raw)
         raw_put(raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_string(raw, "python");
         raw_u8(raw, 0); /* no backend */
+        raw_u8(raw, 0); /* no tenant */
         raw_u8(raw, 1);
         raw_string(raw, "x"); /* code */
         raw_u8(raw, 0);       /* no entrypoint */
@@ -923,7 +964,8 @@ static void test_bad_run_bodies(void **state)
         raw_header(&raw, SBX_MESSAGE_RUN);
         raw_put(&raw, test_id, SBX_EXECUTION_ID_CHARS);
         raw_string(&raw, "python");
-        raw_u8(&raw, 0);
+        raw_u8(&raw, 0); /* no backend */
+        raw_u8(&raw, 0); /* no tenant */
         raw_u8(&raw, 0); /* no code */
         raw_u8(&raw, 1);
         raw_string(&raw, "ok.py");
@@ -1127,7 +1169,7 @@ static void test_fuzz(void **state)
                 .language = "bash", .code = "echo\0x", .code_size = 6, .limits = test_limits()};
         struct sbx_result result;
         fill_result(&result);
-        struct sbx_message_stats stats = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+        struct sbx_message_stats stats = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
         assert_int_equal(
                 sbx_message_encode_run(1, test_id, &files_request, &seeds[0], &seed_len[0], &err),
                 0);
@@ -1359,6 +1401,7 @@ int main(void)
                 cmocka_unit_test(test_run_at_bounds),
                 cmocka_unit_test(test_run_encoder_refuses),
                 cmocka_unit_test(test_result_round_trip),
+                cmocka_unit_test(test_result_with_its_compile_stage_round_trips),
                 cmocka_unit_test(test_result_empty_fields),
                 cmocka_unit_test(test_result_status_bounds),
                 cmocka_unit_test(test_small_messages_round_trip),

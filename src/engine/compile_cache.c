@@ -1,0 +1,337 @@
+/* The low-level SHA-256 calls pull in only the hash from libcrypto's static archive (the EVP
+ * layer would bring its providers and thousands of relocations into every `sandboxd run`). */
+#define OPENSSL_SUPPRESS_DEPRECATED
+#define _GNU_SOURCE
+#include "engine/compile_cache.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <openssl/sha.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util/cleanup.h"
+#include "util/file.h"
+#include "util/hex.h"
+
+static const char magic[] = "SBXCACHE1\n";
+#define MAGIC_BYTES  (sizeof(magic) - 1)
+#define HEADER_BYTES (MAGIC_BYTES + SHA256_DIGEST_LENGTH + 8)
+
+/* ---- the key ---------------------------------------------------------------------------- */
+
+/* SHA256() itself goes through EVP in OpenSSL 3 (and would link it all in): the context calls. */
+static void sha256(const void *data, size_t size, uint8_t digest[SHA256_DIGEST_LENGTH])
+{
+        SHA256_CTX ctx;
+        SHA256_Init(&ctx);
+        SHA256_Update(&ctx, data, size);
+        SHA256_Final(digest, &ctx);
+}
+
+/* Length-prefixed, so that no two different inputs hash the same stream. */
+static void hash_field(SHA256_CTX *ctx, const void *data, size_t size)
+{
+        uint64_t length = size;
+        SHA256_Update(ctx, &length, sizeof(length));
+        if (size > 0)
+                SHA256_Update(ctx, data, size);
+}
+
+static void hash_string(SHA256_CTX *ctx, const char *text)
+{
+        hash_field(ctx, text != NULL ? text : "", text != NULL ? strlen(text) : 0);
+}
+
+/* The toolchain's identity: where its compiler really is, its size and its modification time. */
+static int hash_toolchain(SHA256_CTX *ctx, const struct sbx_language *language,
+                          struct sbx_error *err)
+{
+        const char *compiler = language->version != NULL ? language->version[0] : NULL;
+        if (compiler == NULL)
+                return sbx_error_set(err, EINVAL, "%s: no toolchain to identify", language->name);
+        char real[PATH_MAX];
+        struct stat st;
+        if (realpath(compiler, real) == NULL || stat(real, &st) < 0)
+                return sbx_error_set(err, errno, "identify the toolchain %s", compiler);
+        hash_string(ctx, real);
+        uint64_t identity[3] = {(uint64_t)st.st_size, (uint64_t)st.st_mtim.tv_sec,
+                                (uint64_t)st.st_mtim.tv_nsec};
+        hash_field(ctx, identity, sizeof(identity));
+        return 0;
+}
+
+int sbx_compile_cache_key(const char *tenant, const struct sbx_language *language,
+                          const struct sbx_file *files, size_t n_files,
+                          char key[static SBX_COMPILE_CACHE_KEY_HEX + 1], struct sbx_error *err)
+{
+        if (tenant == NULL || tenant[0] == '\0')
+                return sbx_error_set(err, EINVAL, "a compile cache key needs a tenant");
+        SHA256_CTX ctx;
+        SHA256_Init(&ctx);
+        hash_string(&ctx, "sandboxd compile cache 1");
+        hash_string(&ctx, tenant);
+        hash_string(&ctx, language->name);
+        hash_string(&ctx, language->compile);
+        if (hash_toolchain(&ctx, language, err) < 0)
+                return -1;
+        uint64_t count = n_files;
+        SHA256_Update(&ctx, &count, sizeof(count));
+        for (size_t i = 0; i < n_files; i++) {
+                hash_string(&ctx, files[i].path);
+                uint8_t mode = files[i].executable ? 1 : 0;
+                SHA256_Update(&ctx, &mode, 1);
+                hash_field(&ctx, files[i].data, files[i].size);
+        }
+        uint8_t digest[SHA256_DIGEST_LENGTH];
+        SHA256_Final(digest, &ctx);
+        sbx_hex_encode(digest, sizeof(digest), key);
+        return 0;
+}
+
+/* ---- entries ---------------------------------------------------------------------------- */
+
+static bool key_valid(const char *key)
+{
+        if (strlen(key) != SBX_COMPILE_CACHE_KEY_HEX)
+                return false;
+        for (size_t i = 0; i < SBX_COMPILE_CACHE_KEY_HEX; i++)
+                if (!((key[i] >= '0' && key[i] <= '9') || (key[i] >= 'a' && key[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+static int entry_path(const struct sbx_compile_cache *cache, const char *key, char *path,
+                      size_t size, bool parent_only, struct sbx_error *err)
+{
+        if (!key_valid(key))
+                return sbx_error_set(err, EINVAL, "not a compile cache key");
+        int n = parent_only ? snprintf(path, size, "%s/%.2s", cache->dir, key)
+                            : snprintf(path, size, "%s/%.2s/%s", cache->dir, key, key);
+        if (n < 0 || (size_t)n >= size)
+                return sbx_error_set(err, ENAMETOOLONG, "compile cache path");
+        return 0;
+}
+
+int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key, void **data,
+                          size_t *size, struct sbx_error *err)
+{
+        *data = NULL;
+        *size = 0;
+        char path[PATH_MAX];
+        if (entry_path(cache, key, path, sizeof(path), false, err) < 0)
+                return -1;
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return errno == ENOENT ? 0 : sbx_error_set(err, errno, "open %s", path);
+        _cleanup_free_ char *whole = NULL;
+        size_t length = 0;
+        struct sbx_error read_err = {0};
+        if (sbx_read_all_fd(fd, HEADER_BYTES + cache->max_bytes, &whole, &length, &read_err) < 0 &&
+            read_err.code != EFBIG)
+                return sbx_error_set(err, read_err.code, "read %s: %s", path, read_err.message);
+        uint64_t content_size = 0;
+        bool sound = whole != NULL && length >= HEADER_BYTES &&
+                     memcmp(whole, magic, MAGIC_BYTES) == 0;
+        if (sound) {
+                memcpy(&content_size, whole + MAGIC_BYTES + SHA256_DIGEST_LENGTH, 8);
+                sound = content_size == length - HEADER_BYTES;
+        }
+        if (sound) {
+                uint8_t digest[SHA256_DIGEST_LENGTH];
+                sha256(whole + HEADER_BYTES, content_size, digest);
+                sound = memcmp(digest, whole + MAGIC_BYTES, sizeof(digest)) == 0;
+        }
+        if (!sound) {
+                /* Damaged (a disk error, a hand edit): it must never run; the compile runs. */
+                unlink(path);
+                return 0;
+        }
+        memmove(whole, whole + HEADER_BYTES, content_size);
+        _cleanup_free_ char *content = steal_pointer(&whole);
+        (void)futimens(fd, NULL); /* used now: the last to be evicted */
+        *data = steal_pointer(&content);
+        *size = content_size;
+        return 1;
+}
+
+/* ---- eviction --------------------------------------------------------------------------- */
+
+struct entry {
+        char path[PATH_MAX];
+        uint64_t bytes;
+        struct timespec used;
+};
+
+/* Every entry, with its content size and last use; temporaries a crash left behind (older than
+ * a minute: a writer may be between write and rename) are removed on the way. */
+static int list_entries(const struct sbx_compile_cache *cache, struct entry **out, size_t *count,
+                        struct sbx_error *err)
+{
+        *out = NULL;
+        *count = 0;
+        size_t allocated = 0;
+        struct timespec now;
+        clock_gettime(CLOCK_REALTIME, &now);
+        _cleanup_(sbx_closedirp) DIR *top = opendir(cache->dir);
+        if (top == NULL)
+                return errno == ENOENT ? 0 : sbx_error_set(err, errno, "opendir %s", cache->dir);
+        struct dirent *shard;
+        while ((shard = readdir(top)) != NULL) {
+                if (strlen(shard->d_name) != 2 || shard->d_name[0] == '.')
+                        continue;
+                char shard_path[PATH_MAX];
+                int n = snprintf(shard_path, sizeof(shard_path), "%s/%s", cache->dir,
+                                 shard->d_name);
+                if (n < 0 || (size_t)n >= sizeof(shard_path))
+                        continue;
+                _cleanup_(sbx_closedirp) DIR *dir = opendir(shard_path);
+                if (dir == NULL)
+                        continue;
+                struct dirent *file;
+                while ((file = readdir(dir)) != NULL) {
+                        if (file->d_name[0] == '.' && strncmp(file->d_name, ".tmp", 4) != 0)
+                                continue;
+                        struct entry entry = {0};
+                        int length = snprintf(entry.path, sizeof(entry.path), "%s/%s",
+                                              shard_path, file->d_name);
+                        if (length < 0 || (size_t)length >= sizeof(entry.path))
+                                continue;
+                        struct stat st;
+                        if (lstat(entry.path, &st) < 0 || !S_ISREG(st.st_mode))
+                                continue;
+                        if (file->d_name[0] == '.') {
+                                if (now.tv_sec - st.st_mtim.tv_sec > 60)
+                                        unlink(entry.path);
+                                continue;
+                        }
+                        entry.bytes = (uint64_t)st.st_size > HEADER_BYTES
+                                              ? (uint64_t)st.st_size - HEADER_BYTES
+                                              : 0;
+                        entry.used = st.st_mtim;
+                        if (*count == allocated) {
+                                allocated = allocated ? allocated * 2 : 64;
+                                struct entry *grown = realloc(*out, allocated * sizeof(**out));
+                                if (grown == NULL) {
+                                        free(*out);
+                                        *out = NULL;
+                                        return sbx_error_set(err, ENOMEM, "list the cache");
+                                }
+                                *out = grown;
+                        }
+                        (*out)[(*count)++] = entry;
+                }
+        }
+        return 0;
+}
+
+static int least_recent_first(const void *a, const void *b)
+{
+        const struct entry *x = a, *y = b;
+        if (x->used.tv_sec != y->used.tv_sec)
+                return x->used.tv_sec < y->used.tv_sec ? -1 : 1;
+        return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
+}
+
+static int evict(const struct sbx_compile_cache *cache, uint64_t *evicted, struct sbx_error *err)
+{
+        char lock_path[PATH_MAX];
+        int n = snprintf(lock_path, sizeof(lock_path), "%s/.lock", cache->dir);
+        if (n < 0 || (size_t)n >= sizeof(lock_path))
+                return sbx_error_set(err, ENAMETOOLONG, "compile cache path");
+        _cleanup_close_ int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        if (lock < 0 || flock(lock, LOCK_EX) < 0)
+                return sbx_error_set(err, errno, "lock %s", lock_path);
+        _cleanup_free_ struct entry *entries = NULL;
+        size_t count = 0;
+        if (list_entries(cache, &entries, &count, err) < 0)
+                return -1;
+        uint64_t total = 0;
+        for (size_t i = 0; i < count; i++)
+                total += entries[i].bytes;
+        if (total <= cache->max_bytes)
+                return 0;
+        qsort(entries, count, sizeof(*entries), least_recent_first);
+        for (size_t i = 0; i < count && total > cache->max_bytes; i++) {
+                if (unlink(entries[i].path) < 0 && errno != ENOENT)
+                        continue;
+                total -= entries[i].bytes;
+                (*evicted)++;
+        }
+        /* The count since the cache was made, for /metrics: kept under the lock, beside it. */
+        uint64_t so_far = 0;
+        if (pread(lock, &so_far, sizeof(so_far), 0) != (ssize_t)sizeof(so_far))
+                so_far = 0;
+        so_far += *evicted;
+        if (pwrite(lock, &so_far, sizeof(so_far), 0) != (ssize_t)sizeof(so_far))
+                return sbx_error_set(err, errno, "count evictions in %s", lock_path);
+        return 0;
+}
+
+int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key,
+                          const void *data, size_t size, uint64_t *evicted,
+                          struct sbx_error *err)
+{
+        *evicted = 0;
+        if (size > cache->max_bytes)
+                return 0;
+        char dir[PATH_MAX], path[PATH_MAX], temp[PATH_MAX];
+        if (entry_path(cache, key, dir, sizeof(dir), true, err) < 0 ||
+            entry_path(cache, key, path, sizeof(path), false, err) < 0)
+                return -1;
+        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "mkdir %s", dir);
+        int n = snprintf(temp, sizeof(temp), "%s/.tmp-%s-%d", dir, key, (int)getpid());
+        if (n < 0 || (size_t)n >= sizeof(temp))
+                return sbx_error_set(err, ENAMETOOLONG, "compile cache path");
+
+        uint8_t header[HEADER_BYTES];
+        memcpy(header, magic, MAGIC_BYTES);
+        sha256(data, size, header + MAGIC_BYTES);
+        uint64_t size64 = size;
+        memcpy(header + MAGIC_BYTES + SHA256_DIGEST_LENGTH, &size64, 8);
+        _cleanup_close_ int fd =
+                open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "create %s", temp);
+        if (sbx_write_all(fd, header, sizeof(header)) < 0 || sbx_write_all(fd, data, size) < 0 ||
+            fdatasync(fd) < 0) {
+                int saved = errno;
+                unlink(temp);
+                return sbx_error_set(err, saved, "write %s", temp);
+        }
+        if (rename(temp, path) < 0) {
+                int saved = errno;
+                unlink(temp);
+                return sbx_error_set(err, saved, "rename %s", temp);
+        }
+        return evict(cache, evicted, err);
+}
+
+int sbx_compile_cache_usage(const struct sbx_compile_cache *cache, uint64_t *bytes,
+                            uint64_t *entries_out, uint64_t *evictions, struct sbx_error *err)
+{
+        _cleanup_free_ struct entry *entries = NULL;
+        size_t count = 0;
+        if (list_entries(cache, &entries, &count, err) < 0)
+                return -1;
+        *bytes = 0;
+        for (size_t i = 0; i < count; i++)
+                *bytes += entries[i].bytes;
+        *entries_out = count;
+        *evictions = 0;
+        char lock_path[PATH_MAX];
+        int n = snprintf(lock_path, sizeof(lock_path), "%s/.lock", cache->dir);
+        _cleanup_close_ int lock =
+                n > 0 && (size_t)n < sizeof(lock_path) ? open(lock_path, O_RDONLY | O_CLOEXEC) : -1;
+        if (lock >= 0 && pread(lock, evictions, sizeof(*evictions), 0) != sizeof(*evictions))
+                *evictions = 0;
+        return 0;
+}
