@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "api/http_guard.h"
+#include "api/languages.h"
 #include "api/openapi.h"
 #include "api/respond.h"
 #include "api/sessions.h"
@@ -123,6 +124,21 @@ static enum MHD_Result handle_openapi(struct sbx_api *api, struct MHD_Connection
 {
         return sbx_http_respond(api, connection, 200, SBX_OPENAPI_CONTENT_TYPE, sbx_openapi_json(),
                                 sbx_openapi_json_length(), NULL, 0);
+}
+
+/* ---- GET /v1/languages ---- */
+
+static enum MHD_Result handle_languages(struct sbx_api *api, struct MHD_Connection *connection,
+                                        const struct request *request)
+{
+        const struct sbx_tenant *tenant = sbx_http_authenticate(connection, request->tenants);
+        if (tenant == NULL)
+                return sbx_http_respond_unauthorized(api, connection);
+        json_t *languages = sbx_languages_json(api->config, tenant->tier);
+        if (languages == NULL)
+                return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL, 0,
+                                                NULL, 0);
+        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, languages, NULL, 0);
 }
 
 /* ---- POST /v1/executions ---- */
@@ -645,6 +661,10 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
                                                                   READ_METHODS);
         if (strcmp(url, "/v1/openapi.json") == 0)
                 return read ? handle_openapi(api, connection)
+                            : sbx_http_respond_method_not_allowed(api, connection, method,
+                                                                  READ_METHODS);
+        if (strcmp(url, "/v1/languages") == 0)
+                return read ? handle_languages(api, connection, request)
                             : sbx_http_respond_method_not_allowed(api, connection, method,
                                                                   READ_METHODS);
         bool handled = false;

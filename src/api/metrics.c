@@ -453,8 +453,7 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
         fprintf(out, "sandboxd_compile_cache_bytes %" PRIu64 "\n", engine->compile_cache_bytes);
         write_family_header(out, "sandboxd_compile_cache_entries", "gauge",
                             "Artifacts in the compile cache, at the engine's last report.");
-        fprintf(out, "sandboxd_compile_cache_entries %" PRIu64 "\n",
-                engine->compile_cache_entries);
+        fprintf(out, "sandboxd_compile_cache_entries %" PRIu64 "\n", engine->compile_cache_entries);
         write_family_header(out, "sandboxd_compile_cache_evictions_total", "counter",
                             "Artifacts evicted (least recently used first) to keep the cache "
                             "within its bound.");

@@ -96,6 +96,22 @@ static const char openapi_template[] = JSON_TEXT(
         }
       }
     },
+    "/v1/languages": {
+      "get": {
+        "operationId": "listLanguages",
+        "summary": "Every language a request may name, with its aliases, its toolchain's version and whether the caller's tier allows it.",
+        "responses": {
+          "200": {
+            "description": "The languages, in the server's order.",
+            "content": {
+              "application/json": {"schema": {"$ref": "#/components/schemas/LanguageList"}}
+            }
+          },
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "500": {"$ref": "#/components/responses/Internal"}
+        }
+      }
+    },
     "/v1/sessions": {
       "post": {
         "operationId": "createSession",
@@ -575,6 +591,31 @@ static const char openapi_template[] = JSON_TEXT(
         "if": {"properties": {"status": {"enum": ["internal_error", "canceled", "compile_error"]}}},
         "then": {"required": ["error"]},
         "else": {"not": {"required": ["error"]}}
+      },
+      "LanguageList": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["languages"],
+        "properties": {
+          "languages": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["name", "aliases", "extensions", "entrypoint", "compiled", "pooled", "version", "allowed"],
+              "properties": {
+                "name": {"type": "string"},
+                "aliases": {"type": "array", "items": {"type": "string"}, "description": "Other names a request may use."},
+                "extensions": {"type": "array", "items": {"type": "string"}},
+                "entrypoint": {"type": "string", "description": "The program's name in /workspace when a request sends code."},
+                "compiled": {"type": "boolean", "description": "Runs a compile stage first (its result is the execution's compile object)."},
+                "pooled": {"type": "boolean", "description": "This server keeps warm sandboxes of it."},
+                "version": {"type": ["string", "null"], "description": "The toolchain's version, as it prints it; null when it is not installed."},
+                "allowed": {"type": "boolean", "description": "The caller's tier allows it."}
+              }
+            }
+          }
+        }
       },
       "CompileStage": {
         "type": "object",

@@ -138,8 +138,8 @@ int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key
             read_err.code != EFBIG)
                 return sbx_error_set(err, read_err.code, "read %s: %s", path, read_err.message);
         uint64_t content_size = 0;
-        bool sound = whole != NULL && length >= HEADER_BYTES &&
-                     memcmp(whole, magic, MAGIC_BYTES) == 0;
+        bool sound =
+                whole != NULL && length >= HEADER_BYTES && memcmp(whole, magic, MAGIC_BYTES) == 0;
         if (sound) {
                 memcpy(&content_size, whole + MAGIC_BYTES + SHA256_DIGEST_LENGTH, 8);
                 sound = content_size == length - HEADER_BYTES;
@@ -200,8 +200,8 @@ static int list_entries(const struct sbx_compile_cache *cache, struct entry **ou
                         if (file->d_name[0] == '.' && strncmp(file->d_name, ".tmp", 4) != 0)
                                 continue;
                         struct entry entry = {0};
-                        int length = snprintf(entry.path, sizeof(entry.path), "%s/%s",
-                                              shard_path, file->d_name);
+                        int length = snprintf(entry.path, sizeof(entry.path), "%s/%s", shard_path,
+                                              file->d_name);
                         if (length < 0 || (size_t)length >= sizeof(entry.path))
                                 continue;
                         struct stat st;
@@ -275,9 +275,8 @@ static int evict(const struct sbx_compile_cache *cache, uint64_t *evicted, struc
         return 0;
 }
 
-int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key,
-                          const void *data, size_t size, uint64_t *evicted,
-                          struct sbx_error *err)
+int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key, const void *data,
+                          size_t size, uint64_t *evicted, struct sbx_error *err)
 {
         *evicted = 0;
         if (size > cache->max_bytes)

@@ -61,7 +61,7 @@ struct compile_plan {
         int artifact_fd;
         void *artifact; /* mapped after a compile that succeeded, or cached_artifact */
         size_t artifact_size;
-        void *cached_artifact; /* a compile cache hit's, malloc'd */
+        void *cached_artifact;                   /* a compile cache hit's, malloc'd */
         char key[SBX_COMPILE_CACHE_KEY_HEX + 1]; /* empty: the cache is not used */
 };
 

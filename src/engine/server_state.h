@@ -42,7 +42,7 @@ struct engine {
         int signal_fd;
         pid_t pid; /* the engine's own: workers die with it */
         pid_t api_pid;
-        const char *spool_dir; /* sbx_engine_options */
+        const char *spool_dir;                         /* sbx_engine_options */
         const struct sbx_compile_cache *compile_cache; /* sbx_engine_options */
         uid_t spool_owner;
         const char *config_path;

@@ -268,6 +268,29 @@ def test_the_validation_is_not_vacuous(srv, doc):
         assert not check.is_valid(bad), f"the schema accepts {bad}"
 
 
+def test_languages_match_and_say_what_runs_here(srv, doc):
+    r = srv.get("/v1/languages", headers=srv.headers())
+    body = check_response(doc, "/v1/languages", "GET", r)
+    by_name = {entry["name"]: entry for entry in body["languages"]}
+    assert list(by_name)[:3] == ["python", "bash", "sh"], list(by_name)
+    python = by_name["python"]
+    assert python["version"].startswith("Python 3."), python
+    assert python["pooled"] is True and python["compiled"] is False
+    assert "py" in python["aliases"] and ".py" in python["extensions"]
+    assert by_name["cpp"]["compiled"] is True and "c++" in by_name["cpp"]["aliases"]
+    assert by_name["c"]["version"][0].isdigit(), by_name["c"]  # gcc -dumpfullversion
+    # scripts/install-deps.sh installs every toolchain; sh (dash) prints no version.
+    assert {name for name, e in by_name.items() if e["version"] is None} == {"sh"}, by_name
+    assert by_name["java"]["version"].startswith("openjdk 17"), by_name["java"]
+    assert by_name["go"]["version"].startswith("go version go1."), by_name["go"]
+    # The caller's tier (acme: free, which allows python, bash, sh, c, cpp) decides "allowed".
+    assert [name for name, e in by_name.items() if e["allowed"]] == \
+        ["python", "bash", "sh", "c", "cpp"], by_name
+    pyonly = srv.get("/v1/languages", headers=srv.headers("pyco"))
+    assert [e["name"] for e in pyonly.json()["languages"] if e["allowed"]] == ["python"]
+    check_response(doc, "/v1/languages", "GET", srv.get("/v1/languages"))  # 401
+
+
 def test_health_matches(srv, doc):
     r = srv.get("/health")
     body = check_response(doc, "/health", "GET", r)

@@ -597,7 +597,8 @@ static void test_small_messages_round_trip(void **state)
         assert_int_equal(sbx_message_encode_empty(SBX_MESSAGE_STATS_REPLY, 1, &buf, &len, &err),
                          -1);
 
-        struct sbx_message_stats stats = {1, 2, 3, 4, UINT64_MAX, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+        struct sbx_message_stats stats = {1, 2,  3,  4,  UINT64_MAX, 6,  7,  8,
+                                          9, 10, 11, 12, 13,         14, 15, 16};
         assert_int_equal(sbx_message_encode_stats_reply(5, &stats, &buf, &len, &err), 0);
         static struct sbx_message m;
         assert_int_equal(decode_copy(buf, len, &m, &err, NULL), 0);
