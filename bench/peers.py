@@ -308,7 +308,6 @@ class Server:
             f"max_concurrency = {max_concurrency}",
             "cpu_budget_ms = 31536000000",
             "cpu_window_s = 60",
-            "languages = python, bash, sh",
             "",
             "[tenant.bench]",
             "tier = bench",

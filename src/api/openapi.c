@@ -540,7 +540,8 @@ static const char openapi_template[] = JSON_TEXT(
         "required": ["path", "content"],
         "properties": {
           "path": {"$ref": "#/components/schemas/WorkspacePath"},
-          "content": {"type": "string"},
+          "content": {"type": "string", "description": "The file's bytes: the string's UTF-8, or with encoding base64 what the text decodes to (binaries, images)."},
+          "encoding": {"type": "string", "enum": ["utf8", "base64"], "default": "utf8", "description": "base64: standard alphabet with padding (RFC 4648, section 4)."},
           "executable": {"type": "boolean", "default": false}
         }
       },

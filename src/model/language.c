@@ -73,7 +73,10 @@ static const struct sbx_language languages[] = {
          .compile_memory_bytes = MIB(1024),
          .version = (const char *const[]){"/usr/bin/go", "version", NULL}},
         {"rust", "rs", ".rs", "main.rs", NULL, no_args,
-         .compile = "/usr/bin/rustc -O --edition 2021 -o \"$SBX_ARTIFACT\" \"$1\"",
+         /* Without the standard library's debug information: 0.4 MB instead of 11.6 MB for
+          * hello world, which every run writes into its tmpfs; panics keep their symbols. */
+         .compile = "/usr/bin/rustc -O --edition 2021 -C strip=debuginfo -o \"$SBX_ARTIFACT\" "
+                    "\"$1\"",
          .artifact = "main", .compile_wall_ms = SECONDS(30), .compile_memory_bytes = MIB(1024),
          .version = (const char *const[]){"/usr/bin/rustc", "--version", NULL}},
         {"java", "", ".java", "Main.java", JDK "java", jar_args,

@@ -1,6 +1,9 @@
 #include "service/settings.h"
 
+#include <ctype.h>
 #include <errno.h>
+#include <limits.h>
+#include <openssl/evp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -52,6 +55,7 @@ struct pipeline {
         bool has_stdin;
         struct byte_view stdin_view;
         uint64_t requested_limits[SBX_LIMIT_COUNT]; /* API units; 0 = not given */
+        char *decoded[SBX_MAX_FILES]; /* base64 contents, decoded: the drafts point here */
 
         /* assign id, resolve language, defaults, clamp */
         char id[SBX_EXECUTION_ID_CHARS + 1];
@@ -166,9 +170,34 @@ static void validate_language(struct pipeline *p)
         p->language_name = text_field(p, language, "language", 64);
 }
 
+/* Standard base64 with padding (RFC 4648, section 4), strictly: n characters of the alphabet,
+ * n a multiple of 4, '=' only as the last one or two. A new buffer of *size bytes, or NULL. */
+static char *base64_decode(const char *text, size_t n, size_t *size)
+{
+        if (n % 4 != 0 || n > INT_MAX)
+                return NULL;
+        size_t padding = (n > 0 && text[n - 1] == '=') + (n > 1 && text[n - 2] == '=');
+        for (size_t i = 0; i < n - padding; i++)
+                if (!isalnum((unsigned char)text[i]) && text[i] != '+' && text[i] != '/')
+                        return NULL;
+        if (padding == 1 && n > 1 && text[n - 2] == '=')
+                return NULL;
+        unsigned char *out = malloc(n / 4 * 3 + 1);
+        if (out == NULL)
+                return NULL;
+        int decoded = EVP_DecodeBlock(out, (const unsigned char *)text, (int)n);
+        if (decoded < 0 || (size_t)decoded < padding) {
+                free(out);
+                return NULL;
+        }
+        *size = (size_t)decoded - padding;
+        out[*size] = '\0';
+        return (char *)out;
+}
+
 static void validate_files(struct pipeline *p, const json_t *files)
 {
-        static const char *const file_fields[] = {"path", "content", "executable"};
+        static const char *const file_fields[] = {"path", "content", "encoding", "executable"};
         if (!json_is_array(files)) {
                 report(p, "files", "must be an array of objects");
                 return;
@@ -203,12 +232,29 @@ static void validate_files(struct pipeline *p, const json_t *files)
                         draft->path = NULL;
                 }
 
+                snprintf(field, sizeof(field), "files[%zu].encoding", i);
+                const json_t *encoding = json_object_get(file, "encoding");
+                const char *encoding_name = encoding != NULL ? json_string_value(encoding) : "utf8";
+                bool base64 = encoding_name != NULL && strcmp(encoding_name, "base64") == 0;
+                if (encoding_name == NULL || (!base64 && strcmp(encoding_name, "utf8") != 0))
+                        report(p, field, "must be \"utf8\" or \"base64\"");
+
                 snprintf(field, sizeof(field), "files[%zu].content", i);
                 const json_t *content = json_object_get(file, "content");
+                /* Base64 text is a third longer than what it carries. */
+                size_t max = base64 ? SBX_MAX_CODE_BYTES / 3 * 4 + 4 : SBX_MAX_CODE_BYTES;
                 if (content == NULL)
                         report(p, field, "required");
-                else if ((draft->content.data = bytes_field(p, content, field, SBX_MAX_CODE_BYTES,
-                                                            &draft->content.size)) != NULL)
+                else if ((draft->content.data = bytes_field(p, content, field, max,
+                                                            &draft->content.size)) != NULL &&
+                         base64) {
+                        p->decoded[i] = base64_decode(draft->content.data, draft->content.size,
+                                                      &draft->content.size);
+                        draft->content.data = p->decoded[i];
+                        if (p->decoded[i] == NULL)
+                                report(p, field, "is not base64 (RFC 4648, with padding)");
+                }
+                if (draft->content.data != NULL)
                         total += draft->content.size;
 
                 snprintf(field, sizeof(field), "files[%zu].executable", i);
@@ -606,12 +652,21 @@ static int step_freeze(struct pipeline *p, struct sbx_settings **out)
 
 /* ---- the pipeline ----------------------------------------------------------------------- */
 
+static void pipeline_freep(struct pipeline **p)
+{
+        if (*p == NULL)
+                return;
+        for (size_t i = 0; i < SBX_MAX_FILES; i++)
+                free((*p)->decoded[i]);
+        free(*p);
+}
+
 int sbx_settings_build(const json_t *body, const struct sbx_tenant *tenant,
                        struct sbx_settings **out, struct sbx_problem *problem)
 {
         *out = NULL;
         memset(problem, 0, sizeof(*problem));
-        _cleanup_free_ struct pipeline *p = calloc(1, sizeof(*p));
+        _cleanup_(pipeline_freep) struct pipeline *p = calloc(1, sizeof(*p));
         if (p == NULL) {
                 sbx_problem_set(problem, 500, "out of memory");
                 return -1;

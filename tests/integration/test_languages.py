@@ -583,3 +583,34 @@ def test_the_cache_stays_within_its_bound_evicting_the_least_recently_used():
             assert sample(metrics, "sandboxd_compile_cache_evictions_total") >= 2
             assert sample(metrics, "sandboxd_compile_cache_bytes") <= 40000
             assert sample(metrics, "sandboxd_compile_cache_entries") == 2
+
+
+def test_files_may_come_base64_encoded_binaries_included():
+    need("c")
+    import base64
+    from serve_helpers import FREE_TIER, expect_json, expect_problem, running_server
+    payload = bytes(range(256)) * 3
+    with running_server(tiers={"t": {**FREE_TIER, "languages": "python, sh"}},
+                        tenants={"acme": "t"}) as srv:
+        result = expect_json(srv.post_execution({"language": "python", "files": [
+            {"path": "main.py", "content": "import hashlib, sys\n"
+                                           "print(hashlib.sha256(open('blob', 'rb').read())"
+                                           ".hexdigest())\n"},
+            {"path": "blob", "content": base64.b64encode(payload).decode(),
+             "encoding": "base64"}], "entrypoint": "main.py"}))
+        import hashlib
+        assert result["status"] == "ok" and \
+            result["stdout"] == hashlib.sha256(payload).hexdigest() + "\n", result
+        for bad in ("abc", "ab=c", "a===", "ab!d", "YQ=", "YQ==YQ=="):
+            r = srv.post_execution({"language": "python", "entrypoint": "main.py", "files": [
+                {"path": "main.py", "content": bad, "encoding": "base64"}]})
+            expect_problem(r, 400, field="files[0].content")
+        r = srv.post_execution({"language": "python", "entrypoint": "main.py", "files": [
+            {"path": "main.py", "content": "print(1)", "encoding": "hex"}]})
+        expect_problem(r, 400, field="files[0].encoding")
+        # Empty is base64 of nothing: a 0-byte file.
+        ok = expect_json(srv.post_execution({"language": "python", "files": [
+            {"path": "main.py", "content": base64.b64encode(b"print(len(open('e').read()))").decode(),
+             "encoding": "base64"},
+            {"path": "e", "content": "", "encoding": "base64"}], "entrypoint": "main.py"}))
+        assert ok["stdout"] == "0\n", ok
