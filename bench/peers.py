@@ -291,9 +291,10 @@ class Server:
     """One `sandboxd serve` with its own config, port and data dir, in its own session."""
 
     def __init__(self, sandboxd, workdir, name, token_sha256, pool_min_idle, max_sandboxes,
-                 max_concurrency):
+                 max_concurrency, pool_languages=("python",)):
         self.name = name
-        self.pool_min_idle = pool_min_idle
+        # What wait_quiet waits for: every pool full.
+        self.pool_min_idle = pool_min_idle * len(pool_languages)
         self.port = free_port()
         self.dir = os.path.join(workdir, name)
         os.makedirs(os.path.join(self.dir, "data"))
@@ -313,12 +314,13 @@ class Server:
             "tier = bench",
             f"token_sha256 = {token_sha256}",
             "",
-            "[pool.python]",
+        ] + [line for language in pool_languages for line in (
+            f"[pool.{language}]",
             f"min_idle = {pool_min_idle}",
             "max_idle = 4" if pool_min_idle else "max_idle = 0",
             "max_idle_s = 300",
             "",
-        ])
+        )])
         with open(self.config_path, "w") as f:
             f.write(self.config)
         self.log_path = os.path.join(self.dir, "serve.log")

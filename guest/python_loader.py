@@ -4,8 +4,9 @@
 # socket), and blocks there for one execution (format: src/sandbox/agent.h):
 #
 #   u32 (little-endian) header length, then the header: NUL-terminated fields
-#     count, argv..., count, "NAME=value"..., count, (path, size, executable)..., main path
-#   then each file's bytes in order.
+#     count, argv..., count, "NAME=value"..., count, (path, size, flags)..., main path
+#   then each file's bytes in order. argv[0] is this interpreter; flags hold "x" when the file
+#   is executable.
 #
 # It writes the files into /workspace, closes fd 3 and runs the program as `python3 main.py`
 # would: as __main__, with sys.argv, __file__, sys.path[0], stdin, exceptions (traceback on
@@ -42,9 +43,9 @@ def receive():
     def items(count_field):
         return [next(fields) for _ in range(int(count_field))]
 
-    argv = [os.fsdecode(a) for a in items(next(fields))]
+    argv = [os.fsdecode(a) for a in items(next(fields))][1:]  # without the interpreter
     env = [os.fsdecode(e).split("=", 1) for e in items(next(fields))]
-    files = [(next(fields), int(next(fields)), next(fields) == b"1")
+    files = [(next(fields), int(next(fields)), b"x" in next(fields))
              for _ in range(int(next(fields)))]
     main = os.fsdecode(next(fields))
     source = None

@@ -242,7 +242,7 @@ static int plan_execution(const struct sbx_request *request, struct execution_pl
  * and decides the status. t_ready is when the run may begin. */
 static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sandbox, bool started,
                        struct sbx_result *result, uint64_t t0, uint64_t t_ready,
-                       const struct sbx_error *setup_err)
+                       const struct sbx_error *setup_err, const struct sbx_request *answer_to)
 {
         struct sbx_error step_err = {0};
         if (!started)
@@ -257,7 +257,12 @@ static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sa
                 sbx_warn("teardown: %s", teardown_err.message);
         if (backend->read_evidence(sandbox, &result->evidence, &teardown_err) < 0)
                 sbx_warn("teardown: evidence: %s", teardown_err.message);
-        backend->destroy(sandbox);
+        /* The result is whole now. When the caller answers it here, the sandbox's removal
+         * (reaping init, the cgroups) happens after the answer, off the client's wait; the
+         * timing then ends at the answer. */
+        bool answering = answer_to != NULL && answer_to->on_result != NULL;
+        if (!answering)
+                backend->destroy(sandbox);
         uint64_t t4 = sbx_now_us();
         result->timing.teardown_us = t4 - t3;
         result->timing.total_us = t4 - t0;
@@ -274,12 +279,16 @@ static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sa
                 result->exit_code = result->run.exited ? result->run.exit_code : -1;
                 result->signal = result->run.exited ? 0 : result->run.signal;
         }
+        if (answering) {
+                answer_to->on_result(answer_to->result_ctx, result);
+                backend->destroy(sandbox);
+        }
 }
 
 /* Runs spec in a fresh sandbox of backend, start to end, into result (status, run, evidence,
  * timing). */
 static void run_sandbox(const struct sbx_backend *backend, const struct sbx_spec *spec,
-                        struct sbx_result *result)
+                        struct sbx_result *result, const struct sbx_request *answer_to)
 {
         struct sbx_error step_err = {0};
         struct sbx_sandbox *sandbox = NULL;
@@ -295,7 +304,7 @@ static void run_sandbox(const struct sbx_backend *backend, const struct sbx_spec
         bool started = backend->start(sandbox, &step_err) == 0;
         uint64_t t2 = sbx_now_us();
         result->timing.setup_us = t2 - t1;
-        run_to_end(backend, sandbox, started, result, t0, t2, &step_err);
+        run_to_end(backend, sandbox, started, result, t0, t2, &step_err, answer_to);
 }
 
 /* Maps the artifact the compile wrote, once it succeeded, and refuses one the run's disk cannot
@@ -394,7 +403,7 @@ static int compile_stage(struct execution_plan *plan, const struct sbx_request *
                               plan->compile->artifact_size,
                               (unsigned long long)(plan->spec.limits.disk_bytes / SBX_LIMIT_MIB));
         } else {
-                run_sandbox(plan->backend, &plan->compile->spec, compile);
+                run_sandbox(plan->backend, &plan->compile->spec, compile, NULL);
                 result->timing.total_us = compile->timing.total_us;
         }
 
@@ -439,7 +448,7 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
         memcpy(result->id, id, sizeof(id));
         if (plan.compile != NULL && compile_stage(&plan, request, result) < 0)
                 return 0;
-        run_sandbox(plan.backend, &plan.spec, result);
+        run_sandbox(plan.backend, &plan.spec, result, request);
         return 0;
 }
 
@@ -470,20 +479,21 @@ static uint64_t pool_disk_bytes(void)
 
 bool sbx_pool_supports(const char *language_name)
 {
-        const struct sbx_language *language = sbx_language_find(language_name);
-        return language != NULL && language->pooled;
+        return sbx_language_find(language_name) != NULL;
 }
 
 bool sbx_pool_request_eligible(const struct sbx_request *request)
 {
-        if (!sbx_pool_supports(request->language) ||
-            request->limits.disk_bytes != pool_disk_bytes())
+        const struct sbx_language *language = sbx_language_find(request->language);
+        if (language == NULL || request->limits.disk_bytes != pool_disk_bytes())
                 return false;
+        if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
+                return false;
+        if (!language->pooled)
+                return true; /* an exec entry: init waits, nothing of the program runs yet */
         /* The waiting interpreter already uses ~8 MiB: a smaller cap could not be applied to it
          * (and would not leave the program room anyway); such a request runs cold. */
         if (request->limits.memory_bytes != 0 && request->limits.memory_bytes < POOL_MIN_MEMORY)
-                return false;
-        if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
                 return false;
         /* PYTHON* variables change how the interpreter starts (PYTHONPATH, PYTHONHASHSEED...);
          * a pre-started one cannot honour them, so such a request runs cold. */
@@ -507,15 +517,19 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
                 return sbx_error_set(err, ENOMEM, "allocate a pool entry");
         entry->backend = backend;
         entry->language = sbx_language_find(language_name);
-        entry->argv[0] = entry->language->interpreter;
-        entry->argv[1] = "-c";
-        entry->argv[2] = sbx_python_loader_source;
+        /* A language with a loader (python) waits in its interpreter; every other one in an
+         * exec entry, whose init waits to start the program (argv comes with the execution). */
+        bool loader = entry->language->pooled;
+        entry->argv[0] = loader ? entry->language->interpreter : "/bin/true";
+        entry->argv[1] = loader ? "-c" : NULL;
+        entry->argv[2] = loader ? sbx_python_loader_source : NULL;
         entry->argv[3] = NULL;
         entry->spec = (struct sbx_spec){
                 .argv = entry->argv,
                 .envp = sbx_request_base_environment,
                 .network = SBX_NETWORK_NONE,
                 .agent = true,
+                .exec_on_acquire = !loader,
                 .cancel_fd = -1,
         };
         /* Until acquire sets a request's limits, the loader lives under loose ones, so that
@@ -568,11 +582,17 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
         *result = (struct sbx_result){
                 .limits = request->limits, .backend = backend->name, .pooled = true};
         memcpy(result->id, id, sizeof(id));
+        /* A compiled language's compile stage runs (or comes from the cache) first, in a
+         * sandbox of its own; only its artifact's run takes the entry. */
+        if (plan.compile != NULL && compile_stage(&plan, request, result) < 0) {
+                backend->destroy(sandbox);
+                return 0;
+        }
         struct sbx_error step_err = {0};
         uint64_t t0 = sbx_now_us();
         bool acquired = backend->acquire(sandbox, &plan.spec, &step_err) == 0;
         uint64_t t1 = sbx_now_us();
         result->timing.acquire_us = t1 - t0;
-        run_to_end(backend, sandbox, acquired, result, t0, t1, &step_err);
+        run_to_end(backend, sandbox, acquired, result, t0, t1, &step_err, request);
         return 0;
 }

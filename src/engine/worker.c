@@ -216,12 +216,44 @@ void sbx_worker_say_done(int control_fd)
                 sbx_debug("worker: control socket: %s", strerror(errno));
 }
 
+/* One execution's answer: where it goes, and whether it went already (early_answer). */
+struct answer {
+        const struct sbx_worker_context *context;
+        int control_fd;
+        uint64_t request_id;
+        const struct sbx_message_run *run;
+        struct output_stream *streamed;
+        bool given;
+        bool delivered;
+};
+
+/* The result is whole and its sandbox not yet removed: answer now (the held output first, then
+ * "D", then the RESULT), and let the removal happen after (request.h, on_result). "D" before the
+ * sandbox is gone: the engine counts an execution as running until its answer, and one being
+ * removed as it counts an idle pool entry, outside max_sandboxes (issue 10's rule). */
+static void early_answer(void *ctx, struct sbx_result *result)
+{
+        struct answer *answer = ctx;
+        flush_output(answer->streamed);
+        snprintf(result->id, sizeof(result->id), "%s", answer->run->execution_id);
+        sbx_worker_say_done(answer->control_fd);
+        struct sbx_error err = {0};
+        answer->given = true;
+        answer->delivered = deliver_result(answer->context, answer->request_id, result, &err) == 0;
+        if (!answer->delivered)
+                sbx_warn("worker: request %llu: %s", (unsigned long long)answer->request_id,
+                         err.message);
+}
+
 /* The end every worker shares: the RESULT of run (rc < 0: sbx_execute's err instead), "D",
- * delivery, exit. */
+ * delivery, exit; only the exit when early_answer answered already. */
 static _Noreturn void finish_and_exit(const struct sbx_worker_context *context, int control_fd,
                                       uint64_t request_id, const struct sbx_message_run *run,
-                                      int rc, struct sbx_result *result, struct sbx_error *err)
+                                      int rc, struct sbx_result *result, struct sbx_error *err,
+                                      const struct answer *answered)
 {
+        if (answered != NULL && answered->given)
+                _exit(answered->delivered ? 0 : SBX_WORKER_EXIT_NO_RESULT);
         if (rc < 0)
                 sbx_result_set_internal_error(result, run->execution_id, &run->request.limits,
                                               run->request.backend, err->message);
@@ -258,12 +290,19 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
                                               run->request.backend,
                                               "the engine was gone before the execution began");
                 result.status = SBX_STATUS_CANCELED;
-                finish_and_exit(context, control_fd, request_id, run, 0, &result, &err);
+                finish_and_exit(context, control_fd, request_id, run, 0, &result, &err, NULL);
         }
+        struct answer answer = {.context = context,
+                                .control_fd = control_fd,
+                                .request_id = request_id,
+                                .run = run,
+                                .streamed = &streamed};
+        request.on_result = early_answer;
+        request.result_ctx = &answer;
         int rc = cancel_fd < 0 ? sbx_error_set(&err, errno, "engine: worker: cancel signalfd")
                                : sbx_execute(&request, &result, &err);
         flush_output(&streamed);
-        finish_and_exit(context, control_fd, request_id, run, rc, &result, &err);
+        finish_and_exit(context, control_fd, request_id, run, rc, &result, &err, &answer);
 }
 
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
@@ -304,6 +343,7 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
         const struct sbx_message_run *run = &message.body.run;
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
+        request.compile_cache = context->compile_cache;
         struct output_stream streamed = {.context = context,
                                          .request_id = message.header.request_id,
                                          .execution_id = run->execution_id};
@@ -311,8 +351,16 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
                 request.on_output = on_output;
                 request.output_ctx = &streamed;
         }
+        struct answer answer = {.context = context,
+                                .control_fd = control_fd,
+                                .request_id = message.header.request_id,
+                                .run = run,
+                                .streamed = &streamed};
+        request.on_result = early_answer;
+        request.result_ctx = &answer;
         struct sbx_result result;
         int rc = sbx_pool_entry_execute(entry, &request, &result, &err);
         flush_output(&streamed);
-        finish_and_exit(context, control_fd, message.header.request_id, run, rc, &result, &err);
+        finish_and_exit(context, control_fd, message.header.request_id, run, rc, &result, &err,
+                        &answer);
 }

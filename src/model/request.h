@@ -11,6 +11,7 @@
 #include "util/error.h"
 
 struct sbx_compile_cache;
+struct sbx_result;
 
 /* Limits on what one request may carry; the API's settings pipeline and the engine both enforce
  * them (the engine again, on every message). */
@@ -85,6 +86,12 @@ struct sbx_request {
         bool stream;
         void (*on_output)(void *ctx, int stream, const void *data, size_t len);
         void *output_ctx;
+        /* NULL, or called with the result of the run once it is whole, before the sandbox is
+         * removed (the engine's worker answers then: removing the cgroups and reaping is off
+         * the client's wait). Not called when the run's sandbox could not be made or there is
+         * no run stage (compile_error): the result then comes back from sbx_execute only. */
+        void (*on_result)(void *ctx, struct sbx_result *result);
+        void *result_ctx;
 };
 
 /* The environment every program gets, and nothing else of the host's, NULL-terminated; a request

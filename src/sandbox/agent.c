@@ -4,7 +4,9 @@
 #include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "util/buffer.h"
 #include "util/file.h"
@@ -28,13 +30,13 @@ static int put_number(struct sbx_buffer *header, uint64_t value)
 static int build_header(const struct sbx_spec *spec, struct sbx_buffer *header)
 {
         size_t n_argv = 0, n_env = 0;
-        while (spec->argv[1 + n_argv] != NULL)
+        while (spec->argv[n_argv] != NULL)
                 n_argv++;
         while (spec->envp[n_env] != NULL)
                 n_env++;
         int rc = put_number(header, n_argv);
         for (size_t i = 0; i < n_argv && rc == 0; i++)
-                rc = put_field(header, spec->argv[1 + i]);
+                rc = put_field(header, spec->argv[i]);
         rc = rc < 0 ? rc : put_number(header, n_env);
         for (size_t i = 0; i < n_env && rc == 0; i++)
                 rc = put_field(header, spec->envp[i]);
@@ -42,16 +44,19 @@ static int build_header(const struct sbx_spec *spec, struct sbx_buffer *header)
         for (size_t i = 0; i < spec->n_files && rc == 0; i++) {
                 rc = put_field(header, spec->files[i].path);
                 rc = rc < 0 ? rc : put_number(header, spec->files[i].size);
-                rc = rc < 0 ? rc : put_field(header, spec->files[i].executable ? "1" : "0");
+                const struct sbx_file *file = &spec->files[i];
+                const char *flags = file->executable ? (file->read_only ? "xr" : "x")
+                                                     : (file->read_only ? "r" : "");
+                rc = rc < 0 ? rc : put_field(header, flags);
         }
-        rc = rc < 0 ? rc : put_field(header, spec->argv[1]);
+        rc = rc < 0 ? rc : put_field(header, spec->argv[1] != NULL ? spec->argv[1] : spec->argv[0]);
         return rc < 0 || header->overflow ? -1 : 0;
 }
 
 int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_error *err)
 {
-        if (spec->argv[0] == NULL || spec->argv[1] == NULL)
-                return sbx_error_set(err, EINVAL, "agent: no program file in argv");
+        if (spec->argv[0] == NULL)
+                return sbx_error_set(err, EINVAL, "agent: no program in argv");
         struct sbx_buffer header;
         sbx_buffer_init(&header, AGENT_HEADER_MAX);
         if (build_header(spec, &header) < 0) {
@@ -71,4 +76,137 @@ int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_err
                 if (sbx_write_all(fd, spec->files[i].data, spec->files[i].size) < 0)
                         rc = sbx_error_set(err, errno, "agent: send %s", spec->files[i].path);
         return rc;
+}
+
+/* ---- receiving (exec mode's init) ----------------------------------------------------------- */
+
+/* 1 with n bytes read, 0 at end of file before the first byte, -1 (errno) otherwise. */
+static int read_exactly(int fd, void *buf, size_t n)
+{
+        size_t got = 0;
+        while (got < n) {
+                ssize_t r = read(fd, (char *)buf + got, n - got);
+                if (r < 0 && errno == EINTR)
+                        continue;
+                if (r <= 0) {
+                        if (r == 0 && got == 0)
+                                return 0;
+                        if (r == 0)
+                                errno = EPROTO;
+                        return -1;
+                }
+                got += (size_t)r;
+        }
+        return 1;
+}
+
+/* The fields of the header, one after the other. */
+struct fields {
+        char *next;
+        char *end;
+};
+
+static const char *take_field(struct fields *f)
+{
+        if (f->next >= f->end)
+                return NULL;
+        char *field = f->next;
+        f->next += strlen(field) + 1;
+        return field;
+}
+
+static bool take_count(struct fields *f, size_t max, size_t *count)
+{
+        const char *text = take_field(f);
+        char *end;
+        if (text == NULL || text[0] == '\0')
+                return false;
+        errno = 0;
+        unsigned long long value = strtoull(text, &end, 10);
+        if (errno != 0 || *end != '\0' || value > max)
+                return false;
+        *count = (size_t)value;
+        return true;
+}
+
+/* A NULL-terminated array of the next count fields. */
+static const char **take_strings(struct fields *f, size_t count)
+{
+        const char **strings = calloc(count + 1, sizeof(*strings));
+        for (size_t i = 0; strings != NULL && i < count; i++)
+                if ((strings[i] = take_field(f)) == NULL) {
+                        free(strings);
+                        return NULL;
+                }
+        return strings;
+}
+
+int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_spec *out,
+                                struct sbx_error *err)
+{
+        uint8_t prefix[4];
+        int got = read_exactly(fd, prefix, sizeof(prefix));
+        if (got <= 0)
+                return got == 0 ? 0 : sbx_error_set(err, errno, "agent: read the execution");
+        size_t length = prefix[0] | (size_t)prefix[1] << 8 | (size_t)prefix[2] << 16 |
+                        (size_t)prefix[3] << 24;
+        if (length == 0 || length > AGENT_HEADER_MAX)
+                return sbx_error_set(err, EPROTO, "agent: a header of %zu bytes", length);
+        char *header = malloc(length + 1);
+        if (header == NULL)
+                return sbx_error_set(err, ENOMEM, "agent: allocate the header");
+        if (read_exactly(fd, header, length) != 1)
+                return sbx_error_set(err, EPROTO, "agent: a truncated header");
+        header[length] = '\0';
+        struct fields f = {.next = header, .end = header + length + 1};
+
+        /* Everything here stays allocated until the program execs: init has no further use for
+         * its memory, and the program's image replaces it. */
+        *out = *base;
+        size_t n_argv, n_env, n_files;
+        const char **argv = take_count(&f, SBX_MAX_ARGS + 8, &n_argv) && n_argv > 0
+                                    ? take_strings(&f, n_argv)
+                                    : NULL;
+        const char **envp = argv != NULL && take_count(&f, SBX_MAX_ENV + 16, &n_env)
+                                    ? take_strings(&f, n_env)
+                                    : NULL;
+        if (envp == NULL || !take_count(&f, SBX_MAX_FILES + 1, &n_files))
+                return sbx_error_set(err, EPROTO, "agent: a malformed header");
+        struct sbx_file *files = calloc(n_files + 1, sizeof(*files));
+        if (files == NULL)
+                return sbx_error_set(err, ENOMEM, "agent: allocate the files");
+        uint64_t total = 0;
+        for (size_t i = 0; i < n_files; i++) {
+                const char *path = take_field(&f);
+                size_t size;
+                bool sized = take_count(&f, base->limits.disk_bytes, &size);
+                const char *flags = sized ? take_field(&f) : NULL;
+                if (path == NULL || flags == NULL || !sbx_request_path_valid(path) ||
+                    strspn(flags, "xr") != strlen(flags))
+                        return sbx_error_set(err, EPROTO, "agent: a malformed file entry");
+                total += size;
+                files[i] = (struct sbx_file){.path = path,
+                                             .size = size,
+                                             .executable = strchr(flags, 'x') != NULL,
+                                             .read_only = strchr(flags, 'r') != NULL};
+        }
+        if (take_field(&f) == NULL || f.next != f.end)
+                return sbx_error_set(err, EPROTO, "agent: a malformed header end");
+        if (total > base->limits.disk_bytes)
+                return sbx_error_set(err, EFBIG, "agent: %llu bytes of files for a %llu-byte disk",
+                                     (unsigned long long)total,
+                                     (unsigned long long)base->limits.disk_bytes);
+        for (size_t i = 0; i < n_files; i++) {
+                void *data = malloc(files[i].size ? files[i].size : 1);
+                if (data == NULL)
+                        return sbx_error_set(err, ENOMEM, "agent: allocate %s", files[i].path);
+                if (files[i].size > 0 && read_exactly(fd, data, files[i].size) != 1)
+                        return sbx_error_set(err, EPROTO, "agent: %s truncated", files[i].path);
+                files[i].data = data;
+        }
+        out->argv = argv;
+        out->envp = envp;
+        out->files = files;
+        out->n_files = n_files;
+        return 1;
 }

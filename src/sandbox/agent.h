@@ -1,12 +1,13 @@
-/* The agent channel: how a sandbox started in pool mode receives its execution. The program
- * waiting on the other end is a warm-pool loader from guest/ (guest/python_loader.py documents
- * the format from its side):
+/* The agent channel: how a sandbox started in pool mode receives its execution. On the other end
+ * waits a warm-pool loader from guest/ (guest/python_loader.py documents the format from its
+ * side), or, in exec mode (a generic pool entry), the sandbox's init itself:
  *
  *   u32 little-endian length of the header, the header, then each file's bytes in order
- *   header = NUL-separated fields: the count of argv entries and argv[1..] (argv[0], the
- *            interpreter, is already running; argv[1] is the program file), the count of
- *            environment entries and each "NAME=value", the count of files and each file's
- *            path, size and "1"/"0" (executable), and last the program file's path again.
+ *   header = NUL-separated fields: the count of argv entries and each of them (argv[0] is the
+ *            interpreter, which a loader has running already, or the program to exec), the
+ *            count of environment entries and each "NAME=value", the count of files and each
+ *            file's path, size and flags ("x" executable, "r" read-only, both, or none), and
+ *            last the program file's path (argv[1], or argv[0] when there is no argv[1]).
  *
  * Plain fields, not JSON: the loader parses them with bytes.split, importing nothing (every
  * module a loader imports is paid by each pool entry). No field can hold a NUL: argv, env and
@@ -18,3 +19,10 @@
 
 /* Writes spec's execution to fd (blocking; the loader reads as it goes). */
 int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_error *err);
+
+/* Exec mode's init: reads one execution from fd (blocking) into *out, a copy of base with the
+ * message's argv, environment and files (allocated, kept until the program execs; the files'
+ * bytes together at most base's disk size). 1 when one came, 0 at end of file before it (the
+ * entry was retired unused), -1 with err for a malformed or truncated one. */
+int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_spec *out,
+                                struct sbx_error *err);

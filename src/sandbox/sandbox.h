@@ -52,6 +52,12 @@ struct sbx_spec {
         /* Pool mode: the program (a warm-pool loader, guest/) gets the read end of the agent
          * channel as fd 3 and waits there for its execution (backend acquire). */
         bool agent;
+        /* Exec mode (with agent): a generic pool entry. argv is not used: init finishes every
+         * setup step, says "R" on the agent channel and waits there for the execution (argv,
+         * environment, files: sandbox/agent.h), writes the files and starts the program as a
+         * cold sandbox would. acquire sets the limits first (the rlimits on init, which the
+         * program inherits). */
+        bool exec_on_acquire;
         /* Session mode (with agent): the program is a session agent (guest/session_agent.py) that
          * speaks frames on its fd 3 for the sandbox's whole life; start returns once it runs,
          * and the engine's session (engine/session.c) drives it through session_fds. */

@@ -720,10 +720,13 @@ static struct sbx_pool_config *current_pool(struct loader *loader)
 
 static void begin_pool(struct loader *loader, const char *language_name)
 {
+        /* Every language has one: python's entries wait in its interpreter, the others' in an
+         * exec entry (a set-up sandbox whose init starts the program on acquire). */
         const struct sbx_language *language = sbx_language_find(language_name);
-        if (language == NULL || !language->pooled) {
+        if (language == NULL) {
                 loader_fail(loader, loader->line, NULL,
-                            "no warm pool exists for language '%s' (only python)", language_name);
+                            "no warm pool exists for language '%s' (known: %s)", language_name,
+                            sbx_language_names());
                 return;
         }
         if (current_pool(loader) == NULL) {

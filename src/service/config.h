@@ -69,7 +69,7 @@ struct sbx_pool_config {
         uint64_t max_idle_s;  /* an entry idle longer is replaced; 0 = never */
 };
 
-#define SBX_CONFIG_MAX_POOLS 8
+#define SBX_CONFIG_MAX_POOLS 16 /* one per language at most */
 
 struct sbx_config {
         struct sbx_server_config server;

@@ -7,8 +7,9 @@ control and fail when a control does not flip the verdict.
         [--only NAME[,NAME]] [--class CLASS[,CLASS]] [--no-controls] [--no-pooled] [-j N]
         [--list] [-v]
 
-Every payload runs cold (`sandboxd run`); a Python payload that a warm pool can take also runs
-through a pool entry (`sandboxd run --pooled`: the service's warm path), judged the same way. A
+Every payload runs cold (`sandboxd run`); a payload that a warm pool can take (Python's loader,
+any other language's exec entry) also runs through a pool entry (`sandboxd run --pooled`: the
+service's warm path), judged the same way. A
 session payload (`session = true`, below) runs its cells through `sandboxd session`.
 
 Stdlib only. Must run as root (cgroups, setpriv, canaries).
@@ -1626,9 +1627,9 @@ def kernel_features():
 
 def pool_eligible(payload):
     """Whether `sandboxd run --pooled` accepts the payload's run (sbx_pool_request_eligible): a
-    Python program at the pool's disk size, with no setup step forced to fail."""
-    return (payload.language == "python" and not payload.fail_step and not payload.session
-            and "disk" not in payload.limits)
+    program at the pool's disk size, with no setup step forced to fail. Python's entries wait in
+    its loader; every other language's in an exec entry, whose init starts the program."""
+    return not payload.fail_step and not payload.session and "disk" not in payload.limits
 
 
 def run_payload(harness, payload, with_control, lock):

@@ -614,3 +614,35 @@ def test_files_may_come_base64_encoded_binaries_included():
              "encoding": "base64"},
             {"path": "e", "content": "", "encoding": "base64"}], "entrypoint": "main.py"}))
         assert ok["stdout"] == "0\n", ok
+
+
+def test_the_service_serves_any_language_from_a_warm_exec_entry():
+    need("c")
+    from serve_helpers import FREE_TIER, running_server, sample
+    pools = {"python": {"min_idle": 0}, "bash": {"min_idle": 1, "max_idle": 1},
+             "c": {"min_idle": 1, "max_idle": 1}}
+    with running_server(tiers={"t": {**FREE_TIER, "languages": "python, bash, c"}},
+                        tenants={"acme": "t"}, pools=pools) as srv:
+        deadline = time.monotonic() + 30
+        while sample(srv.metrics(), "sandboxd_pool_entries", state="idle") < 2:
+            assert time.monotonic() < deadline, "the pools never filled"
+            time.sleep(0.05)
+        shell = srv.run('echo "$0 $1"; read -r x; echo "$x"', "bash", args=["arg"], stdin="in\n")
+        assert shell["pooled"] is True and shell["status"] == "ok", shell
+        assert shell["stdout"] == "/workspace/main.sh arg\nin\n", shell
+        assert shell["timing"]["setup_us"] == 0
+        compiled = srv.run(c_program("pooled"), "c")
+        assert compiled["pooled"] is True and compiled["stdout"] == "pooled\n", compiled
+        assert compiled["compile"]["status"] == "ok"
+        deadline = time.monotonic() + 30
+        while sample(srv.metrics(), "sandboxd_pool_entries", state="idle") < 2:
+            assert time.monotonic() < deadline, "the pools never refilled"
+            time.sleep(0.05)
+        # The compile cache serves the pooled path too.
+        again = srv.run(c_program("pooled"), "c")
+        assert again["pooled"] is True and again["compile"]["cached"] is True, again
+        # The pools refill behind the executions they served.
+        metrics = srv.metrics()
+        assert sample(metrics, "sandboxd_pool_hits_total") == 3, metrics
+        # python has no pool here: it runs cold.
+        assert srv.run("print(1)", "python")["pooled"] is False

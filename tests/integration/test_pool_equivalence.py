@@ -75,6 +75,44 @@ def test_pooled_equals_cold(run, name):
     assert pooled.rc == cold.rc
 
 
+# Every other language waits in an exec entry: a sandbox set up to its last step whose init
+# starts the program when the execution comes (sandbox/agent.h). The same comparison.
+EXEC_PROGRAMS = {
+    "bash_argv_env_stdin_exit": ("bash", 'read -r line; echo "$0|$*|$line|$HOME|$PATH"; exit 7',
+                                 ("a", "b c"), "piped\n", ()),
+    "sh_signal": ("sh", "kill -TERM $$", (), None, ()),
+    "bash_files_written": ("bash", "echo x > out; ls -la /workspace | wc -l; id -u", (), None,
+                           ()),
+    "bash_timeout": ("bash", "while :; do :; done", (), None, ("--timeout", "1s")),
+    "bash_memory": ("bash", "x=a; while :; do x=$x$x; done", (), None, ("--memory", "32M")),
+    "bash_output": ("bash", "yes", (), None, ("--output", "64K")),
+    "bash_pids": ("bash", 'for i in $(seq 40); do sleep 2 & done 2>/dev/null; echo "$!" >/dev/null',
+                  (), None, ("--pids", "8")),
+    "c_stdin_args_exit": ("c", '#include <stdio.h>\nint main(int c, char **v) { char b[32] = "";'
+                          ' fgets(b, 32, stdin); printf("%s|%s", v[1], b); return 3; }\n',
+                          ("arg",), "in\n", ()),
+    "c_read_only_artifact": ("c", '#include <stdio.h>\n#include <sys/stat.h>\n'
+                             'int main(void) { printf("%d\\n", chmod("/workspace/main", 0777));'
+                             ' return 0; }\n', (), None, ()),
+    "javascript_argv": ("javascript", "console.log(process.argv.slice(2), process.exitCode)",
+                        ("x",), None, ()),
+}
+
+
+@pytest.mark.parametrize("name", sorted(EXEC_PROGRAMS))
+def test_an_exec_entry_equals_cold(run, name):
+    language, code, args, stdin, flags = EXEC_PROGRAMS[name]
+    cold = run(code, language, *flags, stdin=stdin, args=args)
+    pooled = run(code, language, "--pooled", *flags, stdin=stdin, args=args)
+    assert cold["pooled"] is False and pooled["pooled"] is True
+    assert pooled["timing"]["setup_us"] == 0, pooled.describe()
+    if cold["compile"] is not None:  # the compile stage is a cold sandbox either way
+        assert pooled["compile"]["status"] == cold["compile"]["status"] == "ok"
+        cold["compile"] = pooled["compile"] = "compiled"
+    assert comparable(pooled) == comparable(cold), (cold.describe(), pooled.describe())
+    assert pooled.rc == cold.rc
+
+
 # Programs as raw bytes, where compile() and the interpreter's file reader could disagree.
 BYTE_PROGRAMS = {
     "nul_after_a_statement": b"print(1)\0print(2)\n",
@@ -133,7 +171,9 @@ def test_pool_refuses_what_it_cannot_honour(cli):
     proc = cli("run", "--pooled", "--disk", "32M", "-c", "print(1)")
     assert proc.returncode == 64
     assert b"cannot use a warm pool" in proc.stderr
-    proc = cli("run", "--pooled", "--lang", "bash", "-c", "echo 1")
+    proc = cli("run", "--pooled", "--lang", "bash", "--disk", "32M", "-c", "echo 1")
+    assert proc.returncode == 64
+    proc = cli("run", "--pooled", "-c", "print(1)", "--test-without", "seccomp")
     assert proc.returncode == 64
 
 

@@ -51,6 +51,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/agent.h"
 #include "sandbox/native/caps.h"
 #include "sandbox/native/landlock.h"
 #include "sandbox/native/mount.h"
@@ -329,7 +330,8 @@ static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error
                 STEP_OR_DIE(spec, error_fd, "landlock", landlock_apply);
         if (layer_on(spec, SBX_LAYER_NO_NEW_PRIVS))
                 STEP_OR_DIE(spec, error_fd, "no_new_privs", set_no_new_privs);
-        if (layer_on(spec, SBX_LAYER_RLIMITS))
+        /* Exec mode: acquire set them on init already, and this process inherited them. */
+        if (layer_on(spec, SBX_LAYER_RLIMITS) && !spec->exec_on_acquire)
                 STEP_OR_DIE(spec, error_fd, "rlimits", rlimit_apply, &spec->limits);
         if (layer_on(spec, SBX_LAYER_CAPS))
                 STEP_OR_DIE(spec, error_fd, "caps", caps_limit_to_root_set);
@@ -362,6 +364,30 @@ static void init_report_and_exit(int report_fd, int wait_status)
         (void)sbx_write_all(report_fd, &report, sizeof(report));
         _exit(0);
 }
+
+/* Exec mode: init says it is ready, waits for the execution a request brings, and writes its
+ * files; the program then starts as in a cold sandbox. What was received is kept (static) until
+ * the program execs: vfork shares this memory. */
+static struct sbx_spec received_spec;
+
+static const struct sbx_spec *receive_execution_or_die(const struct sbx_spec *spec,
+                                                       struct launch_pipes *p, int error_fd)
+{
+        if (sbx_write_all(p->agent_r, "R", 1) < 0)
+                _exit(1);
+        struct sbx_error err = {0};
+        int got = sbx_agent_receive_execution(p->agent_r, spec, &received_spec, &err);
+        if (got == 0)
+                _exit(0); /* retired unused: the supervisor hung up */
+        if (got < 0)
+                fail_or_die(error_fd, "exec", &err);
+        sbx_closep(&p->agent_r);
+        STEP_OR_DIE(&received_spec, error_fd, "files", write_files, &received_spec);
+        return &received_spec;
+}
+
+static _Noreturn void start_and_reap(const struct sbx_spec *program_spec, struct launch_pipes *p,
+                                     int error_fd);
 
 /* Init (pid 1): build the sandbox, start the program, reap until it exits, report. */
 static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes *p)
@@ -409,6 +435,15 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
                 _exit(1); /* the supervisor gave up: it reports why */
         sbx_closep(&p->sync_r);
 
+        start_and_reap(spec->exec_on_acquire ? receive_execution_or_die(spec, p, error_fd) : spec,
+                       p, error_fd);
+}
+
+/* Init, last: start the program of spec, then only reap until it exits, and report. */
+static _Noreturn void start_and_reap(const struct sbx_spec *program_spec, struct launch_pipes *p,
+                                     int error_fd)
+{
+
         /* vfork, as posix_spawn does: the program shares init's memory until it execs or fails
          * and exits, and init sleeps until then, so no page table is copied and nothing of init
          * is copied on write (fork() cost ~0.2 ms more per sandbox here). Every step the program
@@ -416,8 +451,9 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
          * rlimits, its fd table), none on init; it never returns from this frame. */
         pid_t program = vfork();
         if (program == 0)
-                program_exec_or_die(spec, error_fd,
-                                    spec->artifact_fd > 0 ? spec->artifact_fd : p->agent_r);
+                program_exec_or_die(program_spec, error_fd,
+                                    program_spec->artifact_fd > 0 ? program_spec->artifact_fd
+                                                                  : p->agent_r);
         if (program < 0) {
                 struct sbx_error err = {0};
                 sbx_error_set(&err, errno, "fork");
@@ -465,6 +501,7 @@ void launch_process_init(struct launch_process *proc)
                 .report_fd = -1,
                 .lifeline_fd = -1,
                 .agent_fd = -1,
+                .error_fd = -1,
         };
 }
 
@@ -625,6 +662,11 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
                 proc->lifeline_fd = take_fd(&p.sync_w);
         sbx_closep(&p.sync_w); /* on failure, end of file tells init to give up */
 
+        /* Exec mode: the program starts at launch_exec, which waits for its exec then. */
+        if (rc == 0 && spec->exec_on_acquire) {
+                proc->error_fd = take_fd(&p.error_r);
+                return 0;
+        }
         if (rc == 0)
                 rc = wait_for_exec(p.error_r, err);
         sbx_closep(&p.error_r);
@@ -679,5 +721,20 @@ void launch_release(struct launch_process *proc)
         sbx_closep(&proc->report_fd);
         sbx_closep(&proc->lifeline_fd);
         sbx_closep(&proc->agent_fd);
+        sbx_closep(&proc->error_fd);
         proc->pid = 0;
+}
+
+int launch_exec(struct launch_process *proc, const struct sbx_spec *request, struct sbx_error *err)
+{
+        if (proc->agent_fd < 0 || proc->error_fd < 0)
+                return sbx_error_set(err, EINVAL, "not a sandbox waiting for its execution");
+        int rc = sbx_agent_send_execution(proc->agent_fd, request, err);
+        sbx_closep(&proc->agent_fd);
+        if (rc == 0)
+                rc = wait_for_exec(proc->error_fd, err);
+        sbx_closep(&proc->error_fd);
+        if (rc == 0 && fcntl(proc->stdin_fd, F_SETFL, O_NONBLOCK) < 0)
+                rc = sbx_error_set(err, errno, "setup step 'exec': stdin non-blocking");
+        return rc;
 }

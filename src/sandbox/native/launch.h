@@ -29,6 +29,7 @@ struct launch_process {
         int agent_fd;    /* pool mode: write end of the agent channel (the program's fd 3) */
         int lifeline_fd; /* write end of the sync pipe, held open while the sandbox lives: init
                           * sees POLLHUP on its end when the supervisor is gone */
+        int error_fd;    /* exec mode: the setup pipe until the program exec'd (launch_exec) */
 };
 
 /* Clones the sandbox's init into new user, pid, mount, network, IPC and UTS namespaces and into
@@ -39,6 +40,10 @@ struct launch_process {
  * step, and *proc holds whatever must still be killed, reaped and closed (see launch_release). */
 int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned host_id,
                  struct launch_process *proc, struct sbx_error *err);
+
+/* Exec mode: sends request's execution to init on the agent channel and waits until the program
+ * exec'd (0) or a setup step failed (-1, err names it). */
+int launch_exec(struct launch_process *proc, const struct sbx_spec *request, struct sbx_error *err);
 
 /* Reaps init (blocking until it exits: kill the cgroup first) if not yet reaped and returns its
  * wait status through *status. */

@@ -27,8 +27,10 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* Live sandboxes per machine; each slot is one range of host uids and one cgroup name. */
-#define NATIVE_MAX_SLOTS 1024
+/* Live sandboxes per machine; each slot is one range of host uids and one cgroup name. Twice
+ * the engine's largest max_sandboxes: idle pool entries and sandboxes still being removed after
+ * their answer (engine/execution.c) come on top of the running ones. */
+#define NATIVE_MAX_SLOTS 2048
 
 _Static_assert((unsigned long long)SBX_HOST_ID_BASE +
                                (unsigned long long)NATIVE_MAX_SLOTS * SBX_HOST_IDS_PER_SLOT <
@@ -139,13 +141,17 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
 {
         if (sandbox->proc.agent_fd < 0 || sandbox->proc.pid <= 0)
                 return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
+        bool exec_mode = sandbox->spec->exec_on_acquire;
         sandbox->spec = request;
-        pid_t program = 0;
+        /* A loader is the program already; in exec mode init starts it, with init's rlimits. */
+        pid_t program = sandbox->proc.pid;
         if (cgroup_set_limits(sandbox->cgroup, &request->limits, true, err) < 0 ||
-            program_pid(sandbox->proc.pid, &program, err) < 0 ||
+            (!exec_mode && program_pid(sandbox->proc.pid, &program, err) < 0) ||
             rlimit_apply_to(program, &request->limits, err) < 0 ||
             cgroup_reset_baseline(sandbox->cgroup, err) < 0)
                 return sbx_error_prefix(err, "acquire");
+        if (exec_mode)
+                return launch_exec(&sandbox->proc, request, err);
         int rc = sbx_agent_send_execution(sandbox->proc.agent_fd, request, err);
         /* End of file after the execution: the loader reads no further. */
         close(sandbox->proc.agent_fd);
