@@ -38,7 +38,10 @@ _Static_assert((unsigned long long)SBX_HOST_ID_BASE +
                "every slot's id range must stay below the kernel's invalid id");
 
 struct sbx_sandbox {
+        /* What it runs: the spec it was created with, then (pooled) the one acquire handed it;
+         * the creator's may be gone by then, so nothing of it is read after acquire. */
         const struct sbx_spec *spec;
+        bool exec_on_acquire; /* the created spec's, kept */
         struct cgroup *cgroup;
         struct launch_process proc;
         /* native_wait saw init's report (or its end): the program is gone, init is exiting. */
@@ -81,6 +84,7 @@ static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
         if (sandbox == NULL)
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
         sandbox->spec = spec;
+        sandbox->exec_on_acquire = spec->exec_on_acquire;
         launch_process_init(&sandbox->proc);
 
         /* The limits are set by launch_start, while init builds the sandbox. */
@@ -141,7 +145,7 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
 {
         if (sandbox->proc.agent_fd < 0 || sandbox->proc.pid <= 0)
                 return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
-        bool exec_mode = sandbox->spec->exec_on_acquire;
+        bool exec_mode = sandbox->exec_on_acquire;
         sandbox->spec = request;
         /* A loader is the program already; in exec mode init starts it, with init's rlimits. */
         pid_t program = sandbox->proc.pid;
