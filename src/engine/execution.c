@@ -454,19 +454,43 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
 
 /* ---- Warm pools ------------------------------------------------------------------------ */
 
-/* The Python loader's source, embedded at build time from guest/python_loader.py. */
+/* The loaders' sources, embedded at build time from guest/. */
 extern const char sbx_python_loader_source[];
+extern const char sbx_node_loader_source[];
+
+/* The warm-pool loaders a language row may name: how its interpreter runs one (`-c SOURCE`, or
+ * a file of the entry's /workspace that the loader removes at once), and the smallest memory cap
+ * a request may have to use one (the waiting interpreter's own use must fit under it with room
+ * for the program; such a request runs cold). */
+static const struct loader {
+        const char *name;
+        const char *eval_flag; /* NULL: run as the file below */
+        const char *file;
+        const char *source;
+        uint64_t min_memory_bytes;
+} loaders[] = {
+        {"python", "-c", NULL, sbx_python_loader_source, 32ull << 20}, /* ~8 MiB idle */
+        {"node", NULL, ".sandboxd-node-loader.js", sbx_node_loader_source,
+         96ull << 20}, /* ~40 MiB idle */
+};
+
+static const struct loader *loader_of(const struct sbx_language *language)
+{
+        for (size_t i = 0; language->loader != NULL && i < SBX_ARRAY_SIZE(loaders); i++)
+                if (strcmp(loaders[i].name, language->loader) == 0)
+                        return &loaders[i];
+        return NULL;
+}
 
 struct sbx_pool_entry {
         const struct sbx_backend *backend;
         struct sbx_sandbox *sandbox;
         const struct sbx_language *language;
         const char *argv[4];
+        char loader_path[64];
+        struct sbx_file loader_file; /* a loader run as a file: written by init */
         struct sbx_spec spec;
 };
-
-/* The smallest memory cap a pooled request may have (see sbx_pool_request_eligible). */
-#define POOL_MIN_MEMORY (32ull * 1024 * 1024)
 
 /* The disk size pool entries are made with: their tmpfs cannot change size later, so only
  * requests for exactly this size can use one. */
@@ -489,16 +513,19 @@ bool sbx_pool_request_eligible(const struct sbx_request *request)
                 return false;
         if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
                 return false;
-        if (!language->pooled)
+        const struct loader *loader = loader_of(language);
+        if (loader == NULL)
                 return true; /* an exec entry: init waits, nothing of the program runs yet */
-        /* The waiting interpreter already uses ~8 MiB: a smaller cap could not be applied to it
-         * (and would not leave the program room anyway); such a request runs cold. */
-        if (request->limits.memory_bytes != 0 && request->limits.memory_bytes < POOL_MIN_MEMORY)
+        /* The waiting interpreter's own memory: a smaller cap could not be applied to it (and
+         * would not leave the program room anyway); such a request runs cold. */
+        if (request->limits.memory_bytes != 0 &&
+            request->limits.memory_bytes < loader->min_memory_bytes)
                 return false;
-        /* PYTHON* variables change how the interpreter starts (PYTHONPATH, PYTHONHASHSEED...);
-         * a pre-started one cannot honour them, so such a request runs cold. */
+        /* PYTHON* and NODE_* variables change how the interpreter starts (PYTHONPATH,
+         * NODE_OPTIONS...); a pre-started one cannot honour them, so such a request runs cold. */
         for (size_t i = 0; i < request->n_env; i++)
-                if (strncmp(request->env[i], "PYTHON", 6) == 0)
+                if (strncmp(request->env[i], "PYTHON", 6) == 0 ||
+                    strncmp(request->env[i], "NODE_", 5) == 0)
                         return false;
         return true;
 }
@@ -519,17 +546,29 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
         entry->language = sbx_language_find(language_name);
         /* A language with a loader (python) waits in its interpreter; every other one in an
          * exec entry, whose init waits to start the program (argv comes with the execution). */
-        bool loader = entry->language->pooled;
+        const struct loader *loader = loader_of(entry->language);
         entry->argv[0] = loader ? entry->language->interpreter : "/bin/true";
-        entry->argv[1] = loader ? "-c" : NULL;
-        entry->argv[2] = loader ? sbx_python_loader_source : NULL;
-        entry->argv[3] = NULL;
+        if (loader != NULL && loader->eval_flag != NULL) {
+                entry->argv[1] = loader->eval_flag;
+                entry->argv[2] = loader->source;
+        } else if (loader != NULL) {
+                snprintf(entry->loader_path, sizeof(entry->loader_path), "/workspace/%s",
+                         loader->file);
+                entry->argv[1] = entry->loader_path;
+                entry->loader_file = (struct sbx_file){
+                        .path = loader->file,
+                        .data = loader->source,
+                        .size = strlen(loader->source),
+                };
+        }
         entry->spec = (struct sbx_spec){
                 .argv = entry->argv,
                 .envp = sbx_request_base_environment,
+                .files = &entry->loader_file,
+                .n_files = entry->loader_file.path != NULL ? 1 : 0,
                 .network = SBX_NETWORK_NONE,
                 .agent = true,
-                .exec_on_acquire = !loader,
+                .exec_on_acquire = loader == NULL,
                 .cancel_fd = -1,
         };
         /* Until acquire sets a request's limits, the loader lives under loose ones, so that

@@ -18,19 +18,21 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result,
                 struct sbx_error *err);
 
 /* ---- Warm pools (DESIGN.md "Warm pools") ----
- * A pool entry is a sandbox that finished every setup step and runs the language's loader
- * (guest/), waiting for one execution. Creating one pays for namespaces, mounts and the
- * interpreter's start-up while no client waits; executing it applies the request's limits,
- * delivers the files and lets the program run, exactly as a cold run would. One use, then the
- * sandbox is destroyed. */
+ * A pool entry is a sandbox that finished every setup step and waits for one execution: in the
+ * language's loader (guest/: python, node), whose interpreter has started already, or, for every
+ * other language, in an exec entry, whose init starts the program when the execution comes.
+ * Creating one pays for namespaces, mounts (and the interpreter's start-up) while no client
+ * waits; executing it applies the request's limits, delivers the files and lets the program run,
+ * exactly as a cold run would. One use, then the sandbox is destroyed. */
 struct sbx_pool_entry;
 
-/* Whether language has a loader (its sbx_language.pooled). */
+/* Whether language can have a warm pool (every known one can). */
 bool sbx_pool_supports(const char *language);
 
-/* Whether request can run in a pool entry: a pooled language, the pool's disk size, a memory cap
- * of at least 32 MiB (the waiting interpreter's own use must fit under it), no test hooks, no
- * PYTHON* variables (they act at interpreter start-up). Others run cold. */
+/* Whether request can run in a pool entry: a known language, the pool's disk size, no test
+ * hooks; for a loader's language also a memory cap its waiting interpreter fits under (32 MiB
+ * for python, 96 MiB for node) and no PYTHON* or NODE_* variables (they act at interpreter
+ * start-up). Others run cold. */
 bool sbx_pool_request_eligible(const struct sbx_request *request);
 
 /* Creates and starts a pool entry for language on backend (NULL = native). */

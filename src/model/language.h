@@ -30,7 +30,10 @@ struct sbx_language {
         uint64_t compile_wall_ms;
         uint64_t compile_memory_bytes;
         const char *const *version; /* argv that prints the toolchain's version, or NULL */
-        bool pooled;                /* has a warm-pool loader (guest/) */
+        /* The warm-pool loader (guest/) whose interpreter waits for the program in a pool entry:
+         * "python" or "node" (engine/execution.c embeds them); NULL: the language's entries are
+         * exec entries, whose init starts the program. */
+        const char *loader;
 };
 
 /* The language called name, by its name or one of its aliases, or NULL. */

@@ -94,9 +94,61 @@ EXEC_PROGRAMS = {
     "c_read_only_artifact": ("c", '#include <stdio.h>\n#include <sys/stat.h>\n'
                              'int main(void) { printf("%d\\n", chmod("/workspace/main", 0777));'
                              ' return 0; }\n', (), None, ()),
-    "javascript_argv": ("javascript", "console.log(process.argv.slice(2), process.exitCode)",
-                        ("x",), None, ()),
 }
+
+# JavaScript (and TypeScript's artifact) waits in guest/node_loader.js: node started already.
+NODE_PROGRAMS = {
+    "argv_main_env": ("console.log(process.argv, require.main === module, __filename,"
+                      " process.cwd(), Object.keys(process.env).sort(), process.execArgv,"
+                      " Object.getOwnPropertyNames(globalThis).sort())",
+                      ("x", "y z"), None),
+    "stdin": ("const data = require('fs').readFileSync(0, 'utf8');"
+              " console.log(data.length, data.toUpperCase())", (), "hello\nworld\n"),
+    "exit_code": ("console.log('bye'); process.exit(3)", (), None),
+    "exit_code_set": ("process.exitCode = 4; setTimeout(() => console.log('timer ran'), 20)",
+                      (), None),
+    "uncaught": ("function f() { throw new TypeError('boom'); }\nf();", (), None),
+    "unhandled_rejection": ("Promise.reject(new Error('nobody caught me'))", (), None),
+    "syntax_error": ("let x = ;", (), None),
+    "timeout": ("for (;;) {}", (), None),
+}
+
+
+def node_comparable(result):
+    """As comparable(), with stderr cut before node's own frames (the loader's entry point sits
+    below the program's there, not run_main_module's)."""
+    out = comparable(result)
+    out["stderr"] = out["stderr"].split("\n    at ")[0]
+    return out
+
+
+@pytest.mark.parametrize("name", sorted(NODE_PROGRAMS))
+def test_node_loader_equals_cold(run, name):
+    code, args, stdin = NODE_PROGRAMS[name]
+    flags = ("--timeout", "2s") if name == "timeout" else ()
+    cold = run(code, "javascript", *flags, stdin=stdin, args=args)
+    pooled = run(code, "javascript", "--pooled", *flags, stdin=stdin, args=args)
+    assert cold["pooled"] is False and pooled["pooled"] is True
+    assert pooled["timing"]["setup_us"] == 0, pooled.describe()
+    assert node_comparable(pooled) == node_comparable(cold), (cold.describe(), pooled.describe())
+    assert pooled.rc == cold.rc
+
+
+def test_node_loader_runs_an_es_module_entrypoint(tmp_path, cli):
+    import json
+    (tmp_path / "lib.mjs").write_text("export const answer = 42;\n")
+    (tmp_path / "main.mjs").write_text(
+        "import { answer } from './lib.mjs';\nconsole.log(answer, typeof require, import.meta.url)\n")
+    results = []
+    for extra in ((), ("--pooled",)):
+        proc = cli("run", "--json", *extra, "--lang", "javascript", "--file",
+                   str(tmp_path / "lib.mjs"), "--file", str(tmp_path / "main.mjs"), "-c",
+                   "import('./main.mjs')")
+        results.append(json.loads(proc.stdout))
+    cold, pooled = results
+    assert cold["stdout"] == pooled["stdout"] == "42 undefined file:///workspace/main.mjs\n", \
+        (cold, pooled)
+    assert pooled["pooled"] is True
 
 
 @pytest.mark.parametrize("name", sorted(EXEC_PROGRAMS))

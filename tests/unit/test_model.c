@@ -40,8 +40,9 @@ static void test_language_names_from_the_table(void **state)
                             "python, bash, sh, javascript, typescript, c, cpp, go, rust, java");
         assert_int_equal(sbx_language_count(), 10);
         assert_null(sbx_language_at(sbx_language_count()));
-        assert_true(sbx_language_find("python")->pooled);
-        assert_false(sbx_language_find("bash")->pooled);
+        assert_string_equal(sbx_language_find("python")->loader, "python");
+        assert_string_equal(sbx_language_find("typescript")->loader, "node");
+        assert_null(sbx_language_find("bash")->loader);
         /* Each row is whole: a compiled language names its artifact and its compile limits. */
         for (size_t i = 0; i < sbx_language_count(); i++) {
                 const struct sbx_language *language = sbx_language_at(i);
