@@ -526,6 +526,7 @@ static const char openapi_template[] = JSON_TEXT(
             "additionalProperties": {"type": "string"}
           },
           "limits": {"$ref": "#/components/schemas/RequestLimits"},
+          "compile_limits": {"$ref": "#/components/schemas/RequestLimits", "description": "A compiled language's compile stage (400 for a language without one). Defaults: the run's limits, with at least the language's wall clock and CPU time (10 s to 30 s), memory (512 MiB to 1 GiB), 128 pids and 256 MiB of disk; clamped to the tier's max_compile_NAME."},
           "network": {"type": "string", "enum": ["none"]},
           "backend": {"type": "string", "enum": null}
         },
@@ -576,8 +577,8 @@ static const char openapi_template[] = JSON_TEXT(
           "clamped": {
             "type": "array",
             "uniqueItems": true,
-            "items": {"$ref": "#/components/schemas/LimitName"},
-            "description": "The requested limits that were lowered to the tier's ceiling."
+            "items": {"$ref": "#/components/schemas/ClampedName"},
+            "description": "The requested limits that were lowered to the tier's ceiling (compile_limits.NAME: a compile limit, to max_compile_NAME)."
           },
           "evidence": {"$ref": "#/components/schemas/Evidence"},
           "timing": {"$ref": "#/components/schemas/Timing"},
@@ -617,6 +618,12 @@ static const char openapi_template[] = JSON_TEXT(
             }
           }
         }
+      },
+      "ClampedName": {
+        "anyOf": [
+          {"$ref": "#/components/schemas/LimitName"},
+          {"type": "string", "pattern": "^compile_limits\\.[a-z_]+$"}
+        ]
       },
       "CompileStage": {
         "type": "object",
@@ -666,7 +673,7 @@ static const char openapi_template[] = JSON_TEXT(
           "effective": {"oneOf": [{"$ref": "#/components/schemas/EffectiveLimits"}, {"type": "null"}]},
           "clamped": {
             "oneOf": [
-              {"type": "array", "uniqueItems": true, "items": {"$ref": "#/components/schemas/LimitName"}},
+              {"type": "array", "uniqueItems": true, "items": {"$ref": "#/components/schemas/ClampedName"}},
               {"type": "null"}
             ]
           },

@@ -157,7 +157,11 @@ static int plan_compile(const struct sbx_request *request, struct execution_plan
         compile->spec.on_output = NULL; /* a stream carries the run's output only */
         compile->spec.output_ctx = NULL;
         compile->spec.artifact_fd = compile->artifact_fd;
-        sbx_language_compile_limits(language, &request->limits, &compile->spec.limits);
+        /* The service's, as its settings made them for the tier; else the language's. */
+        if (request->compile_limits.wall_ms != 0)
+                compile->spec.limits = request->compile_limits;
+        else
+                sbx_language_compile_limits(language, &request->limits, &compile->spec.limits);
         return 0;
 }
 

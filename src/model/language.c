@@ -181,3 +181,22 @@ void sbx_language_compile_limits(const struct sbx_language *language,
         out->pids = at_least(run_limits->pids, COMPILE_MIN_PIDS);
         out->disk_bytes = at_least(run_limits->disk_bytes, COMPILE_MIN_DISK_BYTES);
 }
+
+void sbx_language_compile_ceilings(struct sbx_limits *out)
+{
+        struct sbx_limits run;
+        sbx_limits_default(&run);
+        *out = run;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(languages); i++) {
+                if (!sbx_language_compiles(&languages[i]))
+                        continue;
+                struct sbx_limits compile;
+                sbx_language_compile_limits(&languages[i], &run, &compile);
+                for (size_t f = 0; f < SBX_LIMIT_COUNT; f++) {
+                        const struct sbx_limit_field *field = &sbx_limit_fields[f];
+                        if (sbx_limit_get(&compile, field) > sbx_limit_get(out, field))
+                                sbx_limit_set(out, field, sbx_limit_get(&compile, field));
+                }
+        }
+        out->cpu_millicores = 0;
+}

@@ -64,3 +64,7 @@ static inline bool sbx_language_compiles(const struct sbx_language *language)
  * the run's own. */
 void sbx_language_compile_limits(const struct sbx_language *language,
                                  const struct sbx_limits *run_limits, struct sbx_limits *out);
+
+/* A tier's compile ceilings unless it sets its own (max_compile_NAME): what every language's
+ * compile gets with the built-in limits, so that none is lowered by default. */
+void sbx_language_compile_ceilings(struct sbx_limits *out);

@@ -129,6 +129,10 @@ int sbx_request_check(const struct sbx_request *request, struct sbx_error *err)
         const char *bad_limit = NULL;
         if (!sbx_limits_valid(&request->limits, &bad_limit))
                 return refuse(err, "limits.%s: out of range", bad_limit);
+        /* All zero: the engine derives them; else each in range like the run's. */
+        if (request->compile_limits.wall_ms != 0 &&
+            !sbx_limits_valid(&request->compile_limits, &bad_limit))
+                return refuse(err, "compile_limits.%s: out of range", bad_limit);
         return 0;
 }
 

@@ -68,6 +68,9 @@ struct sbx_request {
         const void *stdin_data;
         size_t stdin_size;
         struct sbx_limits limits;
+        /* A compiled language's compile stage (sbx_language_compile_limits, then the request's
+         * own, clamped to the tier's); all zero: the engine derives them from limits. */
+        struct sbx_limits compile_limits;
         const char *backend; /* NULL = "native" */
         /* Whose execution it is: the compile cache keeps each tenant's artifacts apart. NULL:
          * nobody's (`sandboxd run`), and the cache is not used. */

@@ -265,6 +265,10 @@ int sbx_message_encode_run(uint64_t request_id, const char *execution_id,
                 put_string(&w, "env[]", request->env[i]);
         put_blob(&w, "stdin", request->stdin_data, request->stdin_size);
         put_limits(&w, &request->limits);
+        bool compile_limits = request->compile_limits.wall_ms != 0;
+        put_flag(&w, compile_limits);
+        if (compile_limits)
+                put_limits(&w, &request->compile_limits);
         put_flag(&w, request->stream);
         return writer_finish(&w, out, out_len, err);
 }
@@ -659,6 +663,10 @@ static int decode_run(struct reader *r, struct sbx_message_run *run)
                 return -1;
         request->stdin_data = stdin_data;
         if (get_limits(r, &request->limits) < 0)
+                return -1;
+        if (get_flag(r, "compile_limits", &present) < 0)
+                return -1;
+        if (present && get_limits(r, &request->compile_limits) < 0)
                 return -1;
         if (get_flag(r, "stream", &request->stream) < 0)
                 return -1;

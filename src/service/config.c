@@ -518,20 +518,21 @@ static const struct config_key tier_keys[] = {
 };
 #undef RECORD
 
-/* The bits of loader->seen_keys: max_NAME by limit index, default_NAME after them, then
- * tier_keys. */
-#define TIER_LIMIT_KEY_BITS (2 * SBX_LIMIT_COUNT)
+/* The bits of loader->seen_keys: max_NAME by limit index, default_NAME after them,
+ * max_compile_NAME after those, then tier_keys. */
+#define TIER_LIMIT_KEY_BITS (3 * SBX_LIMIT_COUNT)
 _Static_assert(TIER_LIMIT_KEY_BITS + SBX_ARRAY_SIZE(tier_keys) <= MAX_SECTION_KEYS,
                "too many tier keys");
 
-/* The row of key when it is max_NAME or default_NAME of a settable limit, made into *row with
- * its bit in *bit; false for any other key. */
+/* The row of key when it is max_NAME, default_NAME or max_compile_NAME of a settable limit, made
+ * into *row with its bit in *bit; false for any other key. */
 static bool tier_limit_key(const char *key, struct config_key *row, unsigned *bit)
 {
         bool is_default = strncmp(key, "default_", 8) == 0;
+        bool is_compile = strncmp(key, "max_compile_", 12) == 0;
         if (!is_default && strncmp(key, "max_", 4) != 0)
                 return false;
-        const char *name = key + (is_default ? 8 : 4);
+        const char *name = key + (is_default ? 8 : is_compile ? 12 : 4);
         for (unsigned i = 0; i < SBX_LIMIT_COUNT; i++) {
                 const struct sbx_limit_field *field = &sbx_limit_fields[i];
                 if (field->kind != SBX_LIMIT_SETTABLE || strcmp(field->name, name) != 0)
@@ -539,11 +540,12 @@ static bool tier_limit_key(const char *key, struct config_key *row, unsigned *bi
                 *row = (struct config_key){
                         .name = key,
                         .kind = KEY_LIMIT,
-                        .offset = is_default ? offsetof(struct sbx_tier, defaults)
-                                             : offsetof(struct sbx_tier, max),
+                        .offset = is_default   ? offsetof(struct sbx_tier, defaults)
+                                  : is_compile ? offsetof(struct sbx_tier, max_compile)
+                                               : offsetof(struct sbx_tier, max),
                         .limit = field,
                 };
-                *bit = i + (is_default ? SBX_LIMIT_COUNT : 0);
+                *bit = i + (is_default ? SBX_LIMIT_COUNT : is_compile ? 2 * SBX_LIMIT_COUNT : 0);
                 return true;
         }
         return false;
@@ -554,6 +556,7 @@ static void tier_set_defaults(struct sbx_tier *tier)
         struct sbx_error ignored = {0};
         sbx_limits_default(&tier->max);
         tier->max.cpu_millicores = 0;
+        sbx_language_compile_ceilings(&tier->max_compile);
         tier->max_concurrency = 4;
         tier->cpu_budget_ms = 60 * 1000;
         tier->cpu_window_s = 60;

@@ -1,6 +1,7 @@
 #include "service/settings.h"
 
 #include <ctype.h>
+#include <pthread.h>
 #include <errno.h>
 #include <limits.h>
 #include <openssl/evp.h>
@@ -54,14 +55,17 @@ struct pipeline {
         size_t n_env;
         bool has_stdin;
         struct byte_view stdin_view;
-        uint64_t requested_limits[SBX_LIMIT_COUNT]; /* API units; 0 = not given */
+        uint64_t requested_limits[SBX_LIMIT_COUNT];         /* API units; 0 = not given */
+        uint64_t requested_compile_limits[SBX_LIMIT_COUNT]; /* likewise */
+        bool has_compile_limits;
         char *decoded[SBX_MAX_FILES]; /* base64 contents, decoded: the drafts point here */
 
         /* assign id, resolve language, defaults, clamp */
         char id[SBX_EXECUTION_ID_CHARS + 1];
         const struct sbx_language *language;
         struct sbx_limits limits;
-        const char *clamped[SBX_LIMIT_COUNT];
+        struct sbx_limits compile_limits; /* a compiled language's; else zero */
+        const char *clamped[2 * SBX_LIMIT_COUNT];
         size_t n_clamped;
 };
 
@@ -390,35 +394,39 @@ static void validate_stdin(struct pipeline *p)
         p->has_stdin = p->stdin_view.data != NULL;
 }
 
-static void validate_limits(struct pipeline *p)
+/* The object member (limits or compile_limits): each settable limit in API units into
+ * requested (0: not given). */
+static void validate_limits(struct pipeline *p, const char *member, uint64_t *requested)
 {
-        const json_t *limits = json_object_get(p->body, "limits");
+        const json_t *limits = json_object_get(p->body, member);
         if (limits == NULL)
                 return;
         if (!json_is_object(limits)) {
-                report(p, "limits", "must be an object of integers");
+                report(p, member, "must be an object of integers");
                 return;
         }
+        char prefix[32];
+        snprintf(prefix, sizeof(prefix), "%s.", member);
         const char *names[SBX_LIMIT_COUNT];
         size_t n_names = 0;
         for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
                 if (sbx_limit_fields[i].kind == SBX_LIMIT_SETTABLE)
                         names[n_names++] = sbx_limit_fields[i].name;
-        check_known_fields(p, limits, "limits.", names, n_names);
+        check_known_fields(p, limits, prefix, names, n_names);
         for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
                 const struct sbx_limit_field *limit = &sbx_limit_fields[i];
                 const json_t *value = json_object_get(limits, limit->name);
                 if (value == NULL || limit->kind != SBX_LIMIT_SETTABLE)
                         continue;
-                char field[32];
-                snprintf(field, sizeof(field), "limits.%s", limit->name);
+                char field[64];
+                snprintf(field, sizeof(field), "%s%s", prefix, limit->name);
                 uint64_t minimum = sbx_limit_api_min(limit);
                 if (!json_is_integer(value))
                         report(p, field, "must be an integer");
                 else if (json_integer_value(value) < (json_int_t)minimum)
                         report(p, field, "must be at least %llu", (unsigned long long)minimum);
                 else
-                        p->requested_limits[i] = (uint64_t)json_integer_value(value);
+                        requested[i] = (uint64_t)json_integer_value(value);
         }
 }
 
@@ -449,8 +457,8 @@ static void validate_backend(struct pipeline *p)
 static int step_validate(struct pipeline *p)
 {
         static const char *const top_level_fields[] = {
-                "language", "code", "files",  "entrypoint", "stdin",
-                "args",     "env",  "limits", "network",    "backend",
+                "language", "code",   "files",          "entrypoint", "stdin",   "args",
+                "env",      "limits", "compile_limits", "network",    "backend",
         };
         if (!json_is_object(p->body)) {
                 sbx_problem_set(p->problem, 400, "the request body must be a JSON object");
@@ -462,7 +470,9 @@ static int step_validate(struct pipeline *p)
         validate_args(p);
         validate_env(p);
         validate_stdin(p);
-        validate_limits(p);
+        validate_limits(p, "limits", p->requested_limits);
+        validate_limits(p, "compile_limits", p->requested_compile_limits);
+        p->has_compile_limits = json_object_get(p->body, "compile_limits") != NULL;
         validate_network(p);
         validate_backend(p);
         return finish_step(p, 400);
@@ -487,8 +497,24 @@ static int step_resolve_language(struct pipeline *p)
         return finish_step(p, 400);
 }
 
-/* Built-in defaults, then the language's (none yet), then the tier's default_*; the request's
- * own values go on top. Nothing is clamped yet. */
+/* The request's own values (API units) on top of limits. */
+static void apply_requested(struct sbx_limits *limits, const uint64_t *requested)
+{
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                const struct sbx_limit_field *field = &sbx_limit_fields[i];
+                if (field->kind == SBX_LIMIT_SETTABLE && requested[i] != 0)
+                        /* Saturate: a request for more than fits is simply more than any
+                         * ceiling, and the clamp step lowers it. */
+                        sbx_limit_set(limits, field,
+                                      requested[i] > UINT64_MAX / field->unit
+                                              ? UINT64_MAX
+                                              : requested[i] * field->unit);
+        }
+}
+
+/* Built-in defaults, then the tier's default_*; the request's own values go on top. A compiled
+ * language's compile limits: the language's (model/language.h), then the request's
+ * compile_limits. Nothing is clamped yet. */
 static int step_apply_defaults(struct pipeline *p)
 {
         sbx_limits_default(&p->limits);
@@ -499,34 +525,57 @@ static int step_apply_defaults(struct pipeline *p)
                 uint64_t tier_default = sbx_limit_get(&p->tier->defaults, field);
                 if (tier_default != 0)
                         sbx_limit_set(&p->limits, field, tier_default);
-                uint64_t requested = p->requested_limits[i];
-                if (requested != 0)
-                        /* Saturate: a request for more than fits is simply more than any
-                         * ceiling, and the clamp step lowers it. */
-                        sbx_limit_set(&p->limits, field,
-                                      requested > UINT64_MAX / field->unit
-                                              ? UINT64_MAX
-                                              : requested * field->unit);
         }
+        apply_requested(&p->limits, p->requested_limits);
+        if (!sbx_language_compiles(p->language)) {
+                if (p->has_compile_limits)
+                        report(p, "compile_limits", "language '%s' has no compile stage",
+                               p->language->name);
+                return finish_step(p, 400);
+        }
+        sbx_language_compile_limits(p->language, &p->limits, &p->compile_limits);
+        apply_requested(&p->compile_limits, p->requested_compile_limits);
         return 0;
 }
 
-/* Lowers every limit to the tier's ceiling; records the fields the request had set, so the
- * response can say what it did not get. Defaults above a ceiling are lowered silently: the
+/* "compile_limits.NAME" for each limit, made once: the clamped list holds static strings. */
+static char compile_limit_names[SBX_LIMIT_COUNT][48];
+static pthread_once_t compile_limit_names_once = PTHREAD_ONCE_INIT;
+
+static void make_compile_limit_names(void)
+{
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                snprintf(compile_limit_names[i], sizeof(compile_limit_names[i]),
+                         "compile_limits.%s", sbx_limit_fields[i].name);
+}
+
+/* Lowers each limit of limits to ceiling; records the fields the request had set (names[i]), so
+ * the response can say what it did not get. Defaults above a ceiling are lowered silently: the
  * request did not ask for them. */
-static int step_clamp_to_tier(struct pipeline *p)
+static void clamp(struct pipeline *p, struct sbx_limits *limits, const struct sbx_limits *ceiling,
+                  const uint64_t *requested, bool compile)
 {
         for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
                 const struct sbx_limit_field *field = &sbx_limit_fields[i];
                 if (field->kind != SBX_LIMIT_SETTABLE)
                         continue;
-                uint64_t ceiling = sbx_limit_get(&p->tier->max, field);
-                if (sbx_limit_get(&p->limits, field) <= ceiling)
+                uint64_t most = sbx_limit_get(ceiling, field);
+                if (sbx_limit_get(limits, field) <= most)
                         continue;
-                sbx_limit_set(&p->limits, field, ceiling);
-                if (p->requested_limits[i] != 0)
-                        p->clamped[p->n_clamped++] = field->name;
+                sbx_limit_set(limits, field, most);
+                if (requested[i] != 0)
+                        p->clamped[p->n_clamped++] = compile ? compile_limit_names[i] : field->name;
         }
+}
+
+/* The run's limits to the tier's max_*, a compile's to its max_compile_*. */
+static int step_clamp_to_tier(struct pipeline *p)
+{
+        pthread_once(&compile_limit_names_once, make_compile_limit_names);
+        clamp(p, &p->limits, &p->tier->max, p->requested_limits, false);
+        if (sbx_language_compiles(p->language))
+                clamp(p, &p->compile_limits, &p->tier->max_compile, p->requested_compile_limits,
+                      true);
         return 0;
 }
 
@@ -625,6 +674,7 @@ static int step_freeze(struct pipeline *p, struct sbx_settings **out)
         settings->limits = p->limits;
         memcpy(settings->clamped, p->clamped, sizeof(p->clamped));
         settings->n_clamped = p->n_clamped;
+        settings->compile_limits = p->compile_limits;
         settings->tenant = strdup(p->tenant->name);
         settings->requested = json_deep_copy(p->body);
         bool ok = settings->tenant != NULL && settings->requested != NULL;
@@ -723,5 +773,6 @@ void sbx_settings_to_request(const struct sbx_settings *settings, struct sbx_req
                 .limits = settings->limits,
                 .backend = settings->backend,
                 .tenant = settings->tenant,
+                .compile_limits = settings->compile_limits,
         };
 }

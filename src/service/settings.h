@@ -39,9 +39,11 @@ struct sbx_settings {
         char *stdin_data; /* bytes, may contain NUL; NULL when none */
         size_t stdin_size;
         struct sbx_limits limits; /* effective */
-        /* The request's limit fields lowered to the tier's ceiling ("memory_mb"), static
-         * strings in SBX_LIMITS order. */
-        const char *clamped[SBX_LIMIT_COUNT];
+        /* A compiled language's compile stage: effective; all zero for the others. */
+        struct sbx_limits compile_limits;
+        /* The request's limit fields lowered to the tier's ceiling ("memory_mb", then
+         * "compile_limits.memory_mb"), static strings in SBX_LIMITS order. */
+        const char *clamped[2 * SBX_LIMIT_COUNT];
         size_t n_clamped;
         json_t *requested; /* a copy of the body as received, for the audit log (owned) */
 };

@@ -646,3 +646,48 @@ def test_the_service_serves_any_language_from_a_warm_exec_entry():
         assert sample(metrics, "sandboxd_pool_hits_total") == 3, metrics
         # python has no pool here: it runs cold.
         assert srv.run("print(1)", "python")["pooled"] is False
+
+
+def test_compile_limits_are_the_requests_within_the_tiers_compile_ceilings():
+    need("cpp")
+    from serve_helpers import FREE_TIER, expect_json, expect_problem, running_server
+    tiers = {"t": {**FREE_TIER, "languages": "python, c, cpp", "max_compile_memory_mb": 300,
+                   "max_compile_wall_ms": 20000}}
+    with running_server(tiers=tiers, tenants={"acme": "t"}) as srv:
+        program = "#include <iostream>\nint main() { std::cout << 1 << std::endl; }\n"
+        # Within the ceiling: the compile gets what it asked, and a compiler that needs more
+        # memory than that is stopped by the compile's own cap, with the kernel's evidence.
+        starved = expect_json(srv.post_execution(
+            {"language": "cpp", "code": program, "compile_limits": {"memory_mb": 16}}))
+        assert starved["status"] == "compile_error", starved
+        assert starved["compile"]["limits"]["memory_mb"] == 16
+        assert starved["compile"]["status"] == "memory_limit", starved["compile"]
+        assert starved["compile"]["evidence"]["oom_kills"] > 0
+        assert starved["clamped"] == []
+        # Above it: lowered to it, and said.
+        big = expect_json(srv.post_execution(
+            {"language": "cpp", "code": program,
+             "compile_limits": {"memory_mb": 4096, "wall_ms": 15000}}))
+        assert big["status"] == "ok" and big["stdout"] == "1\n", big
+        assert big["compile"]["limits"]["memory_mb"] == 300
+        assert big["compile"]["limits"]["wall_ms"] == 15000
+        assert big["clamped"] == ["compile_limits.memory_mb"], big["clamped"]
+        # The default for cpp (1 GiB) is above this tier's ceiling: lowered silently.
+        default = srv.run(program, "cpp")
+        assert default["compile"]["limits"]["memory_mb"] == 300 and default["clamped"] == []
+        # The compile's deadline is its own.
+        slow = expect_json(srv.post_execution(
+            {"language": "cpp", "code": program + "#include <regex>\n",
+             "compile_limits": {"wall_ms": 50}}))
+        assert slow["status"] == "compile_error", slow
+        assert slow["compile"]["status"] == "timeout", slow["compile"]
+        # A language without a compile stage, and a bad value, are refused.
+        expect_problem(srv.post_execution({"language": "python", "code": "1",
+                                           "compile_limits": {"memory_mb": 64}}),
+                       400, field="compile_limits")
+        expect_problem(srv.post_execution({"language": "c", "code": "int main(){}",
+                                           "compile_limits": {"memory_mb": 0}}),
+                       400, field="compile_limits.memory_mb")
+        expect_problem(srv.post_execution({"language": "c", "code": "int main(){}",
+                                           "compile_limits": {"nope": 1}}),
+                       400, field="compile_limits.nope")

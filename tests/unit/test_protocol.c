@@ -755,6 +755,7 @@ static void raw_run_tail(struct raw *raw)
 {
         raw_bytes(raw, "", 0); /* stdin */
         raw_limits(raw);
+        raw_u8(raw, 0); /* no compile limits */
         raw_u8(raw, 0); /* not streamed */
         raw_finish(raw);
 }
@@ -989,9 +990,28 @@ static void test_bad_run_bodies(void **state)
         for (int i = 0; i < 6; i++)
                 raw_u64(&raw, 1);
         raw_u32(&raw, 1000);
+        raw_u8(&raw, 0); /* no compile limits */
         raw_u8(&raw, 0); /* not streamed */
         raw_finish(&raw);
         expect_malformed(raw.data, raw.len, "wall_ms");
+
+        /* Compile limits, when given, are checked like the run's. */
+        raw_run_start(&raw);
+        raw_u32(&raw, 0);
+        raw_u32(&raw, 0);
+        raw_u32(&raw, 0);
+        raw_bytes(&raw, "", 0);
+        raw_limits(&raw);
+        raw_u8(&raw, 1);
+        raw_u64(&raw, 1); /* wall_ms */
+        raw_u64(&raw, 1);
+        raw_u64(&raw, 1); /* memory_bytes: below the least */
+        for (int i = 0; i < 4; i++)
+                raw_u64(&raw, 1u << 20);
+        raw_u32(&raw, 1000);
+        raw_u8(&raw, 0); /* not streamed */
+        raw_finish(&raw);
+        expect_malformed(raw.data, raw.len, "compile_limits.memory_mb");
 
         /* A valid RUN plus one byte. */
         raw_run_start(&raw);
@@ -1000,6 +1020,7 @@ static void test_bad_run_bodies(void **state)
         raw_u32(&raw, 0);
         raw_bytes(&raw, "", 0);
         raw_limits(&raw);
+        raw_u8(&raw, 0); /* no compile limits */
         raw_u8(&raw, 0); /* not streamed */
         raw_u8(&raw, 0);
         raw_finish(&raw);
