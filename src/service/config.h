@@ -43,7 +43,7 @@ struct sbx_server_config {
 struct sbx_tier {
         char *name;
         struct sbx_limits max; /* the ceilings of the settable limits (cpu_millicores unused) */
-        struct sbx_limits max_compile; /* ... of a compile stage's (max_compile_NAME) */
+        struct sbx_limits max_compile;   /* ... of a compile stage's (max_compile_NAME) */
         struct sbx_limits defaults;      /* a field 0 = not set: the built-in default applies */
         uint64_t max_concurrency;        /* executions in flight per tenant */
         uint64_t cpu_budget_ms;          /* CPU a tenant may use ... */
