@@ -70,7 +70,7 @@ void pools_maintain(struct engine *e)
                         engine_signal_worker(w, SIGTERM);
                 }
         }
-        if (e->stopping || now < e->pool_retry_us)
+        if (e->stopping || now < e->pool_retry_us || now < e->pool_refill_after_us)
                 return;
         for (size_t p = 0; p < e->n_pools; p++) {
                 const struct sbx_engine_pool *pool = &e->pools[p];

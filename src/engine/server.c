@@ -514,7 +514,7 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
                 struct worker *w = pools_find_ready(e, run->request.language);
                 if (w != NULL && pools_assign(e, w, buf, len, request_id)) {
                         e->stats.pool_hits++;
-                        pools_maintain(e); /* refill behind it at once */
+                        e->pool_refill_after_us = sbx_now_us() + POOL_REFILL_DELAY_MS * 1000;
                         return;
                 }
                 if (sbx_pool_supports(run->request.language))
@@ -766,8 +766,16 @@ static void read_signals(struct engine *e)
 
 static int poll_timeout_ms(const struct engine *e)
 {
+        if (!e->stopping && e->n_pools > 0) {
+                /* At the latest when the refill held back after a RUN may go. */
+                uint64_t now = sbx_now_us();
+                if (e->pool_refill_after_us > now &&
+                    e->pool_refill_after_us - now < (uint64_t)POOL_TICK_MS * 1000)
+                        return (int)((e->pool_refill_after_us - now + 999) / 1000);
+                return POOL_TICK_MS;
+        }
         if (!e->stopping)
-                return e->n_pools > 0 ? POOL_TICK_MS : -1;
+                return -1;
         uint64_t now = sbx_now_us();
         if (now >= e->deadline_us)
                 return 0;

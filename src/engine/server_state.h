@@ -72,6 +72,10 @@ struct engine {
         size_t n_pools;
         unsigned pool_failures; /* pool workers that died before ready, in a row */
         uint64_t pool_retry_us; /* after failures, no refill before this time */
+        /* After handing an entry a RUN, no refill before this time: making a sandbox (clone3
+         * into new namespaces, mounts, pivot_root) beside a running execution slows that one
+         * (the kernel's mount and namespace locks, the second CPU); most end well within it. */
+        uint64_t pool_refill_after_us;
 };
 
 /* A new zeroed entry at the end of the workers table (grown when full), or NULL when memory
@@ -97,6 +101,9 @@ struct sbx_worker_context engine_worker_context(const struct engine *e);
 
 /* How often the loop wakes to retire idle pool workers and retry refills. */
 #define POOL_TICK_MS 1000
+
+/* How long refills wait after an entry was handed a RUN (engine.pool_refill_after_us). */
+#define POOL_REFILL_DELAY_MS 15
 
 /* Idle = a pool worker nobody was given a request: starting up, or ready. */
 bool pool_worker_idle(const struct worker *w);
