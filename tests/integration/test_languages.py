@@ -343,6 +343,33 @@ def test_a_huge_output_is_cut_at_the_cap(run_language, language):
     assert r["evidence"]["output_limit"] is True
 
 
+@pytest.mark.parametrize("language", list(LANGUAGES))
+def test_a_pool_entry_runs_it_as_a_cold_sandbox_does(run_language, language, tmp_path):
+    # Through a warm entry (`--pooled`: node's loader for JavaScript and TypeScript, an exec
+    # entry for the others, after the same compile stage): the same output, exit code, status.
+    need(language)
+    (tmp_path / "stdin").write_text("a line\n")
+    flags = ("--stdin", str(tmp_path / "stdin"))
+    cold = run_language(language, ECHO[language], *flags, args=("first",))
+    pooled = run_language(language, ECHO[language], "--pooled", *flags, args=("first",))
+    assert cold["pooled"] is False and pooled["pooled"] is True
+    for key in ("status", "exit_code", "signal", "stdout", "stderr", "truncated"):
+        assert pooled[key] == cold[key], (key, cold.describe(), pooled.describe())
+    assert pooled.rc == cold.rc == 3
+    assert pooled["timing"]["setup_us"] == 0
+
+
+def test_the_compile_sees_the_sandbox_not_the_host(run_language, canary_dir):
+    # A compiler reads what its #include names, with the compile sandbox's view of the files:
+    # the host's secrets and the canary are not there.
+    path, token = canary_dir
+    for target in ("/etc/shadow", f"{path}/secret.txt"):
+        r = run_language("c", f'#include "{target}"\nint main(void) {{ return 0; }}\n')
+        r.expect("compile_error", rc=1)
+        assert "No such file or directory" in r["compile"]["stderr"], r["compile"]["stderr"]
+        assert token not in r["compile"]["stderr"]
+
+
 def test_the_artifact_is_read_only_to_the_program(run_language):
     program = """#include <errno.h>
 #include <fcntl.h>
