@@ -77,14 +77,21 @@ static int prepare_data_dir(const struct sbx_server_config *server, char *spool_
         return 0;
 }
 
-/* DATA_DIR/compile-cache, root's with mode 0700; false (the cache off, said in the log) when it
- * cannot be made. */
-static bool prepare_cache_dir(const char *data_dir, char *path, size_t size)
+/* DATA_DIR/compile-cache, root's with mode 0700, opened once for the engine; false (the cache
+ * off, said in the log) when it cannot be. Before the API process exists: the data directory
+ * is its uid's. */
+static bool prepare_compile_cache(const struct sbx_server_config *server,
+                                  struct sbx_compile_cache *cache)
 {
-        if ((size_t)snprintf(path, size, "%s/compile-cache", data_dir) >= size ||
-            (mkdir(path, 0700) < 0 && errno != EEXIST) || chown(path, 0, 0) < 0 ||
-            chmod(path, 0700) < 0) {
-                sbx_warn("serve: the compile cache is off: %s: %s", path, strerror(errno));
+        char path[PATH_MAX];
+        struct sbx_error err = {0};
+        if (server->compile_cache_bytes == 0)
+                return false;
+        if ((size_t)snprintf(path, sizeof(path), "%s/compile-cache", server->data_dir) >=
+                    sizeof(path) ||
+            sbx_compile_cache_open(path, server->compile_cache_bytes, cache, &err) < 0) {
+                sbx_warn("serve: the compile cache is off: %s",
+                         err.message[0] ? err.message : path);
                 return false;
         }
         return true;
@@ -237,6 +244,9 @@ int cli_serve(int argc, char **argv)
         }
         fflush(NULL);
 
+        /* Root's alone: the engine writes it and the API process never reads an artifact. */
+        struct sbx_compile_cache compile_cache = {.dir_fd = -1};
+        bool cache_on = prepare_compile_cache(&config.server, &compile_cache);
         pid_t api_pid = fork();
         if (api_pid < 0) {
                 fprintf(stderr, "sandboxd serve: fork: %s\n", strerror(errno));
@@ -268,12 +278,6 @@ int cli_serve(int argc, char **argv)
                         .max_idle_s = (unsigned)config.pools[i].max_idle_s,
                 };
         }
-        /* Root's alone: the engine writes it and the API process never reads an artifact. */
-        char cache_dir[PATH_MAX];
-        struct sbx_compile_cache compile_cache = {.dir = cache_dir,
-                                                  .max_bytes = config.server.compile_cache_bytes};
-        bool cache_on = compile_cache.max_bytes > 0 &&
-                        prepare_cache_dir(config.server.data_dir, cache_dir, sizeof(cache_dir));
         struct sbx_engine_options engine_options = {
                 .max_sandboxes = (unsigned)config.server.max_sandboxes,
                 .shutdown_grace_ms = (uint32_t)(config.server.shutdown_grace_s * 1000),

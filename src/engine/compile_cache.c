@@ -108,15 +108,34 @@ static bool key_valid(const char *key)
         return true;
 }
 
-static int entry_path(const struct sbx_compile_cache *cache, const char *key, char *path,
-                      size_t size, bool parent_only, struct sbx_error *err)
+/* The entry's name below the cache directory ("ab/ab12..."), or its shard's ("ab"). */
+static int entry_path(const char *key, char *path, size_t size, bool parent_only,
+                      struct sbx_error *err)
 {
         if (!key_valid(key))
                 return sbx_error_set(err, EINVAL, "not a compile cache key");
-        int n = parent_only ? snprintf(path, size, "%s/%.2s", cache->dir, key)
-                            : snprintf(path, size, "%s/%.2s/%s", cache->dir, key, key);
+        int n = parent_only ? snprintf(path, size, "%.2s", key)
+                            : snprintf(path, size, "%.2s/%s", key, key);
         if (n < 0 || (size_t)n >= size)
                 return sbx_error_set(err, ENAMETOOLONG, "compile cache path");
+        return 0;
+}
+
+int sbx_compile_cache_open(const char *path, uint64_t max_bytes, struct sbx_compile_cache *out,
+                           struct sbx_error *err)
+{
+        *out = (struct sbx_compile_cache){.dir_fd = -1, .max_bytes = max_bytes};
+        if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "mkdir %s", path);
+        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "open %s", path);
+        if (fchown(fd, 0, 0) < 0 || fchmod(fd, 0700) < 0) {
+                int saved = errno;
+                close(fd);
+                return sbx_error_set(err, saved, "make %s root's alone", path);
+        }
+        out->dir_fd = fd;
         return 0;
 }
 
@@ -126,9 +145,9 @@ int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key
         *data = NULL;
         *size = 0;
         char path[PATH_MAX];
-        if (entry_path(cache, key, path, sizeof(path), false, err) < 0)
+        if (entry_path(key, path, sizeof(path), false, err) < 0)
                 return -1;
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int fd = openat(cache->dir_fd, path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd < 0)
                 return errno == ENOENT ? 0 : sbx_error_set(err, errno, "open %s", path);
         _cleanup_free_ char *whole = NULL;
@@ -151,7 +170,7 @@ int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key
         }
         if (!sound) {
                 /* Damaged (a disk error, a hand edit): it must never run; the compile runs. */
-                unlink(path);
+                unlinkat(cache->dir_fd, path, 0);
                 return 0;
         }
         memmove(whole, whole + HEADER_BYTES, content_size);
@@ -165,10 +184,39 @@ int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key
 /* ---- eviction --------------------------------------------------------------------------- */
 
 struct entry {
-        char path[PATH_MAX];
+        char name[2 + 1 + SBX_COMPILE_CACHE_KEY_HEX + 1]; /* "ab/ab12..." */
         uint64_t bytes;
         struct timespec used;
 };
+
+/* A directory below the cache's as a stream (not a link). */
+static DIR *open_below(int dir_fd, const char *name)
+{
+        int fd = openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        DIR *dir = fdopendir(fd);
+        if (dir == NULL)
+                close(fd);
+        return dir;
+}
+
+static int add_entry(struct entry **out, size_t *count, size_t *allocated,
+                     const struct entry *entry, struct sbx_error *err)
+{
+        if (*count == *allocated) {
+                *allocated = *allocated ? *allocated * 2 : 64;
+                struct entry *grown = realloc(*out, *allocated * sizeof(**out));
+                if (grown == NULL) {
+                        free(*out);
+                        *out = NULL;
+                        return sbx_error_set(err, ENOMEM, "list the compile cache");
+                }
+                *out = grown;
+        }
+        (*out)[(*count)++] = *entry;
+        return 0;
+}
 
 /* Every entry, with its content size and last use; temporaries a crash left behind (older than
  * a minute: a writer may be between write and rename) are removed on the way. */
@@ -180,53 +228,40 @@ static int list_entries(const struct sbx_compile_cache *cache, struct entry **ou
         size_t allocated = 0;
         struct timespec now;
         clock_gettime(CLOCK_REALTIME, &now);
-        _cleanup_(sbx_closedirp) DIR *top = opendir(cache->dir);
+        _cleanup_(sbx_closedirp) DIR *top = open_below(cache->dir_fd, ".");
         if (top == NULL)
-                return errno == ENOENT ? 0 : sbx_error_set(err, errno, "opendir %s", cache->dir);
+                return sbx_error_set(err, errno, "open the compile cache");
         struct dirent *shard;
         while ((shard = readdir(top)) != NULL) {
                 if (strlen(shard->d_name) != 2 || shard->d_name[0] == '.')
                         continue;
-                char shard_path[PATH_MAX];
-                int n = snprintf(shard_path, sizeof(shard_path), "%s/%s", cache->dir,
-                                 shard->d_name);
-                if (n < 0 || (size_t)n >= sizeof(shard_path))
-                        continue;
-                _cleanup_(sbx_closedirp) DIR *dir = opendir(shard_path);
+                _cleanup_(sbx_closedirp) DIR *dir = open_below(cache->dir_fd, shard->d_name);
                 if (dir == NULL)
                         continue;
                 struct dirent *file;
                 while ((file = readdir(dir)) != NULL) {
-                        if (file->d_name[0] == '.' && strncmp(file->d_name, ".tmp", 4) != 0)
-                                continue;
-                        struct entry entry = {0};
-                        int length = snprintf(entry.path, sizeof(entry.path), "%s/%s", shard_path,
-                                              file->d_name);
-                        if (length < 0 || (size_t)length >= sizeof(entry.path))
+                        bool temporary = strncmp(file->d_name, ".tmp-", 5) == 0;
+                        if (!temporary && !key_valid(file->d_name))
                                 continue;
                         struct stat st;
-                        if (lstat(entry.path, &st) < 0 || !S_ISREG(st.st_mode))
+                        if (fstatat(dirfd(dir), file->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+                            !S_ISREG(st.st_mode))
                                 continue;
-                        if (file->d_name[0] == '.') {
+                        if (temporary) {
                                 if (now.tv_sec - st.st_mtim.tv_sec > 60)
-                                        unlink(entry.path);
+                                        unlinkat(dirfd(dir), file->d_name, 0);
                                 continue;
                         }
-                        entry.bytes = (uint64_t)st.st_size > HEADER_BYTES
-                                              ? (uint64_t)st.st_size - HEADER_BYTES
-                                              : 0;
-                        entry.used = st.st_mtim;
-                        if (*count == allocated) {
-                                allocated = allocated ? allocated * 2 : 64;
-                                struct entry *grown = realloc(*out, allocated * sizeof(**out));
-                                if (grown == NULL) {
-                                        free(*out);
-                                        *out = NULL;
-                                        return sbx_error_set(err, ENOMEM, "list the cache");
-                                }
-                                *out = grown;
-                        }
-                        (*out)[(*count)++] = entry;
+                        struct entry entry = {
+                                .bytes = (uint64_t)st.st_size > HEADER_BYTES
+                                                 ? (uint64_t)st.st_size - HEADER_BYTES
+                                                 : 0,
+                                .used = st.st_mtim,
+                        };
+                        snprintf(entry.name, sizeof(entry.name), "%s/%s", shard->d_name,
+                                 file->d_name);
+                        if (add_entry(out, count, &allocated, &entry, err) < 0)
+                                return -1;
                 }
         }
         return 0;
@@ -240,15 +275,17 @@ static int least_recent_first(const void *a, const void *b)
         return x->used.tv_nsec < y->used.tv_nsec ? -1 : x->used.tv_nsec > y->used.tv_nsec;
 }
 
+/* The cache's lock file, which also keeps the count of evictions (8 bytes). */
+static int open_lock(const struct sbx_compile_cache *cache, int flags)
+{
+        return openat(cache->dir_fd, ".lock", flags | O_NOFOLLOW | O_CLOEXEC, 0600);
+}
+
 static int evict(const struct sbx_compile_cache *cache, uint64_t *evicted, struct sbx_error *err)
 {
-        char lock_path[PATH_MAX];
-        int n = snprintf(lock_path, sizeof(lock_path), "%s/.lock", cache->dir);
-        if (n < 0 || (size_t)n >= sizeof(lock_path))
-                return sbx_error_set(err, ENAMETOOLONG, "compile cache path");
-        _cleanup_close_ int lock = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        _cleanup_close_ int lock = open_lock(cache, O_RDWR | O_CREAT);
         if (lock < 0 || flock(lock, LOCK_EX) < 0)
-                return sbx_error_set(err, errno, "lock %s", lock_path);
+                return sbx_error_set(err, errno, "lock the compile cache");
         _cleanup_free_ struct entry *entries = NULL;
         size_t count = 0;
         if (list_entries(cache, &entries, &count, err) < 0)
@@ -260,18 +297,18 @@ static int evict(const struct sbx_compile_cache *cache, uint64_t *evicted, struc
                 return 0;
         qsort(entries, count, sizeof(*entries), least_recent_first);
         for (size_t i = 0; i < count && total > cache->max_bytes; i++) {
-                if (unlink(entries[i].path) < 0 && errno != ENOENT)
+                if (unlinkat(cache->dir_fd, entries[i].name, 0) < 0 && errno != ENOENT)
                         continue;
                 total -= entries[i].bytes;
                 (*evicted)++;
         }
-        /* The count since the cache was made, for /metrics: kept under the lock, beside it. */
+        /* The count since the cache was made, for /metrics: kept under the lock, in it. */
         uint64_t so_far = 0;
         if (pread(lock, &so_far, sizeof(so_far), 0) != (ssize_t)sizeof(so_far))
                 so_far = 0;
         so_far += *evicted;
         if (pwrite(lock, &so_far, sizeof(so_far), 0) != (ssize_t)sizeof(so_far))
-                return sbx_error_set(err, errno, "count evictions in %s", lock_path);
+                return sbx_error_set(err, errno, "count evictions");
         return 0;
 }
 
@@ -281,13 +318,13 @@ int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key
         *evicted = 0;
         if (size > cache->max_bytes)
                 return 0;
-        char dir[PATH_MAX], path[PATH_MAX], temp[PATH_MAX];
-        if (entry_path(cache, key, dir, sizeof(dir), true, err) < 0 ||
-            entry_path(cache, key, path, sizeof(path), false, err) < 0)
+        char shard[8], path[PATH_MAX], temp[PATH_MAX];
+        if (entry_path(key, shard, sizeof(shard), true, err) < 0 ||
+            entry_path(key, path, sizeof(path), false, err) < 0)
                 return -1;
-        if (mkdir(dir, 0700) < 0 && errno != EEXIST)
-                return sbx_error_set(err, errno, "mkdir %s", dir);
-        int n = snprintf(temp, sizeof(temp), "%s/.tmp-%s-%d", dir, key, (int)getpid());
+        if (mkdirat(cache->dir_fd, shard, 0700) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "mkdir %s in the compile cache", shard);
+        int n = snprintf(temp, sizeof(temp), "%s/.tmp-%s-%d", shard, key, (int)getpid());
         if (n < 0 || (size_t)n >= sizeof(temp))
                 return sbx_error_set(err, ENAMETOOLONG, "compile cache path");
 
@@ -296,20 +333,20 @@ int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key
         sha256(data, size, header + MAGIC_BYTES);
         uint64_t size64 = size;
         memcpy(header + MAGIC_BYTES + SHA256_DIGEST_LENGTH, &size64, 8);
-        _cleanup_close_ int fd =
-                open(temp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+        _cleanup_close_ int fd = openat(
+                cache->dir_fd, temp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
         if (fd < 0)
-                return sbx_error_set(err, errno, "create %s", temp);
+                return sbx_error_set(err, errno, "create %s in the compile cache", temp);
         if (sbx_write_all(fd, header, sizeof(header)) < 0 || sbx_write_all(fd, data, size) < 0 ||
             fdatasync(fd) < 0) {
                 int saved = errno;
-                unlink(temp);
-                return sbx_error_set(err, saved, "write %s", temp);
+                unlinkat(cache->dir_fd, temp, 0);
+                return sbx_error_set(err, saved, "write %s in the compile cache", temp);
         }
-        if (rename(temp, path) < 0) {
+        if (renameat(cache->dir_fd, temp, cache->dir_fd, path) < 0) {
                 int saved = errno;
-                unlink(temp);
-                return sbx_error_set(err, saved, "rename %s", temp);
+                unlinkat(cache->dir_fd, temp, 0);
+                return sbx_error_set(err, saved, "rename %s in the compile cache", temp);
         }
         return evict(cache, evicted, err);
 }
@@ -326,10 +363,7 @@ int sbx_compile_cache_usage(const struct sbx_compile_cache *cache, uint64_t *byt
                 *bytes += entries[i].bytes;
         *entries_out = count;
         *evictions = 0;
-        char lock_path[PATH_MAX];
-        int n = snprintf(lock_path, sizeof(lock_path), "%s/.lock", cache->dir);
-        _cleanup_close_ int lock =
-                n > 0 && (size_t)n < sizeof(lock_path) ? open(lock_path, O_RDONLY | O_CLOEXEC) : -1;
+        _cleanup_close_ int lock = open_lock(cache, O_RDONLY);
         if (lock >= 0 && pread(lock, evictions, sizeof(*evictions), 0) != sizeof(*evictions))
                 *evictions = 0;
         return 0;

@@ -12,7 +12,11 @@
  *
  * Layout: DIR/<2 hex>/<64 hex key>; an entry is the magic "SBXCACHE1\n", the content's SHA-256
  * (32 bytes), its size (8 bytes, little endian) and the content. The engine's workers (separate
- * processes) share the directory; eviction runs under an flock of DIR/.lock. */
+ * processes) share the directory; eviction runs under an flock of DIR/.lock.
+ *
+ * Everything goes through dir_fd, opened once (sbx_compile_cache_open): DIR's parent, the data
+ * directory, belongs to the unprivileged API process, which could otherwise swap DIR for a link
+ * and have root write where it points. */
 #pragma once
 
 #include <stdbool.h>
@@ -26,9 +30,14 @@
 #define SBX_COMPILE_CACHE_KEY_HEX 64
 
 struct sbx_compile_cache {
-        const char *dir;    /* absolute; made by the engine's owner (cli_serve.c) */
+        int dir_fd;         /* the cache directory: root's, mode 0700 */
         uint64_t max_bytes; /* the entries' content together stays within it */
 };
+
+/* Makes (if need be) and opens path as the cache directory: a directory, not a link, root's
+ * with mode 0700 (a directory found otherwise is made so). */
+int sbx_compile_cache_open(const char *path, uint64_t max_bytes, struct sbx_compile_cache *out,
+                           struct sbx_error *err);
 
 /* The key of compiling files (n of them) as language for tenant, as 64 lowercase hex digits. */
 int sbx_compile_cache_key(const char *tenant, const struct sbx_language *language,

@@ -464,8 +464,7 @@ _Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *
         struct session_worker sw = {
                 .context = context,
                 .control_fd = control_fd,
-                .cancel_fd =
-                        sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, NULL),
+                .cancel_fd = sbx_worker_begin(context, control_fd, NULL),
         };
         /* SIGTERM ends the session, SBX_SESSION_WORKER_CANCEL_RUN cancels a run: one signalfd
          * for both, which a run takes as its cancel fd (take_signals tells them apart). */

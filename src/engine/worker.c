@@ -13,6 +13,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "engine/compile_cache.h"
 #include "engine/execution.h"
 #include "model/result_json.h"
 #include "protocol/spool.h"
@@ -177,11 +178,13 @@ static void flush_output(struct output_stream *out)
                 }
 }
 
-/* What every forked worker (cold or pool) does first; keeps fds 0-2, keep_a and keep_b. Returns
- * the cancel fd (the SIGTERM signalfd), or -1 when it has none. Ends the process when the engine
- * is already gone or the fds cannot be closed: nothing was run, nothing to answer. */
-int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b, bool *engine_gone)
+/* What every forked worker (cold, pool or session) does first; keeps fds 0-2, the API socket,
+ * control_fd and the compile cache's directory. Returns the cancel fd (the SIGTERM signalfd), or
+ * -1 when it has none. Ends the process when the engine is already gone or the fds cannot be
+ * closed: nothing was run, nothing to answer. */
+int sbx_worker_begin(const struct sbx_worker_context *context, int control_fd, bool *engine_gone)
 {
+        pid_t engine_pid = context->engine_pid;
         /* Dies with the engine: SIGTERM, i.e. cancel and clean up. Checked after setting it, in
          * case the engine died in between (we would then belong to someone else already). */
         if (prctl(PR_SET_PDEATHSIG, SIGTERM) < 0)
@@ -199,8 +202,9 @@ int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b, bool *engine_gone
         /* Out of the terminal's session: Ctrl-C and hang-ups reach the engine, which cancels us
          * through SIGTERM; a direct SIGINT would kill us without cleaning up. */
         (void)setsid();
-        const int keep[] = {keep_a, keep_b};
-        if (sbx_close_fds_except(keep, 2) < 0)
+        const int keep[] = {context->api_fd, control_fd,
+                            context->compile_cache ? context->compile_cache->dir_fd : -1};
+        if (sbx_close_fds_except(keep, SBX_ARRAY_SIZE(keep)) < 0)
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
         return worker_signals();
 }
@@ -270,8 +274,7 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
                                        uint64_t request_id, const struct sbx_message_run *run)
 {
         bool engine_gone = false;
-        int cancel_fd =
-                sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, &engine_gone);
+        int cancel_fd = sbx_worker_begin(context, control_fd, &engine_gone);
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
         request.compile_cache = context->compile_cache;
@@ -308,7 +311,7 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language)
 {
-        int cancel_fd = sbx_worker_begin(context->engine_pid, context->api_fd, control_fd, NULL);
+        int cancel_fd = sbx_worker_begin(context, control_fd, NULL);
         if (cancel_fd < 0)
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
 

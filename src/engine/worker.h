@@ -30,11 +30,12 @@ struct sbx_worker_context {
 };
 
 /* What every forked worker does first: dies with the engine (PR_SET_PDEATHSIG SIGTERM), is the
- * subreaper of its sandbox, leaves the terminal's session, keeps fds 0-2, keep_a and keep_b.
- * Returns the cancel fd (a SIGTERM signalfd), or -1 when it has none. Ends the process when the
- * fds cannot be closed, and when the engine is already gone unless engine_gone is given (then
- * it says so there, for a worker that still answers). */
-int sbx_worker_begin(pid_t engine_pid, int keep_a, int keep_b, bool *engine_gone);
+ * subreaper of its sandbox, leaves the terminal's session, keeps fds 0-2, the API socket,
+ * control_fd and the compile cache's directory. Returns the cancel fd (a SIGTERM signalfd), or
+ * -1 when it has none. Ends the process when the fds cannot be closed, and when the engine is
+ * already gone unless engine_gone is given (then it says so there, for a worker that still
+ * answers). */
+int sbx_worker_begin(const struct sbx_worker_context *context, int control_fd, bool *engine_gone);
 
 /* Says "D" on the control socket: the worker's sandbox is destroyed (see server.h). */
 void sbx_worker_say_done(int control_fd);

@@ -718,3 +718,30 @@ def test_compile_limits_are_the_requests_within_the_tiers_compile_ceilings():
         expect_problem(srv.post_execution({"language": "c", "code": "int main(){}",
                                            "compile_limits": {"nope": 1}}),
                        400, field="compile_limits.nope")
+
+
+def test_the_cache_cannot_be_redirected_through_the_api_uids_data_dir(tmp_path):
+    # The data directory is the unprivileged API process's: it could swap compile-cache for a
+    # link. The engine holds the directory it opened at start and works below it only.
+    need("c")
+    from serve_helpers import FREE_TIER, kept_data_dir, running_server
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    tiers = {"compilers": {**FREE_TIER, "languages": "c"}}
+    with kept_data_dir() as data_dir:
+        cache = os.path.join(data_dir, "compile-cache")
+        with running_server(tiers=tiers, tenants={"acme": "compilers"}, data_dir=data_dir) as srv:
+            assert srv.run(c_program("one"), "c")["status"] == "ok"
+            os.rename(cache, cache + ".moved")
+            os.symlink(target, cache)
+            assert srv.run(c_program("two"), "c")["compile"]["cached"] is False
+            assert srv.run(c_program("two"), "c")["compile"]["cached"] is True
+        assert list(target.iterdir()) == [], list(target.iterdir())
+        assert len([e for e in os.listdir(cache + ".moved") if len(e) == 2]) >= 1
+        # A link there at start: the cache stays off, executions go on.
+        with running_server(tiers=tiers, tenants={"acme": "compilers"}, data_dir=data_dir) as srv:
+            again = srv.run(c_program("two"), "c")
+            assert again["status"] == "ok" and again["compile"]["cached"] is False
+            assert srv.run(c_program("two"), "c")["compile"]["cached"] is False
+            assert "the compile cache is off" in srv.stderr()
+        assert list(target.iterdir()) == []
