@@ -226,12 +226,15 @@ def _cgroup_pids(path):
 
 def leftover_cgroups(before, settle_s):
     """Sandbox cgroup dirs created since `before` (a set) that are still there after settle_s
-    and are ours: empty, or holding a process of ours. (A dir busy with only other processes is
-    another sandboxd's live sandbox.)"""
+    and are ours: empty, or holding a process of ours. (A dir busy with only other processes, or
+    whose slot a live sandboxd holds, is another sandboxd's live sandbox: a concurrent run's.)"""
     deadline = time.monotonic() + settle_s
     while True:
         found = []
         for path in sorted(set(conftest.cgroup_children()) - before):
+            if "/sandboxd/" in path and conftest.leak_audit.slot_held(
+                    path.split("/sandboxd/", 1)[1].split("/")[0]):
+                continue
             pids = _cgroup_pids(path)
             if not pids or any(_descends_from_us(p) for p in pids):
                 found.append(path)
