@@ -2,7 +2,9 @@
 // it, fully sandboxed (every isolation layer is already in force), as `node <this file>` in a
 // pool entry, the file written into /workspace by the sandbox's init and removed here at once
 // (not `node -e`: that puts require, module and every built-in module on the global object,
-// where a program would find them). It pays node's start-up while no client waits, says "R" on
+// where a program would find them; and a .cjs, whose format no package.json decides: node
+// caches the package.json lookups it makes, and one made for the loader before the program's
+// files exist would hide the program's own "type": "module"). It pays node's start-up while no client waits, says "R" on
 // fd 3, the agent channel (a socket), and blocks there for one execution (format:
 // src/sandbox/agent.h):
 //

@@ -105,7 +105,8 @@ static json_t *words(const char *list)
 static bool pooled(const struct sbx_config *config, const struct sbx_language *language)
 {
         for (size_t i = 0; i < config->n_pools; i++)
-                if (config->pools[i].language == language->name && config->pools[i].min_idle > 0)
+                if (strcmp(config->pools[i].language, language->name) == 0 &&
+                    config->pools[i].min_idle > 0)
                         return true;
         return false;
 }

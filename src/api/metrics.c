@@ -449,10 +449,10 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
         fprintf(out, "sandboxd_compile_cache_lookups_total{result=\"miss\"} %" PRIu64 "\n",
                 metrics->compile_cache_misses);
         write_family_header(out, "sandboxd_compile_cache_bytes", "gauge",
-                            "The compile cache's artifacts together, at the engine's last report.");
+                            "The compile cache's artifacts together (counted at most every 5 s).");
         fprintf(out, "sandboxd_compile_cache_bytes %" PRIu64 "\n", engine->compile_cache_bytes);
         write_family_header(out, "sandboxd_compile_cache_entries", "gauge",
-                            "Artifacts in the compile cache, at the engine's last report.");
+                            "Artifacts in the compile cache (counted at most every 5 s).");
         fprintf(out, "sandboxd_compile_cache_entries %" PRIu64 "\n", engine->compile_cache_entries);
         write_family_header(out, "sandboxd_compile_cache_evictions_total", "counter",
                             "Artifacts evicted (least recently used first) to keep the cache "

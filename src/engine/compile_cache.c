@@ -20,6 +20,7 @@
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/hex.h"
+#include "util/log.h"
 
 static const char magic[] = "SBXCACHE1\n";
 #define MAGIC_BYTES  (sizeof(magic) - 1)
@@ -69,7 +70,7 @@ static int hash_toolchain(SHA256_CTX *ctx, const struct sbx_language *language,
 }
 
 int sbx_compile_cache_key(const char *tenant, const struct sbx_language *language,
-                          const struct sbx_file *files, size_t n_files,
+                          const char *const *argv, const struct sbx_file *files, size_t n_files,
                           char key[static SBX_COMPILE_CACHE_KEY_HEX + 1], struct sbx_error *err)
 {
         if (tenant == NULL || tenant[0] == '\0')
@@ -79,9 +80,16 @@ int sbx_compile_cache_key(const char *tenant, const struct sbx_language *languag
         hash_string(&ctx, "sandboxd compile cache 1");
         hash_string(&ctx, tenant);
         hash_string(&ctx, language->name);
-        hash_string(&ctx, language->compile);
         if (hash_toolchain(&ctx, language, err) < 0)
                 return -1;
+        /* The compile's whole argv: the script and the sources in their order (which one is the
+         * entrypoint matters: rustc, TypeScript and java take the first). */
+        uint64_t n_argv = 0;
+        while (argv[n_argv] != NULL)
+                n_argv++;
+        SHA256_Update(&ctx, &n_argv, sizeof(n_argv));
+        for (size_t i = 0; i < n_argv; i++)
+                hash_string(&ctx, argv[i]);
         uint64_t count = n_files;
         SHA256_Update(&ctx, &count, sizeof(count));
         for (size_t i = 0; i < n_files; i++) {
@@ -121,22 +129,40 @@ static int entry_path(const char *key, char *path, size_t size, bool parent_only
         return 0;
 }
 
+/* Only root can have made a directory that is root's with mode 0700 (its parent is the API
+ * uid's): what is inside is then the engine's own. Anything else there was planted, and is
+ * moved aside (not removed: it may hold links), with a fresh directory made in its place. */
+static bool made_by_root(int fd)
+{
+        struct stat st;
+        return fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+               (st.st_mode & 07777) == 0700;
+}
+
 int sbx_compile_cache_open(const char *path, uint64_t max_bytes, struct sbx_compile_cache *out,
                            struct sbx_error *err)
 {
         *out = (struct sbx_compile_cache){.dir_fd = -1, .max_bytes = max_bytes};
-        if (mkdir(path, 0700) < 0 && errno != EEXIST)
-                return sbx_error_set(err, errno, "mkdir %s", path);
-        int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (fd < 0)
-                return sbx_error_set(err, errno, "open %s", path);
-        if (fchown(fd, 0, 0) < 0 || fchmod(fd, 0700) < 0) {
-                int saved = errno;
-                close(fd);
-                return sbx_error_set(err, saved, "make %s root's alone", path);
+        for (int attempt = 0; attempt < 2; attempt++) {
+                if (mkdir(path, 0700) < 0 && errno != EEXIST)
+                        return sbx_error_set(err, errno, "mkdir %s", path);
+                int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                if (fd >= 0 && made_by_root(fd)) {
+                        out->dir_fd = fd;
+                        return 0;
+                }
+                if (fd >= 0)
+                        close(fd);
+                if (fd < 0 && errno != ENOTDIR && errno != ELOOP)
+                        return sbx_error_set(err, errno, "open %s", path);
+                char aside[PATH_MAX];
+                if ((size_t)snprintf(aside, sizeof(aside), "%s.untrusted-%lld", path,
+                                     (long long)time(NULL)) >= sizeof(aside) ||
+                    rename(path, aside) < 0)
+                        return sbx_error_set(err, errno, "move %s aside", path);
+                sbx_warn("compile cache: %s was not made by sandboxd; moved to %s", path, aside);
         }
-        out->dir_fd = fd;
-        return 0;
+        return sbx_error_set(err, EEXIST, "%s: cannot make a directory of root's own", path);
 }
 
 int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key, void **data,
@@ -258,8 +284,10 @@ static int list_entries(const struct sbx_compile_cache *cache, struct entry **ou
                                                  : 0,
                                 .used = st.st_mtim,
                         };
-                        snprintf(entry.name, sizeof(entry.name), "%s/%s", shard->d_name,
-                                 file->d_name);
+                        int length = snprintf(entry.name, sizeof(entry.name), "%s/%s",
+                                              shard->d_name, file->d_name);
+                        if (length < 0 || (size_t)length >= sizeof(entry.name))
+                                continue;
                         if (add_entry(out, count, &allocated, &entry, err) < 0)
                                 return -1;
                 }

@@ -35,13 +35,15 @@ struct sbx_compile_cache {
 };
 
 /* Makes (if need be) and opens path as the cache directory: a directory, not a link, root's
- * with mode 0700 (a directory found otherwise is made so). */
+ * with mode 0700. Anything else found there (the parent is the API uid's) is moved aside to
+ * path.untrusted-TIME and a fresh directory made. */
 int sbx_compile_cache_open(const char *path, uint64_t max_bytes, struct sbx_compile_cache *out,
                            struct sbx_error *err);
 
-/* The key of compiling files (n of them) as language for tenant, as 64 lowercase hex digits. */
+/* The key of compiling files (n of them) as language for tenant with the compile's argv (NULL-
+ * ended), as 64 lowercase hex digits. */
 int sbx_compile_cache_key(const char *tenant, const struct sbx_language *language,
-                          const struct sbx_file *files, size_t n_files,
+                          const char *const *argv, const struct sbx_file *files, size_t n_files,
                           char key[static SBX_COMPILE_CACHE_KEY_HEX + 1], struct sbx_error *err);
 
 /* The artifact under key: 1 with *data (malloc'd, the caller frees) and *size when a verified

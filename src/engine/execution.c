@@ -56,6 +56,7 @@ static const char **build_argv(const struct sbx_language *language,
 struct compile_plan {
         char *script;
         const char *argv[4 + SBX_MAX_FILES + 1]; /* sh -c script sh sources... */
+        char *sources[SBX_MAX_FILES + 1];        /* "./path": never read as an option */
         const char *envp[SBX_REQUEST_BASE_ENVIRONMENT_SIZE + 8 + 2];
         struct sbx_spec spec;
         int artifact_fd;
@@ -95,6 +96,8 @@ static void compile_plan_free(struct compile_plan *compile)
                 munmap(compile->artifact, compile->artifact_size);
         sbx_closep(&compile->artifact_fd);
         free(compile->script);
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(compile->sources); i++)
+                free(compile->sources[i]);
         free(compile);
 }
 
@@ -131,12 +134,22 @@ static int plan_compile(const struct sbx_request *request, struct execution_plan
         compile->argv[n++] = "-c";
         compile->argv[n++] = compile->script;
         compile->argv[n++] = "sh";
+        /* Each source as "./path": a file named "-fplugin=x.so" is a file to the compiler, never
+         * one of its options. */
         const char *entrypoint = request->code != NULL ? language->file_name : request->entrypoint;
-        compile->argv[n++] = entrypoint;
+        size_t n_sources = 0;
+        if (asprintf(&compile->sources[n_sources++], "./%s", entrypoint) < 0)
+                compile->sources[0] = NULL;
         for (size_t i = 0; language->compile_all_sources && i < request->n_files; i++)
                 if (strcmp(request->files[i].path, entrypoint) != 0 &&
-                    sbx_language_matches_path(language, request->files[i].path))
-                        compile->argv[n++] = request->files[i].path;
+                    sbx_language_matches_path(language, request->files[i].path) &&
+                    asprintf(&compile->sources[n_sources++], "./%s", request->files[i].path) < 0)
+                        compile->sources[n_sources - 1] = NULL;
+        for (size_t i = 0; i < n_sources; i++) {
+                if (compile->sources[i] == NULL)
+                        return sbx_error_set(err, ENOMEM, "allocate the compile's arguments");
+                compile->argv[n++] = compile->sources[i];
+        }
         compile->argv[n] = NULL;
 
         n = 0;
@@ -345,7 +358,7 @@ static bool compile_cached(struct execution_plan *plan, const struct sbx_request
         if (request->compile_cache == NULL || request->tenant == NULL)
                 return false;
         struct sbx_error err = {0};
-        if (sbx_compile_cache_key(request->tenant, plan->language, stage->spec.files,
+        if (sbx_compile_cache_key(request->tenant, plan->language, stage->argv, stage->spec.files,
                                   stage->spec.n_files, stage->key, &err) < 0) {
                 sbx_warn("compile cache: %s", err.message);
                 return false;
@@ -474,7 +487,7 @@ static const struct loader {
         uint64_t min_memory_bytes;
 } loaders[] = {
         {"python", "-c", NULL, sbx_python_loader_source, 32ull << 20}, /* ~8 MiB idle */
-        {"node", NULL, ".sandboxd-node-loader.js", sbx_node_loader_source,
+        {"node", NULL, ".sandboxd-node-loader.cjs", sbx_node_loader_source,
          96ull << 20}, /* ~40 MiB idle */
 };
 

@@ -44,6 +44,7 @@ struct engine {
         pid_t api_pid;
         const char *spool_dir;                         /* sbx_engine_options */
         const struct sbx_compile_cache *compile_cache; /* sbx_engine_options */
+        uint64_t compile_cache_counted_us;             /* when its usage was last walked (STATS) */
         uid_t spool_owner;
         const char *config_path;
         /* Every worker not yet reaped: running ones, idle and starting pool workers, and done

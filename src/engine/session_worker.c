@@ -53,7 +53,7 @@ static void take_signals(struct session_worker *sw)
         while (read(sw->cancel_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
                 if (info.ssi_signo == SIGTERM)
                         sw->stopping = true;
-                else if (info.ssi_signo == SBX_SESSION_WORKER_CANCEL_RUN)
+                else if ((int)info.ssi_signo == SBX_SESSION_WORKER_CANCEL_RUN)
                         sw->canceled_request = info.ssi_ptr;
         }
 }

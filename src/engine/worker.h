@@ -53,7 +53,7 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
 /* What a session worker takes as "cancel the run of request R" (SIGTERM ends the session): the
  * engine queues it with R as its value (engine_signal_worker_value), because the cancel may come
  * before the worker has read R's RUN: the API sends it as soon as R's audit record fails. */
-#define SBX_SESSION_WORKER_CANCEL_RUN SIGUSR2
+#define SBX_SESSION_WORKER_CANCEL_RUN (SIGRTMIN + 2) /* queued: two cancels never merge */
 
 /* A session worker (session_worker.c): opens the session of open (request_id's OPEN), answers it,
  * then serves the operations the engine forwards on control_fd until the session is closed or

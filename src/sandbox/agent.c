@@ -50,6 +50,9 @@ static int build_header(const struct sbx_spec *spec, struct sbx_buffer *header)
                 rc = rc < 0 ? rc : put_field(header, flags);
         }
         rc = rc < 0 ? rc : put_field(header, spec->argv[1] != NULL ? spec->argv[1] : spec->argv[0]);
+        rc = rc < 0 ? rc : put_number(header, SBX_LIMIT_COUNT);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT && rc == 0; i++)
+                rc = put_number(header, sbx_limit_get(&spec->limits, &sbx_limit_fields[i]));
         return rc < 0 || header->overflow ? -1 : 0;
 }
 
@@ -190,8 +193,20 @@ int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_
                                              .executable = strchr(flags, 'x') != NULL,
                                              .read_only = strchr(flags, 'r') != NULL};
         }
-        if (take_field(&f) == NULL || f.next != f.end)
+        size_t n_limits;
+        if (take_field(&f) == NULL || !take_count(&f, SBX_LIMIT_COUNT, &n_limits) ||
+            n_limits != SBX_LIMIT_COUNT)
                 return sbx_error_set(err, EPROTO, "agent: a malformed header end");
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
+                size_t value;
+                if (!take_count(&f, SIZE_MAX, &value))
+                        return sbx_error_set(err, EPROTO, "agent: a malformed limit");
+                sbx_limit_set(&out->limits, &sbx_limit_fields[i], value);
+        }
+        const char *bad_limit = NULL;
+        if (f.next != f.end || !sbx_limits_valid(&out->limits, &bad_limit))
+                return sbx_error_set(err, EPROTO, "agent: the limits (%s)",
+                                     bad_limit != NULL ? bad_limit : "trailing bytes");
         if (total > base->limits.disk_bytes)
                 return sbx_error_set(err, EFBIG, "agent: %llu bytes of files for a %llu-byte disk",
                                      (unsigned long long)total,
@@ -209,4 +224,14 @@ int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_
         out->files = files;
         out->n_files = n_files;
         return 1;
+}
+
+void sbx_agent_free_files(struct sbx_spec *received)
+{
+        struct sbx_file *files = (struct sbx_file *)received->files;
+        for (size_t i = 0; i < received->n_files; i++) {
+                free((void *)files[i].data);
+                files[i].data = NULL;
+                files[i].size = 0;
+        }
 }

@@ -6,8 +6,10 @@
  *   header = NUL-separated fields: the count of argv entries and each of them (argv[0] is the
  *            interpreter, which a loader has running already, or the program to exec), the
  *            count of environment entries and each "NAME=value", the count of files and each
- *            file's path, size and flags ("x" executable, "r" read-only, both, or none), and
- *            last the program file's path (argv[1], or argv[0] when there is no argv[1]).
+ *            file's path, size and flags ("x" executable, "r" read-only, both, or none), the
+ *            program file's path (argv[1], or argv[0] when there is no argv[1]), and last the
+ *            count of limits and each (model/limits.h's rows, in their order), which an exec
+ *            entry's program applies as a cold one does (a loader's came by prlimit).
  *
  * Plain fields, not JSON: the loader parses them with bytes.split, importing nothing (every
  * module a loader imports is paid by each pool entry). No field can hold a NUL: argv, env and
@@ -21,8 +23,13 @@
 int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_error *err);
 
 /* Exec mode's init: reads one execution from fd (blocking) into *out, a copy of base with the
- * message's argv, environment and files (allocated, kept until the program execs; the files'
- * bytes together at most base's disk size). 1 when one came, 0 at end of file before it (the
- * entry was retired unused), -1 with err for a malformed or truncated one. */
+ * message's argv, environment, files and limits (allocated; the files' bytes together at most
+ * base's disk size, to be freed once written: sbx_agent_free_files). 1 when one came, 0 at end
+ * of file before it (the entry was retired unused), -1 with err for a malformed or truncated
+ * one. */
 int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_spec *out,
                                 struct sbx_error *err);
+
+/* Frees the bytes of the files a received execution carried (they are written: init must not
+ * hold them in the sandbox's memory for the program's whole run). */
+void sbx_agent_free_files(struct sbx_spec *received);

@@ -54,9 +54,8 @@ struct sbx_spec {
         bool agent;
         /* Exec mode (with agent): a generic pool entry. argv is not used: init finishes every
          * setup step, says "R" on the agent channel and waits there for the execution (argv,
-         * environment, files: sandbox/agent.h), writes the files and starts the program as a
-         * cold sandbox would. acquire sets the limits first (the rlimits on init, which the
-         * program inherits). */
+         * environment, files, limits: sandbox/agent.h), writes the files and starts the program
+         * as a cold sandbox would (its rlimits included). acquire sets the cgroup's first. */
         bool exec_on_acquire;
         /* Session mode (with agent): the program is a session agent (guest/session_agent.py) that
          * speaks frames on its fd 3 for the sandbox's whole life; start returns once it runs,

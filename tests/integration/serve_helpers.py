@@ -482,8 +482,11 @@ class Server:
                             headers=self.headers(tenant, token, content_type, headers))
 
     def run(self, code, language="python", *, tenant="acme", **fields):
-        """POST an execution that must answer 200; returns the result dict."""
-        r = self.post_execution({"language": language, "code": code, **fields}, tenant=tenant)
+        """POST an execution that must answer 200; returns the result dict. code None: files."""
+        body = {"language": language, **fields}
+        if code is not None:
+            body["code"] = code
+        r = self.post_execution(body, tenant=tenant)
         assert r.status_code == 200, f"want 200, got {r.status_code}: {r.text[:2000]}"
         return r.json()
 

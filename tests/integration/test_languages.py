@@ -745,3 +745,25 @@ def test_the_cache_cannot_be_redirected_through_the_api_uids_data_dir(tmp_path):
             assert srv.run(c_program("two"), "c")["compile"]["cached"] is False
             assert "the compile cache is off" in srv.stderr()
         assert list(target.iterdir()) == []
+
+
+def test_the_cache_key_holds_the_entrypoint_and_sources_are_never_options():
+    need("typescript")
+    need("c")
+    from serve_helpers import FREE_TIER, running_server
+    with running_server(tiers={"t": {**FREE_TIER, "languages": "c, typescript"}},
+                        tenants={"acme": "t"}) as srv:
+        files = [{"path": "a.ts", "content": "console.log('A');\n"},
+                 {"path": "b.ts", "content": "console.log('B');\n"}]
+        a = srv.run(None, "typescript", files=files, entrypoint="a.ts")
+        b = srv.run(None, "typescript", files=files, entrypoint="b.ts")
+        assert (a["stdout"], b["stdout"]) == ("A\n", "B\n"), (a, b)
+        assert b["compile"]["cached"] is False  # the same files, another entrypoint
+        assert srv.run(None, "typescript", files=files,
+                       entrypoint="b.ts")["compile"]["cached"] is True
+        # A source whose name reads like an option is compiled as a file.
+        c = srv.run(None, "c", entrypoint="main.c", files=[
+            {"path": "main.c", "content": '#include <stdio.h>\nint other(void);\n'
+                                          'int main(void) { printf("%d\\n", other() + 2); }\n'},
+            {"path": "-DVALUE=2.c", "content": "int other(void) { return 40; }\n"}])
+        assert c["status"] == "ok" and c["stdout"] == "42\n", c

@@ -134,6 +134,21 @@ def test_node_loader_equals_cold(run, name):
     assert pooled.rc == cold.rc
 
 
+def test_node_loader_honours_the_programs_package_json(tmp_path, cli):
+    import json
+    (tmp_path / "package.json").write_text('{"type": "module"}\n')
+    results = []
+    for extra in ((), ("--pooled",)):
+        proc = cli("run", "--json", *extra, "--lang", "javascript", "--file",
+                   str(tmp_path / "package.json"), "-c",
+                   "console.log(typeof require, typeof module)")
+        results.append(json.loads(proc.stdout))
+    cold, pooled = results
+    # An ES module by its package.json alone (no import syntax to detect it by).
+    assert cold["stdout"] == pooled["stdout"] == "undefined undefined\n", (cold, pooled)
+    assert pooled["pooled"] is True
+
+
 def test_node_loader_runs_an_es_module_entrypoint(tmp_path, cli):
     import json
     (tmp_path / "lib.mjs").write_text("export const answer = 42;\n")

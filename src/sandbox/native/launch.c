@@ -330,8 +330,7 @@ static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error
                 STEP_OR_DIE(spec, error_fd, "landlock", landlock_apply);
         if (layer_on(spec, SBX_LAYER_NO_NEW_PRIVS))
                 STEP_OR_DIE(spec, error_fd, "no_new_privs", set_no_new_privs);
-        /* Exec mode: acquire set them on init already, and this process inherited them. */
-        if (layer_on(spec, SBX_LAYER_RLIMITS) && !spec->exec_on_acquire)
+        if (layer_on(spec, SBX_LAYER_RLIMITS))
                 STEP_OR_DIE(spec, error_fd, "rlimits", rlimit_apply, &spec->limits);
         if (layer_on(spec, SBX_LAYER_CAPS))
                 STEP_OR_DIE(spec, error_fd, "caps", caps_limit_to_root_set);
@@ -383,6 +382,7 @@ static const struct sbx_spec *receive_execution_or_die(const struct sbx_spec *sp
                 fail_or_die(error_fd, "exec", &err);
         sbx_closep(&p->agent_r);
         STEP_OR_DIE(&received_spec, error_fd, "files", write_files, &received_spec);
+        sbx_agent_free_files(&received_spec);
         return &received_spec;
 }
 

@@ -147,11 +147,12 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
                 return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
         bool exec_mode = sandbox->exec_on_acquire;
         sandbox->spec = request;
-        /* A loader is the program already; in exec mode init starts it, with init's rlimits. */
-        pid_t program = sandbox->proc.pid;
+        /* A loader is the program already: its rlimits by prlimit. In exec mode the program is
+         * yet to start, and sets its own from the execution's limits, as a cold one does. */
+        pid_t program = 0;
         if (cgroup_set_limits(sandbox->cgroup, &request->limits, true, err) < 0 ||
-            (!exec_mode && program_pid(sandbox->proc.pid, &program, err) < 0) ||
-            rlimit_apply_to(program, &request->limits, err) < 0 ||
+            (!exec_mode && (program_pid(sandbox->proc.pid, &program, err) < 0 ||
+                            rlimit_apply_to(program, &request->limits, err) < 0)) ||
             cgroup_reset_baseline(sandbox->cgroup, err) < 0)
                 return sbx_error_prefix(err, "acquire");
         if (exec_mode)
