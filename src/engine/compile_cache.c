@@ -156,9 +156,11 @@ int sbx_compile_cache_open(const char *path, uint64_t max_bytes, struct sbx_comp
                 if (fd < 0 && errno != ENOTDIR && errno != ELOOP)
                         return sbx_error_set(err, errno, "open %s", path);
                 char aside[PATH_MAX];
-                if ((size_t)snprintf(aside, sizeof(aside), "%s.untrusted-%lld", path,
-                                     (long long)time(NULL)) >= sizeof(aside) ||
-                    rename(path, aside) < 0)
+                struct timespec now;
+                clock_gettime(CLOCK_REALTIME, &now);
+                if ((size_t)snprintf(aside, sizeof(aside), "%s.untrusted-%lld.%09ld", path,
+                                     (long long)now.tv_sec, now.tv_nsec) >= sizeof(aside) ||
+                    renameat2(AT_FDCWD, path, AT_FDCWD, aside, RENAME_NOREPLACE) < 0)
                         return sbx_error_set(err, errno, "move %s aside", path);
                 sbx_warn("compile cache: %s was not made by sandboxd; moved to %s", path, aside);
         }

@@ -36,7 +36,7 @@ struct sbx_compile_cache {
 
 /* Makes (if need be) and opens path as the cache directory: a directory, not a link, root's
  * with mode 0700. Anything else found there (the parent is the API uid's) is moved aside to
- * path.untrusted-TIME and a fresh directory made. */
+ * path.untrusted-SECONDS.NANOSECONDS and a fresh directory made. */
 int sbx_compile_cache_open(const char *path, uint64_t max_bytes, struct sbx_compile_cache *out,
                            struct sbx_error *err);
 

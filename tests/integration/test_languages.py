@@ -738,12 +738,27 @@ def test_the_cache_cannot_be_redirected_through_the_api_uids_data_dir(tmp_path):
             assert srv.run(c_program("two"), "c")["compile"]["cached"] is True
         assert list(target.iterdir()) == [], list(target.iterdir())
         assert len([e for e in os.listdir(cache + ".moved") if len(e) == 2]) >= 1
-        # A link there at start: the cache stays off, executions go on.
-        with running_server(tiers=tiers, tenants={"acme": "compilers"}, data_dir=data_dir) as srv:
-            again = srv.run(c_program("two"), "c")
-            assert again["status"] == "ok" and again["compile"]["cached"] is False
-            assert srv.run(c_program("two"), "c")["compile"]["cached"] is False
-            assert "the compile cache is off" in srv.stderr()
+        # A link there at start (left by the swap above), then a directory the API uid made
+        # with an entry planted for a predictable key: each is moved aside and a fresh cache
+        # made; nothing planted is ever used.
+        for planted in ("link", "directory"):
+            if planted == "directory":
+                os.rename(cache, cache + ".old")
+                os.makedirs(os.path.join(cache, "ab"))
+                with open(os.path.join(cache, "ab", "ab" * 32), "wb") as f:
+                    f.write(b"SBXCACHE1\n" + bytes(40))
+                os.chown(cache, 1999999999, 1999999999)
+            assert os.path.islink(cache) == (planted == "link")
+            with running_server(tiers=tiers, tenants={"acme": "compilers"},
+                                data_dir=data_dir) as srv:
+                first = srv.run(c_program(planted), "c")
+                assert first["status"] == "ok" and first["compile"]["cached"] is False
+                assert srv.run(c_program(planted), "c")["compile"]["cached"] is True, \
+                    srv.stderr()[-2000:]
+                assert "was not made by sandboxd" in srv.stderr(), planted
+            st = os.lstat(cache)
+            assert not os.path.islink(cache) and st.st_uid == 0 and st.st_mode & 0o777 == 0o700
+            assert not os.path.exists(os.path.join(cache, "ab", "ab" * 32))
         assert list(target.iterdir()) == []
 
 
