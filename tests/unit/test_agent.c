@@ -1,0 +1,231 @@
+/* The agent channel (sandbox/agent.h): what the supervisor sends an exec entry's init is what
+ * init receives, and a malformed or truncated message is refused rather than half-used. */
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "model/limits.h"
+#include "sandbox/agent.h"
+#include "util/file.h"
+
+static struct sbx_spec base_spec(void)
+{
+        static const char *const none[] = {NULL};
+        struct sbx_spec spec = {.argv = none, .envp = none, .agent = true, .exec_on_acquire = true};
+        sbx_limits_default(&spec.limits);
+        return spec;
+}
+
+/* Sends spec over a socket pair and receives it as init would; returns receive's result. */
+static int round_trip(const struct sbx_spec *sent, struct sbx_spec *received)
+{
+        int fds[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_agent_send_execution(fds[0], sent, &err), 0);
+        close(fds[0]);
+        struct sbx_spec base = base_spec();
+        int got = sbx_agent_receive_execution(fds[1], &base, received, &err);
+        close(fds[1]);
+        return got;
+}
+
+static void test_an_execution_arrives_whole(void **state)
+{
+        (void)state;
+        const char *argv[] = {"/workspace/main", "first arg", "", NULL};
+        const char *envp[] = {"PATH=/usr/bin", "HOME=/workspace", NULL};
+        const struct sbx_file files[] = {
+                {.path = "main",
+                 .data = "\x7f"
+                         "ELF\0\1",
+                 .size = 6,
+                 .executable = true,
+                 .read_only = true},
+                {.path = "dir/data.txt", .data = "", .size = 0},
+        };
+        struct sbx_spec sent = base_spec();
+        sent.argv = argv;
+        sent.envp = envp;
+        sent.files = files;
+        sent.n_files = 2;
+        sent.limits.memory_bytes = 123 * SBX_LIMIT_MIB;
+        sent.limits.pids = 7;
+        struct sbx_spec received;
+        assert_int_equal(round_trip(&sent, &received), 1);
+        assert_string_equal(received.argv[0], "/workspace/main");
+        assert_string_equal(received.argv[1], "first arg");
+        assert_string_equal(received.argv[2], "");
+        assert_null(received.argv[3]);
+        assert_string_equal(received.envp[1], "HOME=/workspace");
+        assert_null(received.envp[2]);
+        assert_int_equal(received.n_files, 2);
+        assert_string_equal(received.files[0].path, "main");
+        assert_int_equal(received.files[0].size, 6);
+        assert_memory_equal(received.files[0].data,
+                            "\x7f"
+                            "ELF\0\1",
+                            6);
+        assert_true(received.files[0].executable && received.files[0].read_only);
+        assert_false(received.files[1].executable || received.files[1].read_only);
+        assert_int_equal(received.limits.memory_bytes, 123 * SBX_LIMIT_MIB);
+        assert_int_equal(received.limits.pids, 7);
+        assert_true(received.exec_on_acquire); /* the rest is base's */
+        sbx_agent_free_files(&received);
+        assert_null(received.files[0].data);
+}
+
+static void test_a_retired_entry_sees_end_of_file(void **state)
+{
+        (void)state;
+        int fds[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+        close(fds[0]);
+        struct sbx_spec base = base_spec(), received;
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_agent_receive_execution(fds[1], &base, &received, &err), 0);
+        close(fds[1]);
+}
+
+/* Writes raw bytes (a little-endian length prefix, then header) and expects a refusal. */
+static void expect_refused(const char *header, size_t length, const void *tail, size_t tail_len)
+{
+        int fds[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+        uint8_t prefix[4] = {(uint8_t)length, (uint8_t)(length >> 8), (uint8_t)(length >> 16),
+                             (uint8_t)(length >> 24)};
+        assert_int_equal(sbx_write_all(fds[0], prefix, 4), 0);
+        assert_int_equal(sbx_write_all(fds[0], header, length), 0);
+        if (tail_len > 0)
+                assert_int_equal(sbx_write_all(fds[0], tail, tail_len), 0);
+        close(fds[0]);
+        struct sbx_spec base = base_spec(), received;
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_agent_receive_execution(fds[1], &base, &received, &err), -1);
+        assert_int_not_equal(err.code, 0);
+        close(fds[1]);
+}
+
+/* The limits' part of a header: the count and every default value. */
+static size_t limits_fields(char *out)
+{
+        struct sbx_limits limits;
+        sbx_limits_default(&limits);
+        size_t n = (size_t)sprintf(out, "%d", SBX_LIMIT_COUNT) + 1;
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                n += (size_t)sprintf(
+                             out + n, "%llu",
+                             (unsigned long long)sbx_limit_get(&limits, &sbx_limit_fields[i])) +
+                     1;
+        return n - 1; /* the last field's NUL is not sent */
+}
+
+static void test_malformed_messages_are_refused(void **state)
+{
+        (void)state;
+        char header[512];
+        char limits[256];
+        size_t n_limits = limits_fields(limits);
+
+        /* A well-formed one, to show that what follows fails for its own reason. */
+        static const char good[] = "1\0/bin/true\0"
+                                   "0\0"
+                                   "0\0"
+                                   "/bin/true\0";
+        memcpy(header, good, sizeof(good) - 1);
+        memcpy(header + sizeof(good) - 1, limits, n_limits);
+        {
+                int fds[2];
+                assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+                size_t length = sizeof(good) - 1 + n_limits;
+                uint8_t prefix[4] = {(uint8_t)length, 0, 0, 0};
+                assert_int_equal(sbx_write_all(fds[0], prefix, 4), 0);
+                assert_int_equal(sbx_write_all(fds[0], header, length), 0);
+                close(fds[0]);
+                struct sbx_spec base = base_spec(), received;
+                struct sbx_error err = {0};
+                assert_int_equal(sbx_agent_receive_execution(fds[1], &base, &received, &err), 1);
+                assert_string_equal(received.argv[0], "/bin/true");
+                close(fds[1]);
+        }
+
+        /* No argv at all; a count that is not a number; more argv than the count allows. */
+        expect_refused("0\0"
+                       "0\0"
+                       "0\0"
+                       "x",
+                       7, NULL, 0);
+        expect_refused("x\0/bin/true", 11, NULL, 0);
+        expect_refused("99999\0/bin/true", 15, NULL, 0);
+        /* A file path leaving the workspace, unknown flags, a size past the disk. */
+        static const char escape[] = "1\0/bin/true\0"
+                                     "0\0"
+                                     "1\0../etc/x\0"
+                                     "1\0"
+                                     "\0"
+                                     "m\0";
+        expect_refused(escape, sizeof(escape) - 1, "a", 1);
+        static const char flags[] = "1\0/bin/true\0"
+                                    "0\0"
+                                    "1\0f\0"
+                                    "1\0"
+                                    "xz\0"
+                                    "m\0";
+        expect_refused(flags, sizeof(flags) - 1, "a", 1);
+        static const char huge[] = "1\0/bin/true\0"
+                                   "0\0"
+                                   "1\0f\0"
+                                   "99999999999\0"
+                                   "\0"
+                                   "m\0";
+        expect_refused(huge, sizeof(huge) - 1, NULL, 0);
+        /* Limits missing, out of range, or trailing fields. */
+        expect_refused(good, sizeof(good) - 2, NULL, 0);
+        static const char zero_limits[] = "1\0/bin/true\0"
+                                          "0\0"
+                                          "0\0"
+                                          "/bin/true\0"
+                                          "8\0"
+                                          "0\0"
+                                          "0\0"
+                                          "0\0"
+                                          "0\0"
+                                          "0\0"
+                                          "0\0"
+                                          "0\0"
+                                          "0";
+        expect_refused(zero_limits, sizeof(zero_limits) - 1, NULL, 0);
+        memcpy(header + sizeof(good) - 1 + n_limits, "\0extra", 6);
+        expect_refused(header, sizeof(good) - 1 + n_limits + 6, NULL, 0);
+        /* A file's bytes cut short by the sender hanging up. */
+        static const char short_file[] = "1\0/bin/true\0"
+                                         "0\0"
+                                         "1\0f\0"
+                                         "10\0"
+                                         "x\0"
+                                         "m\0";
+        memcpy(header, short_file, sizeof(short_file) - 1);
+        memcpy(header + sizeof(short_file) - 1, limits, n_limits);
+        expect_refused(header, sizeof(short_file) - 1 + n_limits, "abc", 3);
+        /* An empty or oversized header length. */
+        expect_refused("", 0, NULL, 0);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_an_execution_arrives_whole),
+                cmocka_unit_test(test_a_retired_entry_sees_end_of_file),
+                cmocka_unit_test(test_malformed_messages_are_refused),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
