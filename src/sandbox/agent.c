@@ -144,39 +144,44 @@ static const char **take_strings(struct fields *f, size_t count)
         return strings;
 }
 
-int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_spec *out,
-                                struct sbx_error *err)
+void sbx_agent_free_files(struct sbx_agent_received *received)
 {
-        uint8_t prefix[4];
-        int got = read_exactly(fd, prefix, sizeof(prefix));
-        if (got <= 0)
-                return got == 0 ? 0 : sbx_error_set(err, errno, "agent: read the execution");
-        size_t length = prefix[0] | (size_t)prefix[1] << 8 | (size_t)prefix[2] << 16 |
-                        (size_t)prefix[3] << 24;
-        if (length == 0 || length > AGENT_HEADER_MAX)
-                return sbx_error_set(err, EPROTO, "agent: a header of %zu bytes", length);
-        char *header = malloc(length + 1);
-        if (header == NULL)
-                return sbx_error_set(err, ENOMEM, "agent: allocate the header");
-        if (read_exactly(fd, header, length) != 1)
-                return sbx_error_set(err, EPROTO, "agent: a truncated header");
-        header[length] = '\0';
-        struct fields f = {.next = header, .end = header + length + 1};
+        for (size_t i = 0; received->files != NULL && i < received->spec.n_files; i++) {
+                free((void *)received->files[i].data);
+                received->files[i].data = NULL;
+                received->files[i].size = 0;
+        }
+}
 
-        /* Everything here stays allocated until the program execs: init has no further use for
-         * its memory, and the program's image replaces it. */
-        *out = *base;
+void sbx_agent_received_free(struct sbx_agent_received *received)
+{
+        sbx_agent_free_files(received);
+        free(received->files);
+        free(received->argv);
+        free(received->envp);
+        free(received->header);
+        *received = (struct sbx_agent_received){0};
+}
+
+/* Reads the message's body into out after its header (read already): -1 with err, or 1. */
+static int receive_body(int fd, const struct sbx_spec *base, struct sbx_agent_received *out,
+                        size_t length, struct sbx_error *err)
+{
+        if (read_exactly(fd, out->header, length) != 1)
+                return sbx_error_set(err, EPROTO, "agent: a truncated header");
+        out->header[length] = '\0';
+        struct fields f = {.next = out->header, .end = out->header + length + 1};
+
+        out->spec = *base;
         size_t n_argv, n_env, n_files;
-        const char **argv = take_count(&f, SBX_MAX_ARGS + 8, &n_argv) && n_argv > 0
-                                    ? take_strings(&f, n_argv)
-                                    : NULL;
-        const char **envp = argv != NULL && take_count(&f, SBX_MAX_ENV + 16, &n_env)
-                                    ? take_strings(&f, n_env)
-                                    : NULL;
-        if (envp == NULL || !take_count(&f, SBX_MAX_FILES + 1, &n_files))
+        if (!take_count(&f, SBX_MAX_ARGS + 8, &n_argv) || n_argv == 0 ||
+            (out->argv = take_strings(&f, n_argv)) == NULL ||
+            !take_count(&f, SBX_MAX_ENV + 16, &n_env) ||
+            (out->envp = take_strings(&f, n_env)) == NULL ||
+            !take_count(&f, SBX_MAX_FILES + 1, &n_files))
                 return sbx_error_set(err, EPROTO, "agent: a malformed header");
-        struct sbx_file *files = calloc(n_files + 1, sizeof(*files));
-        if (files == NULL)
+        out->files = calloc(n_files + 1, sizeof(*out->files));
+        if (out->files == NULL)
                 return sbx_error_set(err, ENOMEM, "agent: allocate the files");
         uint64_t total = 0;
         for (size_t i = 0; i < n_files; i++) {
@@ -188,11 +193,12 @@ int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_
                     strspn(flags, "xr") != strlen(flags))
                         return sbx_error_set(err, EPROTO, "agent: a malformed file entry");
                 total += size;
-                files[i] = (struct sbx_file){.path = path,
-                                             .size = size,
-                                             .executable = strchr(flags, 'x') != NULL,
-                                             .read_only = strchr(flags, 'r') != NULL};
+                out->files[i] = (struct sbx_file){.path = path,
+                                                  .size = size,
+                                                  .executable = strchr(flags, 'x') != NULL,
+                                                  .read_only = strchr(flags, 'r') != NULL};
         }
+        out->spec.n_files = n_files; /* so that a failure below frees what was read */
         size_t n_limits;
         if (take_field(&f) == NULL || !take_count(&f, SBX_LIMIT_COUNT, &n_limits) ||
             n_limits != SBX_LIMIT_COUNT)
@@ -201,10 +207,10 @@ int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_
                 size_t value;
                 if (!take_count(&f, SIZE_MAX, &value))
                         return sbx_error_set(err, EPROTO, "agent: a malformed limit");
-                sbx_limit_set(&out->limits, &sbx_limit_fields[i], value);
+                sbx_limit_set(&out->spec.limits, &sbx_limit_fields[i], value);
         }
         const char *bad_limit = NULL;
-        if (f.next != f.end || !sbx_limits_valid(&out->limits, &bad_limit))
+        if (f.next != f.end || !sbx_limits_valid(&out->spec.limits, &bad_limit))
                 return sbx_error_set(err, EPROTO, "agent: the limits (%s)",
                                      bad_limit != NULL ? bad_limit : "trailing bytes");
         if (total > base->limits.disk_bytes)
@@ -212,26 +218,38 @@ int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_
                                      (unsigned long long)total,
                                      (unsigned long long)base->limits.disk_bytes);
         for (size_t i = 0; i < n_files; i++) {
-                void *data = malloc(files[i].size ? files[i].size : 1);
+                void *data = malloc(out->files[i].size ? out->files[i].size : 1);
                 if (data == NULL)
-                        return sbx_error_set(err, ENOMEM, "agent: allocate %s", files[i].path);
-                if (files[i].size > 0 && read_exactly(fd, data, files[i].size) != 1)
-                        return sbx_error_set(err, EPROTO, "agent: %s truncated", files[i].path);
-                files[i].data = data;
+                        return sbx_error_set(err, ENOMEM, "agent: allocate %s", out->files[i].path);
+                out->files[i].data = data;
+                if (out->files[i].size > 0 && read_exactly(fd, data, out->files[i].size) != 1)
+                        return sbx_error_set(err, EPROTO, "agent: %s truncated",
+                                             out->files[i].path);
         }
-        out->argv = argv;
-        out->envp = envp;
-        out->files = files;
-        out->n_files = n_files;
+        out->spec.argv = out->argv;
+        out->spec.envp = out->envp;
+        out->spec.files = out->files;
         return 1;
 }
 
-void sbx_agent_free_files(struct sbx_spec *received)
+int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_agent_received *out,
+                                struct sbx_error *err)
 {
-        struct sbx_file *files = (struct sbx_file *)received->files;
-        for (size_t i = 0; i < received->n_files; i++) {
-                free((void *)files[i].data);
-                files[i].data = NULL;
-                files[i].size = 0;
+        *out = (struct sbx_agent_received){0};
+        uint8_t prefix[4];
+        int got = read_exactly(fd, prefix, sizeof(prefix));
+        if (got <= 0)
+                return got == 0 ? 0 : sbx_error_set(err, errno, "agent: read the execution");
+        size_t length = prefix[0] | (size_t)prefix[1] << 8 | (size_t)prefix[2] << 16 |
+                        (size_t)prefix[3] << 24;
+        if (length == 0 || length > AGENT_HEADER_MAX)
+                return sbx_error_set(err, EPROTO, "agent: a header of %zu bytes", length);
+        out->header = malloc(length + 1);
+        if (out->header == NULL)
+                return sbx_error_set(err, ENOMEM, "agent: allocate the header");
+        if (receive_body(fd, base, out, length, err) < 0) {
+                sbx_agent_received_free(out);
+                return -1;
         }
+        return 1;
 }

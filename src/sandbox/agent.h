@@ -22,14 +22,25 @@
 /* Writes spec's execution to fd (blocking; the loader reads as it goes). */
 int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_error *err);
 
-/* Exec mode's init: reads one execution from fd (blocking) into *out, a copy of base with the
- * message's argv, environment, files and limits (allocated; the files' bytes together at most
- * base's disk size, to be freed once written: sbx_agent_free_files). 1 when one came, 0 at end
- * of file before it (the entry was retired unused), -1 with err for a malformed or truncated
- * one. */
-int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_spec *out,
+/* An execution as exec mode's init received it: spec is a copy of init's own with the message's
+ * argv, environment, files and limits, whose memory the other members own. */
+struct sbx_agent_received {
+        struct sbx_spec spec;
+        char *header; /* argv, envp and the paths point into it */
+        const char **argv;
+        const char **envp;
+        struct sbx_file *files;
+};
+
+/* Exec mode's init: reads one execution from fd (blocking) into *out (the files' bytes together
+ * at most base's disk size). 1 when one came, 0 at end of file before it (the entry was retired
+ * unused), -1 with err for a malformed or truncated one (nothing is kept then). */
+int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_agent_received *out,
                                 struct sbx_error *err);
 
-/* Frees the bytes of the files a received execution carried (they are written: init must not
- * hold them in the sandbox's memory for the program's whole run). */
-void sbx_agent_free_files(struct sbx_spec *received);
+/* Frees the bytes of the files (once written: init must not hold them in the sandbox's memory
+ * for the program's whole run); the rest stays until the program execs. */
+void sbx_agent_free_files(struct sbx_agent_received *received);
+
+/* Frees all of it. */
+void sbx_agent_received_free(struct sbx_agent_received *received);

@@ -26,7 +26,7 @@ static struct sbx_spec base_spec(void)
 }
 
 /* Sends spec over a socket pair and receives it as init would; returns receive's result. */
-static int round_trip(const struct sbx_spec *sent, struct sbx_spec *received)
+static int round_trip(const struct sbx_spec *sent, struct sbx_agent_received *received)
 {
         int fds[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
@@ -60,8 +60,9 @@ static void test_an_execution_arrives_whole(void **state)
         sent.n_files = 2;
         sent.limits.memory_bytes = 123 * SBX_LIMIT_MIB;
         sent.limits.pids = 7;
-        struct sbx_spec received;
-        assert_int_equal(round_trip(&sent, &received), 1);
+        struct sbx_agent_received owner;
+        assert_int_equal(round_trip(&sent, &owner), 1);
+        const struct sbx_spec received = owner.spec;
         assert_string_equal(received.argv[0], "/workspace/main");
         assert_string_equal(received.argv[1], "first arg");
         assert_string_equal(received.argv[2], "");
@@ -80,8 +81,10 @@ static void test_an_execution_arrives_whole(void **state)
         assert_int_equal(received.limits.memory_bytes, 123 * SBX_LIMIT_MIB);
         assert_int_equal(received.limits.pids, 7);
         assert_true(received.exec_on_acquire); /* the rest is base's */
-        sbx_agent_free_files(&received);
-        assert_null(received.files[0].data);
+        sbx_agent_free_files(&owner);
+        assert_null(owner.files[0].data);
+        assert_string_equal(owner.spec.argv[1], "first arg"); /* kept until the exec */
+        sbx_agent_received_free(&owner);
 }
 
 static void test_a_retired_entry_sees_end_of_file(void **state)
@@ -90,7 +93,8 @@ static void test_a_retired_entry_sees_end_of_file(void **state)
         int fds[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
         close(fds[0]);
-        struct sbx_spec base = base_spec(), received;
+        struct sbx_spec base = base_spec();
+        struct sbx_agent_received received;
         struct sbx_error err = {0};
         assert_int_equal(sbx_agent_receive_execution(fds[1], &base, &received, &err), 0);
         close(fds[1]);
@@ -108,10 +112,12 @@ static void expect_refused(const char *header, size_t length, const void *tail, 
         if (tail_len > 0)
                 assert_int_equal(sbx_write_all(fds[0], tail, tail_len), 0);
         close(fds[0]);
-        struct sbx_spec base = base_spec(), received;
+        struct sbx_spec base = base_spec();
+        struct sbx_agent_received received;
         struct sbx_error err = {0};
         assert_int_equal(sbx_agent_receive_execution(fds[1], &base, &received, &err), -1);
         assert_int_not_equal(err.code, 0);
+        assert_null(received.header); /* nothing kept */
         close(fds[1]);
 }
 
@@ -151,10 +157,12 @@ static void test_malformed_messages_are_refused(void **state)
                 assert_int_equal(sbx_write_all(fds[0], prefix, 4), 0);
                 assert_int_equal(sbx_write_all(fds[0], header, length), 0);
                 close(fds[0]);
-                struct sbx_spec base = base_spec(), received;
+                struct sbx_spec base = base_spec();
+                struct sbx_agent_received received;
                 struct sbx_error err = {0};
                 assert_int_equal(sbx_agent_receive_execution(fds[1], &base, &received, &err), 1);
-                assert_string_equal(received.argv[0], "/bin/true");
+                assert_string_equal(received.spec.argv[0], "/bin/true");
+                sbx_agent_received_free(&received);
                 close(fds[1]);
         }
 

@@ -367,7 +367,7 @@ static void init_report_and_exit(int report_fd, int wait_status)
 /* Exec mode: init says it is ready, waits for the execution a request brings, and writes its
  * files; the program then starts as in a cold sandbox. What was received is kept (static) until
  * the program execs: vfork shares this memory. */
-static struct sbx_spec received_spec;
+static struct sbx_agent_received received;
 
 static const struct sbx_spec *receive_execution_or_die(const struct sbx_spec *spec,
                                                        struct launch_pipes *p, int error_fd)
@@ -375,15 +375,15 @@ static const struct sbx_spec *receive_execution_or_die(const struct sbx_spec *sp
         if (sbx_write_all(p->agent_r, "R", 1) < 0)
                 _exit(1);
         struct sbx_error err = {0};
-        int got = sbx_agent_receive_execution(p->agent_r, spec, &received_spec, &err);
+        int got = sbx_agent_receive_execution(p->agent_r, spec, &received, &err);
         if (got == 0)
                 _exit(0); /* retired unused: the supervisor hung up */
         if (got < 0)
                 fail_or_die(error_fd, "exec", &err);
         sbx_closep(&p->agent_r);
-        STEP_OR_DIE(&received_spec, error_fd, "files", write_files, &received_spec);
-        sbx_agent_free_files(&received_spec);
-        return &received_spec;
+        STEP_OR_DIE(&received.spec, error_fd, "files", write_files, &received.spec);
+        sbx_agent_free_files(&received);
+        return &received.spec;
 }
 
 static _Noreturn void start_and_reap(const struct sbx_spec *program_spec, struct launch_pipes *p,
