@@ -749,6 +749,8 @@ class Harness:
         self.sandboxd = os.path.abspath(args.sandboxd)
         self.verbose = args.verbose
         self.pooled = not args.no_pooled
+        self.pooled_languages = (set(args.pooled_languages.split(","))
+                                 if args.pooled_languages else None)
         self.workdir = tempfile.mkdtemp(prefix="sandboxd-hostile-")
         os.chmod(self.workdir, 0o711)  # the outside control's uid must traverse to its own dir
         # In use while this process lives: the leak audit passes over held temp dirs.
@@ -1625,11 +1627,13 @@ def kernel_features():
     }
 
 
-def pool_eligible(payload):
+def pool_eligible(payload, languages=None):
     """Whether `sandboxd run --pooled` accepts the payload's run (sbx_pool_request_eligible): a
     program at the pool's disk size, with no setup step forced to fail. Python's entries wait in
-    its loader; every other language's in an exec entry, whose init starts the program."""
-    return not payload.fail_step and not payload.session and "disk" not in payload.limits
+    its loader; every other language's in an exec entry, whose init starts the program.
+    languages: the payload languages to run pooled (--pooled-languages), None for all."""
+    return (not payload.fail_step and not payload.session and "disk" not in payload.limits
+            and (languages is None or payload.language in languages))
 
 
 def run_payload(harness, payload, with_control, lock):
@@ -1651,7 +1655,7 @@ def run_payload(harness, payload, with_control, lock):
         contained, reasons, evidence = judge(payload, outcome, before, clean, findings)
         entry.update({"contained": contained, "reasons": reasons, "evidence": evidence,
                       "command": outcome.host.get("command"), "paths": ["cold"]})
-        if harness.pooled and pool_eligible(payload):
+        if harness.pooled and pool_eligible(payload, harness.pooled_languages):
             # The warm-pool path of the service: the same payload in a pre-started sandbox.
             p_outcome, p_before, p_clean, p_findings = harness.execute(
                 payload, "sandbox", payload.limits, ["--pooled"], payload.args, payload.stdin)
@@ -1770,6 +1774,8 @@ def main():
     parser.add_argument("--no-controls", action="store_true",
                         help="skip the controls (quick iteration only; the gate runs them)")
     parser.add_argument("-j", type=int, default=2, help="payloads in parallel (default 2)")
+    parser.add_argument("--pooled-languages", metavar="LANG[,LANG]",
+                        help="run only these languages' payloads pooled too (default: all)")
     parser.add_argument("--host-time-scale", type=float, default=1.0,
                         help="multiply the upper bounds on host.*wall_ms (a slow, emulated "
                              "host; default 1)")
