@@ -279,9 +279,12 @@ static int send_message(struct sbx_engine_client *client, void *buf, size_t len,
         return rc;
 }
 
-/* Waits until the call is done or timeout_ms have passed. Returns 0 with call->reply set, or -1
- * with err. */
+/* Waits until the call is done or timeout_ms have passed; a streamed call's events that come
+ * before its reply go to on_event, in order, from this thread (message: room to decode them).
+ * Returns 0 with call->reply set, or -1 with err (ETIMEDOUT: a late reply is dropped; the caller
+ * decides whether to cancel). */
 static int call_wait(struct sbx_engine_client *client, struct call *call, uint64_t timeout_ms,
+                     sbx_engine_event_fn on_event, void *ctx, struct sbx_message *message,
                      struct sbx_error *err)
 {
         struct timespec deadline;
@@ -292,13 +295,31 @@ static int call_wait(struct sbx_engine_client *client, struct call *call, uint64
                 deadline.tv_sec++;
                 deadline.tv_nsec -= 1000000000L;
         }
+        /* Events first, in order; the reply after every event that came before it. */
         pthread_mutex_lock(&client->lock);
-        int rc = 0;
-        while (!call->done && rc != ETIMEDOUT)
-                rc = pthread_cond_timedwait(&call->done_cond, &client->lock, &deadline);
+        int wait_rc = 0;
+        for (;;) {
+                if (call->events != NULL) {
+                        struct queued_event *event = call->events;
+                        call->events = event->next;
+                        if (call->events == NULL)
+                                call->events_tail = &call->events;
+                        pthread_mutex_unlock(&client->lock);
+                        struct sbx_error ignored = {0};
+                        if (sbx_message_decode(event->message, event->len, message, &ignored) == 0)
+                                on_event(ctx, &message->body.session);
+                        free(event->message);
+                        free(event);
+                        pthread_mutex_lock(&client->lock);
+                        continue;
+                }
+                if (call->done || wait_rc == ETIMEDOUT)
+                        break;
+                wait_rc = pthread_cond_timedwait(&call->done_cond, &client->lock, &deadline);
+        }
         bool done = call->done;
         if (!done)
-                take_call(client, call->request_id); /* a late reply is dropped */
+                take_call(client, call->request_id);
         pthread_mutex_unlock(&client->lock);
         if (!done)
                 return sbx_error_set(err, ETIMEDOUT, "engine did not answer %s within %llu ms",
@@ -325,7 +346,7 @@ static int simple_call(struct sbx_engine_client *client, enum sbx_message_type t
         if (rc == 0)
                 rc = send_message(client, buf, len, err);
         if (rc == 0)
-                rc = call_wait(client, &call, timeout_ms, err);
+                rc = call_wait(client, &call, timeout_ms, NULL, NULL, message, err);
         if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
                 rc = sbx_error_prefix(err, "engine client: %s", sbx_message_type_name(reply_type));
         call_end(client, &call);
@@ -391,107 +412,21 @@ static void engine_result_take(struct sbx_engine_result *out, const struct sbx_m
         }
 }
 
-int sbx_engine_client_run(struct sbx_engine_client *client, const char *execution_id,
-                          const struct sbx_request *request, struct sbx_engine_result *out,
-                          struct sbx_error *err)
+/* Registers a call whose events are queued for it (streamed) or not, and tells request_id
+ * (NULL: nobody) its id before anything is sent. */
+static int begin_call(struct sbx_engine_client *client, struct call *call, uint16_t reply_type,
+                      const char *execution_id, bool streamed, _Atomic uint64_t *request_id,
+                      struct sbx_error *err)
 {
-        *out = (struct sbx_engine_result){0};
-        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
-        if (message == NULL)
-                return sbx_error_set(err, ENOMEM, "engine client: allocate");
-        struct call call;
-        if (call_begin(client, &call, SBX_MESSAGE_RESULT, execution_id, err) < 0)
+        if (call_begin(client, call, reply_type, execution_id, err) < 0)
                 return -1;
-        void *buf;
-        size_t len;
-        int rc = sbx_message_encode_run(call.request_id, execution_id, request, &buf, &len, err);
-        if (rc == 0)
-                rc = send_message(client, buf, len, err);
-        if (rc == 0) {
-                rc = call_wait(client, &call, request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS,
-                               err);
-                if (rc < 0 && err->code == ETIMEDOUT)
-                        send_cancel(client, call.request_id); /* do not leave it running */
+        if (streamed) {
+                pthread_mutex_lock(&client->lock);
+                call->streaming = true;
+                pthread_mutex_unlock(&client->lock);
         }
-        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
-                rc = sbx_error_prefix(err, "engine client: RESULT");
-        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
-                const struct sbx_message_refused *refused = &message->body.refused;
-                sbx_error_set(err, 0, "%s", refused->detail);
-                err->code = refusal_error_code(refused->reason);
-                rc = -1;
-        } else if (rc == 0) {
-                engine_result_take(out, message);
-                out->message = steal_pointer(&call.reply);
-        }
-        call_end(client, &call);
-        return rc;
-}
-
-/* Waits for a streamed call's reply, handing each event that comes before it to on_event, in
- * order, from this thread. 0 when the reply came (call.reply), -1 with err (ETIMEDOUT: a CANCEL
- * went after it). */
-static int wait_streamed(struct sbx_engine_client *client, struct call *call, uint64_t timeout_ms,
-                         sbx_engine_event_fn on_event, void *ctx, struct sbx_message *message,
-                         struct sbx_error *err)
-{
-        struct timespec deadline;
-        clock_gettime(CLOCK_MONOTONIC, &deadline);
-        deadline.tv_sec += (time_t)(timeout_ms / 1000);
-        deadline.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
-        if (deadline.tv_nsec >= 1000000000L) {
-                deadline.tv_sec++;
-                deadline.tv_nsec -= 1000000000L;
-        }
-        /* Events first, in order; the reply after every event that came before it. */
-        pthread_mutex_lock(&client->lock);
-        int wait_rc = 0;
-        for (;;) {
-                if (call->events != NULL) {
-                        struct queued_event *event = call->events;
-                        call->events = event->next;
-                        if (call->events == NULL)
-                                call->events_tail = &call->events;
-                        pthread_mutex_unlock(&client->lock);
-                        struct sbx_error ignored = {0};
-                        if (sbx_message_decode(event->message, event->len, message, &ignored) == 0)
-                                on_event(ctx, &message->body.session);
-                        free(event->message);
-                        free(event);
-                        pthread_mutex_lock(&client->lock);
-                        continue;
-                }
-                if (call->done || wait_rc == ETIMEDOUT)
-                        break;
-                wait_rc = pthread_cond_timedwait(&call->done_cond, &client->lock, &deadline);
-        }
-        bool done = call->done;
-        if (!done)
-                take_call(client, call->request_id);
-        pthread_mutex_unlock(&client->lock);
-        if (!done) {
-                send_cancel(client, call->request_id);
-                return sbx_error_set(err, ETIMEDOUT, "engine did not answer %s within %llu ms",
-                                     sbx_message_type_name((uint16_t)(call->reply_type)),
-                                     (unsigned long long)timeout_ms);
-        }
-        if (call->reply == NULL) {
-                *err = call->error;
-                return -1;
-        }
-        return 0;
-}
-
-/* Registers a streamed call (events are queued for it). */
-static int begin_streamed(struct sbx_engine_client *client, struct call *call, uint16_t reply_type,
-                          _Atomic uint64_t *request_id, struct sbx_error *err)
-{
-        if (call_begin(client, call, reply_type, NULL, err) < 0)
-                return -1;
-        pthread_mutex_lock(&client->lock);
-        call->streaming = true;
-        pthread_mutex_unlock(&client->lock);
-        atomic_store(request_id, call->request_id);
+        if (request_id != NULL)
+                atomic_store(request_id, call->request_id);
         return 0;
 }
 
@@ -508,14 +443,9 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
         if (message == NULL)
                 return sbx_error_set(err, ENOMEM, "engine client: allocate");
         struct call call;
-        _Atomic uint64_t unused_id;
-        if (with->on_event != NULL
-                    ? begin_streamed(client, &call, SBX_MESSAGE_SESSION_REPLY,
-                                     with->request_id != NULL ? with->request_id : &unused_id, err)
-                    : call_begin(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, err))
+        if (begin_call(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, with->on_event != NULL,
+                       with->request_id, err) < 0)
                 return -1;
-        if (with->on_event == NULL && with->request_id != NULL)
-                atomic_store(with->request_id, call.request_id);
         void *buf;
         size_t len;
         int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
@@ -524,11 +454,8 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
                 rc = send_message(client, buf, len, err);
         if (rc == 0 && with->on_sent != NULL && with->on_sent(with->ctx) < 0)
                 send_cancel(client, call.request_id);
-        if (rc == 0 && with->on_event != NULL) {
-                rc = wait_streamed(client, &call, timeout_ms, with->on_event, with->ctx, message,
-                                   err);
-        } else if (rc == 0) {
-                rc = call_wait(client, &call, timeout_ms, err);
+        if (rc == 0) {
+                rc = call_wait(client, &call, timeout_ms, with->on_event, with->ctx, message, err);
                 /* Do not leave it going: an OPEN's session ends, a run is interrupted. */
                 if (rc < 0 && err->code == ETIMEDOUT)
                         send_cancel(client, call.request_id);
@@ -548,26 +475,34 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
         return rc;
 }
 
-int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *execution_id,
-                                 const struct sbx_request *request, sbx_engine_event_fn on_event,
-                                 void *ctx, _Atomic uint64_t *request_id,
-                                 struct sbx_engine_result *out, struct sbx_error *err)
+/* A RUN and its RESULT (streamed: its output events to on_event as they come, and its request
+ * id told to request_id before anything is sent). */
+static int run_call(struct sbx_engine_client *client, const char *execution_id,
+                    const struct sbx_request *request, sbx_engine_event_fn on_event, void *ctx,
+                    _Atomic uint64_t *request_id, struct sbx_engine_result *out,
+                    struct sbx_error *err)
 {
         *out = (struct sbx_engine_result){0};
         _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
         if (message == NULL)
                 return sbx_error_set(err, ENOMEM, "engine client: allocate");
         struct call call;
-        if (begin_streamed(client, &call, SBX_MESSAGE_RESULT, request_id, err) < 0)
+        /* A streamed run is cancelled by its request id (its caller holds it); a plain one by
+         * its execution id too (call.execution_id). */
+        if (begin_call(client, &call, SBX_MESSAGE_RESULT, on_event != NULL ? NULL : execution_id,
+                       on_event != NULL, request_id, err) < 0)
                 return -1;
         void *buf;
         size_t len;
         int rc = sbx_message_encode_run(call.request_id, execution_id, request, &buf, &len, err);
         if (rc == 0)
                 rc = send_message(client, buf, len, err);
-        if (rc == 0)
-                rc = wait_streamed(client, &call, request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS,
-                                   on_event, ctx, message, err);
+        if (rc == 0) {
+                rc = call_wait(client, &call, request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS,
+                               on_event, ctx, message, err);
+                if (rc < 0 && err->code == ETIMEDOUT)
+                        send_cancel(client, call.request_id); /* do not leave it running */
+        }
         if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
                 rc = sbx_error_prefix(err, "engine client: RESULT");
         if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
@@ -580,6 +515,21 @@ int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *e
         }
         call_end(client, &call);
         return rc;
+}
+
+int sbx_engine_client_run(struct sbx_engine_client *client, const char *execution_id,
+                          const struct sbx_request *request, struct sbx_engine_result *out,
+                          struct sbx_error *err)
+{
+        return run_call(client, execution_id, request, NULL, NULL, NULL, out, err);
+}
+
+int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *execution_id,
+                                 const struct sbx_request *request, sbx_engine_event_fn on_event,
+                                 void *ctx, _Atomic uint64_t *request_id,
+                                 struct sbx_engine_result *out, struct sbx_error *err)
+{
+        return run_call(client, execution_id, request, on_event, ctx, request_id, out, err);
 }
 
 void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request_id)

@@ -31,8 +31,8 @@
 struct sbx_engine_client;
 
 /* A RESULT as received. result's pointers (stdout, stderr, backend) point into message, which
- * this struct owns: free both with sbx_engine_result_free(), never with sbx_result_free(). The
- * struct may be copied or moved (result does not point into itself). */
+ * this struct owns: free both with sbx_engine_result_free(), never with sbx_result_free().
+ * result.compile points into the struct itself: never copy or move it. */
 struct sbx_engine_result {
         struct sbx_result result;
         struct sbx_result compile; /* where result.compile points, if it has one: do not copy */

@@ -533,9 +533,7 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
                                                 "the audit store failed; nothing was run", NULL, 0,
                                                 NULL, 0);
         }
-        const char *accept =
-                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        if (accept != NULL && strstr(accept, "text/event-stream") != NULL)
+        if (sbx_sse_wanted(connection))
                 return stream_execution(api, connection, tenant, tenants, owned,
                                         decision.reservation);
 

@@ -89,8 +89,7 @@ static void ask_versions(void)
         }
 }
 
-/* The space-separated words of list as a JSON array. */
-static json_t *words(const char *list)
+json_t *sbx_language_words_json(const char *list)
 {
         json_t *array = json_array();
         for (const char *p = list; array != NULL && *p != '\0';) {
@@ -120,10 +119,11 @@ json_t *sbx_languages_json(const struct sbx_config *config, const struct sbx_tie
                 bool known = i < SBX_ARRAY_SIZE(versions) && version_known[i];
                 json_t *entry = json_pack(
                         "{s:s, s:o, s:o, s:s, s:b, s:b, s:o, s:b}", "name", language->name,
-                        "aliases", words(language->aliases), "extensions",
-                        words(language->extensions), "entrypoint", language->file_name, "compiled",
-                        sbx_language_compiles(language), "pooled", pooled(config, language),
-                        "version", known ? json_string(versions[i]) : json_null(), "allowed",
+                        "aliases", sbx_language_words_json(language->aliases), "extensions",
+                        sbx_language_words_json(language->extensions), "entrypoint",
+                        language->file_name, "compiled", sbx_language_compiles(language), "pooled",
+                        pooled(config, language), "version",
+                        known ? json_string(versions[i]) : json_null(), "allowed",
                         sbx_tier_allows_language(tier, language->name));
                 if (entry == NULL || json_array_append_new(list, entry) < 0) {
                         json_decref(list);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model/backend.h"
+#include "api/languages.h"
 #include "model/language.h"
 #include "model/limits.h"
 #include "model/result_json.h"
@@ -846,13 +847,9 @@ static json_t *language_names(void)
         for (size_t i = 0; names != NULL && i < sbx_language_count(); i++)
                 json_array_append_new(names, json_string(sbx_language_at(i)->name));
         for (size_t i = 0; names != NULL && i < sbx_language_count(); i++) {
-                const char *aliases = sbx_language_at(i)->aliases;
-                for (const char *p = aliases; *p != '\0';) {
-                        size_t len = strcspn(p, " ");
-                        if (len > 0)
-                                json_array_append_new(names, json_stringn(p, len));
-                        p += len + (p[len] == ' ');
-                }
+                json_t *aliases = sbx_language_words_json(sbx_language_at(i)->aliases);
+                json_array_extend(names, aliases);
+                json_decref(aliases);
         }
         return names;
 }

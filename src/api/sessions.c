@@ -895,14 +895,6 @@ static enum MHD_Result run_job_answer(struct run_job *job, struct MHD_Connection
                                      json_incref(job->result), NULL, 0);
 }
 
-/* Whether the client asked for Server-Sent Events. */
-static bool wants_stream(struct MHD_Connection *connection)
-{
-        const char *accept =
-                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-        return accept != NULL && strstr(accept, "text/event-stream") != NULL;
-}
-
 /* The streaming thread: the run, its accounting, its last event. */
 static void *run_job_thread(void *arg)
 {
@@ -1109,7 +1101,7 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                 run_job_unref(job);
                 return answer;
         }
-        if (wants_stream(connection)) {
+        if (sbx_sse_wanted(connection)) {
                 /* The worker sends the run's events only when asked. */
                 char *streamed = NULL;
                 size_t len = strlen(job->fields);

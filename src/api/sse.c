@@ -14,6 +14,13 @@
 
 #include "api/respond.h"
 
+bool sbx_sse_wanted(struct MHD_Connection *connection)
+{
+        const char *accept =
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+        return accept != NULL && strstr(accept, "text/event-stream") != NULL;
+}
+
 struct sbx_sse {
         int write_fd;  /* the writer's end; -1 once finished or cut */
         int read_fd;   /* the reader's end */

@@ -22,6 +22,9 @@
 
 struct sbx_sse;
 
+/* Whether the request asked for Server-Sent Events (its Accept names text/event-stream). */
+bool sbx_sse_wanted(struct MHD_Connection *connection);
+
 /* A new stream (both ends held: the writer's and the reader's), or NULL. */
 struct sbx_sse *sbx_sse_new(void);
 

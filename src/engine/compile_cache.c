@@ -55,7 +55,9 @@ static void hash_string(SHA256_CTX *ctx, const char *text)
 static int hash_toolchain(SHA256_CTX *ctx, const struct sbx_language *language,
                           struct sbx_error *err)
 {
-        const char *compiler = language->version != NULL ? language->version[0] : NULL;
+        const char *compiler = language->compiler != NULL  ? language->compiler
+                               : language->version != NULL ? language->version[0]
+                                                           : NULL;
         if (compiler == NULL)
                 return sbx_error_set(err, EINVAL, "%s: no toolchain to identify", language->name);
         char real[PATH_MAX];
@@ -202,9 +204,8 @@ int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key
                 return 0;
         }
         memmove(whole, whole + HEADER_BYTES, content_size);
-        _cleanup_free_ char *content = steal_pointer(&whole);
         (void)futimens(fd, NULL); /* used now: the last to be evicted */
-        *data = steal_pointer(&content);
+        *data = steal_pointer(&whole);
         *size = content_size;
         return 1;
 }
@@ -311,8 +312,9 @@ static int open_lock(const struct sbx_compile_cache *cache, int flags)
         return openat(cache->dir_fd, ".lock", flags | O_NOFOLLOW | O_CLOEXEC, 0600);
 }
 
-static int evict(const struct sbx_compile_cache *cache, uint64_t *evicted, struct sbx_error *err)
+static int evict(const struct sbx_compile_cache *cache, struct sbx_error *err)
 {
+        uint64_t evicted = 0;
         _cleanup_close_ int lock = open_lock(cache, O_RDWR | O_CREAT);
         if (lock < 0 || flock(lock, LOCK_EX) < 0)
                 return sbx_error_set(err, errno, "lock the compile cache");
@@ -330,22 +332,21 @@ static int evict(const struct sbx_compile_cache *cache, uint64_t *evicted, struc
                 if (unlinkat(cache->dir_fd, entries[i].name, 0) < 0 && errno != ENOENT)
                         continue;
                 total -= entries[i].bytes;
-                (*evicted)++;
+                evicted++;
         }
         /* The count since the cache was made, for /metrics: kept under the lock, in it. */
         uint64_t so_far = 0;
         if (pread(lock, &so_far, sizeof(so_far), 0) != (ssize_t)sizeof(so_far))
                 so_far = 0;
-        so_far += *evicted;
+        so_far += evicted;
         if (pwrite(lock, &so_far, sizeof(so_far), 0) != (ssize_t)sizeof(so_far))
                 return sbx_error_set(err, errno, "count evictions");
         return 0;
 }
 
 int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key, const void *data,
-                          size_t size, uint64_t *evicted, struct sbx_error *err)
+                          size_t size, struct sbx_error *err)
 {
-        *evicted = 0;
         if (size > cache->max_bytes)
                 return 0;
         char shard[8], path[PATH_MAX], temp[PATH_MAX];
@@ -378,7 +379,7 @@ int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key
                 unlinkat(cache->dir_fd, temp, 0);
                 return sbx_error_set(err, saved, "rename %s in the compile cache", temp);
         }
-        return evict(cache, evicted, err);
+        return evict(cache, err);
 }
 
 int sbx_compile_cache_usage(const struct sbx_compile_cache *cache, uint64_t *bytes,

@@ -53,10 +53,10 @@ int sbx_compile_cache_get(const struct sbx_compile_cache *cache, const char *key
                           size_t *size, struct sbx_error *err);
 
 /* Stores data under key (atomically: a reader sees the whole entry or none), then evicts the
- * least recently used entries while the cache is over max_bytes; *evicted counts them. An
- * artifact larger than max_bytes is not stored. */
+ * least recently used entries while the cache is over max_bytes (counted for
+ * sbx_compile_cache_usage). An artifact larger than max_bytes is not stored. */
 int sbx_compile_cache_put(const struct sbx_compile_cache *cache, const char *key, const void *data,
-                          size_t size, uint64_t *evicted, struct sbx_error *err);
+                          size_t size, struct sbx_error *err);
 
 /* The entries' content together, in bytes, their number, and the evictions since the cache
  * directory was made (counted in DIR/.lock, under its flock). */

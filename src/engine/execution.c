@@ -324,21 +324,12 @@ static void run_sandbox(const struct sbx_backend *backend, const struct sbx_spec
         run_to_end(backend, sandbox, started, result, t0, t2, &step_err, answer_to);
 }
 
-/* Maps the artifact the compile wrote, once it succeeded, and refuses one the run's disk cannot
- * hold (the compile's own disk may be larger). */
-static int take_artifact(struct execution_plan *plan, struct sbx_error *err)
+/* Maps the artifact a compile that succeeded wrote into its memfd. */
+static int take_artifact(struct compile_plan *compile, struct sbx_error *err)
 {
-        struct compile_plan *compile = plan->compile;
         struct stat st;
         if (fstat(compile->artifact_fd, &st) < 0)
                 return sbx_error_set(err, errno, "fstat the artifact");
-        if ((uint64_t)st.st_size > plan->spec.limits.disk_bytes)
-                return sbx_error_set(
-                        err, EFBIG,
-                        "the artifact (%lld bytes) does not fit the run's disk "
-                        "(disk_mb %llu)",
-                        (long long)st.st_size,
-                        (unsigned long long)(plan->spec.limits.disk_bytes / SBX_LIMIT_MIB));
         compile->artifact_size = (size_t)st.st_size;
         if (compile->artifact_size == 0)
                 return 0;
@@ -348,6 +339,18 @@ static int take_artifact(struct execution_plan *plan, struct sbx_error *err)
                 return sbx_error_set(err, errno, "map the artifact");
         compile->artifact = data;
         return 0;
+}
+
+/* Refuses (EFBIG) an artifact the run's disk cannot hold: the compile's own disk may be larger,
+ * and a cached one may come from a run with a larger disk. */
+static int artifact_fits(const struct execution_plan *plan, struct sbx_error *err)
+{
+        if (plan->compile->artifact_size <= plan->spec.limits.disk_bytes)
+                return 0;
+        return sbx_error_set(err, EFBIG,
+                             "the artifact (%zu bytes) does not fit the run's disk (disk_mb %llu)",
+                             plan->compile->artifact_size,
+                             (unsigned long long)(plan->spec.limits.disk_bytes / SBX_LIMIT_MIB));
 }
 
 /* A hit of the compile cache: the artifact, and a compile stage that says it was cached. */
@@ -378,16 +381,16 @@ static bool compile_cached(struct execution_plan *plan, const struct sbx_request
         return true;
 }
 
-/* Keeps a fresh artifact for the next run of the same sources. */
+/* Keeps a fresh artifact for the next run of the same sources. Before the run: a request for
+ * the same program that comes right after this one's answer must find it. */
 static void compile_remember(struct execution_plan *plan, const struct sbx_request *request)
 {
         struct compile_plan *stage = plan->compile;
         if (request->compile_cache == NULL || stage->key[0] == '\0')
                 return;
         struct sbx_error err = {0};
-        uint64_t evicted = 0;
         if (sbx_compile_cache_put(request->compile_cache, stage->key, stage->artifact,
-                                  stage->artifact_size, &evicted, &err) < 0)
+                                  stage->artifact_size, &err) < 0)
                 sbx_warn("compile cache: %s", err.message);
 }
 
@@ -406,27 +409,16 @@ static int compile_stage(struct execution_plan *plan, const struct sbx_request *
         *compile = (struct sbx_result){.limits = plan->compile->spec.limits,
                                        .backend = plan->backend->name};
         result->compile = compile;
-        if (compile_cached(plan, request, compile)) {
-                result->timing.total_us = compile->timing.total_us;
-                if (plan->compile->artifact_size <= plan->spec.limits.disk_bytes &&
-                    plan_run_files(plan, &err) == 0)
-                        return 0;
-                if (err.code != 0) {
-                        fail_internal(result, &err);
-                        return -1;
-                }
-                sbx_error_set(&err, EFBIG,
-                              "the artifact (%zu bytes) does not fit the run's disk (disk_mb %llu)",
-                              plan->compile->artifact_size,
-                              (unsigned long long)(plan->spec.limits.disk_bytes / SBX_LIMIT_MIB));
-        } else {
+        bool cached = compile_cached(plan, request, compile);
+        if (!cached)
                 run_sandbox(plan->backend, &plan->compile->spec, compile, NULL);
-                result->timing.total_us = compile->timing.total_us;
-        }
+        result->timing.total_us = compile->timing.total_us;
 
-        if (compile->status == SBX_STATUS_OK && err.code == 0) {
-                if (take_artifact(plan, &err) == 0 && plan_run_files(plan, &err) == 0) {
-                        compile_remember(plan, request);
+        if (compile->status == SBX_STATUS_OK) {
+                if ((cached || take_artifact(plan->compile, &err) == 0) &&
+                    artifact_fits(plan, &err) == 0 && plan_run_files(plan, &err) == 0) {
+                        if (!cached)
+                                compile_remember(plan, request);
                         return 0;
                 }
                 if (err.code != EFBIG) {

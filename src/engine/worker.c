@@ -158,9 +158,8 @@ static void on_output(void *ctx, int stream, const void *data, size_t len)
         memcpy(joined, out->pending[i], out->n_pending[i]);
         memcpy(joined + out->n_pending[i], data, len);
         size_t total = out->n_pending[i] + len;
+        /* At most 3 bytes held back: they fit pending. */
         size_t whole = sbx_utf8_whole_prefix(joined, total);
-        if (total - whole > sizeof(out->pending[i]))
-                whole = total; /* not a character's start after all: send it as it is */
         if (whole > 0)
                 send_output_event(out, stream, joined, whole);
         out->n_pending[i] = total - whole;

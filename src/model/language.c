@@ -54,6 +54,7 @@ static const struct sbx_language languages[] = {
          .version = (const char *const[]){"/usr/bin/node", "--version", NULL}, .loader = "node"},
         {"typescript", "ts", ".ts", "main.ts", "/usr/bin/node", no_args,
          .compile = TYPESCRIPT_TRANSPILE, .artifact = "main.js", .compile_wall_ms = SECONDS(10),
+         .compiler = "/usr/share/nodejs/typescript/lib/typescript.js",
          .compile_memory_bytes = MIB(512),
          .version =
                  (const char *const[]){"/usr/bin/node", "-p",

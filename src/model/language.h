@@ -30,6 +30,9 @@ struct sbx_language {
         uint64_t compile_wall_ms;
         uint64_t compile_memory_bytes;
         const char *const *version; /* argv that prints the toolchain's version, or NULL */
+        /* The file whose identity keys the compile cache (engine/compile_cache.h): the
+         * compiler. NULL: version[0]. */
+        const char *compiler;
         /* The warm-pool loader (guest/) whose interpreter waits for the program in a pool entry:
          * "python" or "node" (engine/execution.c embeds them); NULL: the language's entries are
          * exec entries, whose init starts the program. */

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "util/buffer.h"
+#include "util/parse.h"
 #include "util/file.h"
 
 /* The header never holds file contents, only names and numbers, and every request field in it is
@@ -121,12 +122,9 @@ static const char *take_field(struct fields *f)
 static bool take_count(struct fields *f, size_t max, size_t *count)
 {
         const char *text = take_field(f);
-        char *end;
-        if (text == NULL || text[0] == '\0')
-                return false;
-        errno = 0;
-        unsigned long long value = strtoull(text, &end, 10);
-        if (errno != 0 || *end != '\0' || value > max)
+        uint64_t value;
+        struct sbx_error ignored = {0};
+        if (text == NULL || sbx_parse_u64(text, max, &value, &ignored) < 0)
                 return false;
         *count = (size_t)value;
         return true;

@@ -57,7 +57,6 @@ struct pipeline {
         struct byte_view stdin_view;
         uint64_t requested_limits[SBX_LIMIT_COUNT];         /* API units; 0 = not given */
         uint64_t requested_compile_limits[SBX_LIMIT_COUNT]; /* likewise */
-        bool has_compile_limits;
         char *decoded[SBX_MAX_FILES]; /* base64 contents, decoded: the drafts point here */
 
         /* assign id, resolve language, defaults, clamp */
@@ -472,7 +471,6 @@ static int step_validate(struct pipeline *p)
         validate_stdin(p);
         validate_limits(p, "limits", p->requested_limits);
         validate_limits(p, "compile_limits", p->requested_compile_limits);
-        p->has_compile_limits = json_object_get(p->body, "compile_limits") != NULL;
         validate_network(p);
         validate_backend(p);
         return finish_step(p, 400);
@@ -528,7 +526,7 @@ static int step_apply_defaults(struct pipeline *p)
         }
         apply_requested(&p->limits, p->requested_limits);
         if (!sbx_language_compiles(p->language)) {
-                if (p->has_compile_limits)
+                if (json_object_get(p->body, "compile_limits") != NULL)
                         report(p, "compile_limits", "language '%s' has no compile stage",
                                p->language->name);
                 return finish_step(p, 400);
