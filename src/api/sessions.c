@@ -167,10 +167,11 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
                         continue;
                 mark_ended(sessions, s, reason != NULL ? reason : "agent_died");
                 /* What ran after its last run, background processes included. */
-                if (cpu_ms > s->cpu_charged_ms)
+                if (cpu_ms > s->cpu_charged_ms) {
                         sbx_quota_charge(sessions->quota, s->tenant, cpu_ms - s->cpu_charged_ms,
                                          sbx_now_ms());
-                s->cpu_charged_ms = cpu_ms > s->cpu_charged_ms ? cpu_ms : s->cpu_charged_ms;
+                        s->cpu_charged_ms = cpu_ms;
+                }
         }
         pthread_mutex_unlock(&sessions->lock);
         sbx_info("session %s: ended (%s)", ended->session_id, reason ? reason : "unknown");

@@ -560,6 +560,17 @@ static int wait_for_exec(int error_fd, struct sbx_error *err)
         }
 }
 
+/* The end of a start, cold or exec mode: the program exec'd (or a setup step says why not), the
+ * setup pipe closed, stdin made non-blocking for the supervisor. */
+static int finish_exec(struct launch_process *proc, int *error_fd, struct sbx_error *err)
+{
+        int rc = wait_for_exec(*error_fd, err);
+        sbx_closep(error_fd);
+        if (rc == 0 && fcntl(proc->stdin_fd, F_SETFL, O_NONBLOCK) < 0)
+                rc = sbx_error_set(err, errno, "setup step 'exec': stdin non-blocking");
+        return rc;
+}
+
 /* The cgroup limits of spec (test hook: step "cgroup"). */
 static int set_limits(const struct sbx_spec *spec, struct cgroup *cgroup, struct sbx_error *err)
 {
@@ -668,10 +679,8 @@ int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned ho
                 return 0;
         }
         if (rc == 0)
-                rc = wait_for_exec(p.error_r, err);
+                rc = finish_exec(proc, &p.error_r, err);
         sbx_closep(&p.error_r);
-        if (rc == 0 && fcntl(proc->stdin_fd, F_SETFL, O_NONBLOCK) < 0)
-                rc = sbx_error_set(err, errno, "setup step 'exec': stdin non-blocking");
         return rc;
 }
 
@@ -732,9 +741,7 @@ int launch_exec(struct launch_process *proc, const struct sbx_spec *request, str
         int rc = sbx_agent_send_execution(proc->agent_fd, request, err);
         sbx_closep(&proc->agent_fd);
         if (rc == 0)
-                rc = wait_for_exec(proc->error_fd, err);
+                rc = finish_exec(proc, &proc->error_fd, err);
         sbx_closep(&proc->error_fd);
-        if (rc == 0 && fcntl(proc->stdin_fd, F_SETFL, O_NONBLOCK) < 0)
-                rc = sbx_error_set(err, errno, "setup step 'exec': stdin non-blocking");
         return rc;
 }
