@@ -240,8 +240,8 @@ def main():
         "stage: the engine's time for that run's sandbox alone; binary: the host-built binary "
         "uploaded and started by `exec ./main` in a sh execution (the target: same source ≤ 1.2 "
         "× binary for C, C++, Go and Rust). Every language runs from a warm pool entry (Python "
-        "and JavaScript/TypeScript in their loaders, the others in an exec entry); a compile "
-        "stage runs in a fresh sandbox. "
+        "and JavaScript/TypeScript in their loaders, the others in an exec entry), and a "
+        "compile stage in the entry's compile sandbox. "
         "bare: on the host without any sandbox.",
         "",
         "| ratio (issue 14) | sandboxd p50 ms | against p50 ms | ratio | target |",

@@ -291,10 +291,13 @@ class Server:
     """One `sandboxd serve` with its own config, port and data dir, in its own session."""
 
     def __init__(self, sandboxd, workdir, name, token_sha256, pool_min_idle, max_sandboxes,
-                 max_concurrency, pool_languages=("python",)):
+                 max_concurrency, pool_languages=("python",), session_pools=(),
+                 server_settings=(), tier_settings=()):
+        """server_settings and tier_settings: more (key, value) pairs for the [server] and
+        [tier.bench] sections (max_sessions, max_episodes, ...); none by default."""
         self.name = name
-        # What wait_quiet waits for: every pool full.
-        self.pool_min_idle = pool_min_idle * len(pool_languages)
+        # What wait_quiet waits for: every pool full (a session pool keeps one).
+        self.pool_min_idle = pool_min_idle * len(pool_languages) + len(session_pools)
         self.port = free_port()
         self.dir = os.path.join(workdir, name)
         os.makedirs(os.path.join(self.dir, "data"))
@@ -304,11 +307,13 @@ class Server:
             f"listen = 127.0.0.1:{self.port}",
             f"data_dir = {self.dir}/data",
             f"max_sandboxes = {max_sandboxes}",
+        ] + [f"{key} = {value}" for key, value in server_settings] + [
             "",
             "[tier.bench]",
             f"max_concurrency = {max_concurrency}",
             "cpu_budget_ms = 31536000000",
             "cpu_window_s = 60",
+        ] + [f"{key} = {value}" for key, value in tier_settings] + [
             "",
             "[tenant.bench]",
             "tier = bench",
@@ -319,6 +324,11 @@ class Server:
             f"min_idle = {pool_min_idle}",
             "max_idle = 4" if pool_min_idle else "max_idle = 0",
             "max_idle_s = 300",
+            "",
+        )] + [line for language in session_pools for line in (
+            f"[session_pool.{language}]",
+            "min_idle = 1",
+            "max_idle = 1",
             "",
         )])
         with open(self.config_path, "w") as f:

@@ -72,12 +72,13 @@ class Session:
 class HttpSession:
     """A session of a `sandboxd serve` on loopback, on one kept-alive connection."""
 
-    def __init__(self, sandboxd, workdir):
+    def __init__(self, sandboxd, workdir, name="sessions", session_pools=()):
         lines = subprocess.run([sandboxd, "token", "bench"], check=True, capture_output=True,
                                text=True).stdout
         token = re.search(r"^token: (\S+)$", lines, re.M).group(1)
         digest = re.search(r"^token_sha256 = (\S+)$", lines, re.M).group(1)
-        self.server = Server(sandboxd, workdir, "sessions", digest, 0, 8, 8)
+        self.server = Server(sandboxd, workdir, name, digest, 0, 8, 8,
+                             session_pools=session_pools)
         self.server.wait_ready()
         self.conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
         self.headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
@@ -96,6 +97,33 @@ class HttpSession:
         result = self.post(self.path, {"code": code})
         assert result["status"] == "ok", result
         return result
+
+    def open_and_close(self):
+        """Opens a python session, closes it; (ms the open took, whether it was pooled). Each
+        open starts once the session pool (if any) is full and nothing else is starting."""
+        deadline = time.monotonic() + 60
+        while True:
+            m = self.server.metrics()
+            if (m.get('sandboxd_pool_entries{state="idle"}', 0) >= self.server.pool_min_idle
+                    and m.get('sandboxd_pool_entries{state="starting"}', 0) == 0):
+                break
+            assert time.monotonic() < deadline, f"{self.server.name}: the pool never filled"
+            time.sleep(0.002)
+        conn = http.client.HTTPConnection("127.0.0.1", self.server.port, timeout=60)
+        conn.connect()
+        start = time.perf_counter_ns()
+        conn.request("POST", "/v1/sessions", json.dumps({"language": "python"}), self.headers)
+        response = conn.getresponse()
+        opened = json.loads(response.read())
+        ms = (time.perf_counter_ns() - start) / 1e6
+        assert response.status == 201, opened
+        conn.request("DELETE", f"/v1/sessions/{opened['id']}",
+                     headers={"Authorization": self.headers["Authorization"]})
+        response = conn.getresponse()
+        response.read()
+        assert response.status in (200, 204), response.status
+        conn.close()
+        return ms, opened["pooled"]
 
     def close(self):
         self.conn.close()
@@ -137,10 +165,12 @@ def main():
 
     workdir = tempfile.mkdtemp(prefix="bench-sessions-")
     os.chmod(workdir, 0o711)  # the API process (an unprivileged uid) reaches its data dir
-    session = Session(os.path.abspath(args.sandboxd))
-    kernel = Kernel()
-    served = None
+    session = kernel = served = None
     try:
+        # Inside the try: a kernel that cannot start (no jupyter_client) must not leave the
+        # session or the temp dir behind.
+        session = Session(os.path.abspath(args.sandboxd))
+        kernel = Kernel()
         served = HttpSession(os.path.abspath(args.sandboxd), workdir)
         variants = {
             "bare python3 -c pass": lambda: subprocess.run([PYTHON, "-c", "pass"], check=True),
@@ -179,15 +209,32 @@ def main():
             if round_ >= 2:
                 plots["session plot cell"].append(session_ms)
                 plots["jupyter plot cell"].append(kernel_ms)
+        # Opening a session: its own sandbox (no session pool) against one of a session pool
+        # (sessions opened ahead of time).
+        pooled_server = HttpSession(os.path.abspath(args.sandboxd), workdir, "session-pool",
+                                    session_pools=("python",))
+        try:
+            opens = {"http session open, its own sandbox": [],
+                     "http session open, from a session pool": []}
+            for _ in range(args.plot_rounds + 2):
+                ms, pooled = served.open_and_close()
+                assert not pooled
+                opens["http session open, its own sandbox"].append(ms)
+                ms, pooled = pooled_server.open_and_close()
+                assert pooled
+                opens["http session open, from a session pool"].append(ms)
+            for values in opens.values():
+                del values[:2]
+        finally:
+            pooled_server.close()
         # The plot cells did make a PNG each.
         assert "image/png" in session.cell(PLOT)["results"][0]
         assert any("image/png" in (o.get("content", {}).get("data") or {})
                    for o in kernel.cell(PLOT))
     finally:
-        session.close()
-        kernel.close()
-        if served is not None:
-            served.close()
+        for started in (session, kernel, served):
+            if started is not None:
+                started.close()
         shutil.rmtree(workdir, ignore_errors=True)
 
     bare = statistics.median(samples["bare python3 -c pass"])
@@ -206,16 +253,19 @@ def main():
     ]
     jupyter_back_to_back = statistics.median(back_to_back["jupyter cell x += 1, back to back"])
     jupyter_after_pause = statistics.median(after_pause["jupyter cell x += 1, after 20 ms idle"])
-    for name, values in {**samples, **back_to_back, **after_pause, **plots}.items():
+    for name, values in {**samples, **back_to_back, **after_pause, **plots, **opens}.items():
         median = statistics.median(values)
-        reference = (statistics.median(plots["jupyter plot cell"]) if "plot" in name
+        reference = (statistics.median(opens["http session open, its own sandbox"])
+                     if "open" in name
+                     else statistics.median(plots["jupyter plot cell"]) if "plot" in name
                      else jupyter_back_to_back if "back to back" in name
                      else jupyter_after_pause if "idle" in name else jupyter)
         lines.append(f"| {name} | {median:.3f} | {percentile(values, 95):.3f} | "
                      f"{median / bare:.3f} | {median / reference:.2f} |")
     lines += ["", "The session runs with every isolation layer of a cold sandbox; the Jupyter "
               "kernel runs unsandboxed on the host. Interleaved, each cell follows the other "
-              "variants' work (a 14 ms interpreter start among them) and finds the caches cold, "
+              f"variants' work (a {bare:.0f} ms interpreter start among them) and finds the "
+              "caches cold, "
               "as a cell does after an agent's pause; back to back, each follows the one before; "
               "after 20 ms idle, each follows a pause with nothing running, which shows what "
               "waking idle CPUs costs alone (each hop of a round trip wakes a process: eight "
@@ -223,7 +273,10 @@ def main():
               "with the kernel's cell measured the same way. "
               "Plot cells: a 5-point line plot shown as PNG "
               f"({args.plot_rounds} rounds; the last column compares with the kernel's plot "
-              "cell)."]
+              "cell). Session opens: POST /v1/sessions (python) and its DELETE, each open "
+              "after the server is quiet (its session pool full), "
+              f"{args.plot_rounds} rounds; the last column compares with an open in a sandbox "
+              "of its own."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -1,12 +1,15 @@
 #!/bin/sh
 # What `make test` runs after building: the format check, the unit tests and the integration
-# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, both again
-# on a pure cgroup v2 hierarchy and Linux 6.1 without Landlock under user-mode-linux (tests/uml),
-# a cgroup subset of both on pure cgroup v2 and Debian's Linux 6.1 under qemu's emulation
-# (tests/qemu; it runs where UML cannot), the hostile classes Landlock defends against there
-# again with Landlock left out, each libFuzzer harness of the fuzz build for 10 seconds (`make
-# fuzz` runs them longer), then the leak audit. Every stage runs even when an earlier one failed, so that one run shows every
-# failure, and the leak audit always runs last; the exit status is non-zero when any stage failed.
+# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, an
+# integration subset on a pure cgroup v2 hierarchy and Linux 6.1 without Landlock under
+# user-mode-linux (tests/uml), a cgroup subset of the integration tests and the hostile suite on
+# pure cgroup v2 and Debian's Linux 6.1 under qemu's emulation (tests/qemu; it runs also where UML
+# cannot), the hostile classes Landlock defends against there again with Landlock left out, each
+# libFuzzer harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the leak
+# audit. Every stage runs even when an earlier one failed, so that one run shows every failure,
+# and the leak audit always runs last; the exit status is non-zero when any stage failed, and the
+# output ends with each failed test and payload, read back from the stages' results files
+# (scripts/test_failures.py).
 set -u
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
@@ -23,45 +26,76 @@ baseline=$(mktemp /tmp/make-test-leftovers.XXXXXX) || exit 1
 trap 'rm -f "$baseline"' EXIT
 /usr/bin/python3 scripts/leak_audit.py --record "$baseline"
 
+# Each stage's results file (pytest's JUnit XML, the hostile report), read back at the end to name
+# what failed (scripts/test_failures.py); an earlier run's are removed first, so that a stage that
+# ended before writing its own is not judged by them.
+integration_xml=$BUILD/integration.xml
+integration_asan_xml=$ASAN_BUILD/integration.xml
+hostile_json=$BUILD/hostile-report.json
+uml_xml=$BUILD/uml-integration.xml
+qemu_xml=$BUILD/qemu-integration.xml
+qemu_json=$BUILD/qemu-hostile-report.json
+qemu_wl_json=$BUILD/qemu-without-landlock-report.json
+rm -f "$integration_xml" "$integration_asan_xml" "$hostile_json" "$uml_xml" "$qemu_xml" \
+        "$qemu_json" "$qemu_wl_json"
+
 failed=""
+failures=""
+# stage NAME RESULTS COMMAND...: RESULTS is the stage's results files, "name:path" each,
+# space-separated, or "".
 stage() {
         name=$1
-        shift
+        results=$2
+        shift 2
         echo "==> $name"
         started=$(date +%s)
         if ! "$@"; then
                 failed="$failed $name"
+                failures="$failures $results"
                 echo "==> $name: FAILED ($(($(date +%s) - started)) s)"
         else
                 echo "==> $name: passed ($(($(date +%s) - started)) s)"
         fi
 }
 
-stage format ./tests/style/check-format.sh
-stage unit meson test -C "$BUILD" --print-errorlogs
-stage unit-asan meson test -C "$ASAN_BUILD" --print-errorlogs
-stage integration env SANDBOXD="$PWD/$BUILD/sandboxd" $PYTEST tests/integration
-stage integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
-        $PYTEST tests/integration
-stage hostile /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
-        --report "$BUILD/hostile-report.json"
-stage uml env BUILD="$BUILD" ./tests/uml/run.sh integration hostile
+stage format "" ./tests/style/check-format.sh
+stage unit "" meson test -C "$BUILD" --print-errorlogs
+stage unit-asan "" meson test -C "$ASAN_BUILD" --print-errorlogs
+stage integration "integration:$integration_xml" env SANDBOXD="$PWD/$BUILD/sandboxd" \
+        $PYTEST --junit-xml "$integration_xml" tests/integration
+stage integration-asan "integration-asan:$integration_asan_xml" \
+        env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
+        $PYTEST --junit-xml "$integration_asan_xml" tests/integration
+stage hostile "hostile:$hostile_json" \
+        /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
+        --report "$hostile_json"
+# Its integration stage only: the hostile classes of its subset run on the same Linux 6.1 and
+# cgroup v2 in the qemu stage below (with Landlock, and without it in qemu-without-landlock for
+# the classes Landlock defends against), and UML's run of them cost 240 s of a 25-minute budget.
+stage uml "uml-integration:$uml_xml" env BUILD="$BUILD" ./tests/uml/run.sh integration
 # Its own stage rather than UML's fallback: a different kernel (Debian's amd64 build, with
 # Landlock) on different hardware (two emulated CPUs, virtio, 9p), with a subset of the tests
 # sized for emulation; each stage's name says which guest passed or failed.
-stage qemu env BUILD="$BUILD" ./tests/qemu/run.sh
+stage qemu "qemu-integration:$qemu_xml qemu-hostile:$qemu_json" \
+        env BUILD="$BUILD" ./tests/qemu/run.sh
 # The no-Landlock path (a kernel without it, or with it left out of the LSM list): the same guest
 # booted with Landlock left out, and the hostile classes whose payloads Landlock is a layer
 # against; each must stay contained by the other layers, or say in its declaration that its
 # refusal needs Landlock (the harness then judges it by what still holds).
-stage qemu-without-landlock env BUILD="$BUILD" QEMU_KERNEL_ARGS="lsm=lockdown,yama,apparmor,bpf" \
+stage qemu-without-landlock "qemu-without-landlock:$qemu_wl_json" \
+        env BUILD="$BUILD" QEMU_KERNEL_ARGS="lsm=lockdown,yama,apparmor,bpf" \
         QEMU_REPORT=qemu-without-landlock-report.json \
         QEMU_HOSTILE_ARGS="--class filesystem,network,privilege,kernel,infoleak" \
         ./tests/qemu/run.sh hostile
-stage fuzz ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
-stage leak-audit /usr/bin/python3 scripts/leak_audit.py --except "$baseline"
+stage fuzz "" ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
+stage leak-audit "" /usr/bin/python3 scripts/leak_audit.py --except "$baseline"
 
 if [ -n "$failed" ]; then
+        if [ -n "$failures" ]; then
+                echo "make test: what failed:"
+                # shellcheck disable=SC2086
+                /usr/bin/python3 scripts/test_failures.py $failures
+        fi
         echo "make test: FAILED:$failed"
         exit 1
 fi

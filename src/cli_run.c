@@ -79,13 +79,17 @@ static void run_usage(FILE *out)
                 snprintf(option, sizeof(option), "--%s %s", limit->option, metavars[limit->cli]);
                 fprintf(out, "  %-24s%s (default %s)\n", option, limit->help, fallback);
         }
+        fprintf(out, "  --compile-OPTION VALUE  any option above, for a compiled language's\n"
+                     "                          compile stage (default: the run's, with at least\n"
+                     "                          the language's compile wall clock, CPU time and\n"
+                     "                          memory, 128 pids and 256M of disk)\n");
         fprintf(out,
                 "  --stdin FILE            feed FILE ('-' for this stdin) to the program\n"
                 "  --file LOCAL[:NAME]     also put LOCAL into /workspace as NAME (default: its\n"
                 "                          base name; executable when LOCAL is); repeatable\n"
                 "  --json                  print the result as one JSON object\n"
-                "  --pooled                run through a warm-pool entry (python), as the\n"
-                "                          service does; the result says pooled: true\n"
+                "  --pooled                run through a warm-pool entry made for this run,\n"
+                "                          as the service does; the result says pooled: true\n"
                 "  --test-fail-step STEP   test only: force a setup step to fail\n"
                 "  --test-without LAYER    test only: turn off seccomp, landlock, caps,\n"
                 "                          no_new_privs, rlimits or netns\n");
@@ -257,7 +261,12 @@ enum {
         OPT_FILE,
         OPT_POOLED,
         OPT_LIMIT, /* OPT_LIMIT + i: --OPTION of sbx_limit_fields[i] */
+        /* OPT_COMPILE_LIMIT + i: --compile-OPTION of sbx_limit_fields[i] */
+        OPT_COMPILE_LIMIT = OPT_LIMIT + SBX_LIMIT_COUNT,
 };
+
+/* --compile-OPTION for each limit: "compile-" and the longest option name. */
+#define COMPILE_OPTION_SIZE 32
 
 static const struct option fixed_options[] = {
         {"lang", required_argument, NULL, OPT_LANG},
@@ -270,16 +279,44 @@ static const struct option fixed_options[] = {
         {"help", no_argument, NULL, 'h'},
 };
 
-/* The fixed options, one per limit, and the terminating zero entry. */
-static void build_options(struct option *options)
+/* The fixed options, one per limit and one per compile limit (names written into
+ * compile_names), and the terminating zero entry. */
+static void build_options(struct option *options, char (*compile_names)[COMPILE_OPTION_SIZE])
 {
         size_t n = 0;
         for (size_t i = 0; i < SBX_ARRAY_SIZE(fixed_options); i++)
                 options[n++] = fixed_options[i];
-        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
                 options[n++] = (struct option){sbx_limit_fields[i].option, required_argument, NULL,
                                                OPT_LIMIT + (int)i};
+                snprintf(compile_names[i], COMPILE_OPTION_SIZE, "compile-%s",
+                         sbx_limit_fields[i].option);
+                options[n++] = (struct option){compile_names[i], required_argument, NULL,
+                                               OPT_COMPILE_LIMIT + (int)i};
+        }
         options[n] = (struct option){0};
+}
+
+/* The compile stage's limits: the language's defaults for the run's limits, with the
+ * --compile-OPTION values given (set: which) in their place. -1 when some were given for a
+ * language that does not compile (the API's 400 for compile_limits there). */
+static int apply_compile_limits(struct sbx_request *request, const struct sbx_limits *given,
+                                const bool *set)
+{
+        const struct sbx_language *language = sbx_language_find(request->language);
+        bool any = false;
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                any = any || set[i];
+        if (!any)
+                return 0;
+        if (!sbx_language_compiles(language))
+                return -1;
+        sbx_language_compile_limits(language, &request->limits, &request->compile_limits);
+        for (size_t i = 0; i < SBX_LIMIT_COUNT; i++)
+                if (set[i])
+                        sbx_limit_set(&request->compile_limits, &sbx_limit_fields[i],
+                                      sbx_limit_get(given, &sbx_limit_fields[i]));
+        return 0;
 }
 
 int cli_run(int argc, char **argv)
@@ -295,8 +332,11 @@ int cli_run(int argc, char **argv)
         bool pooled = false;
         struct sbx_error err = {0};
 
-        struct option options[SBX_ARRAY_SIZE(fixed_options) + SBX_LIMIT_COUNT + 1];
-        build_options(options);
+        struct sbx_limits compile_given = {0};
+        bool compile_set[SBX_LIMIT_COUNT] = {false};
+        char compile_names[SBX_LIMIT_COUNT][COMPILE_OPTION_SIZE];
+        struct option options[SBX_ARRAY_SIZE(fixed_options) + 2 * SBX_LIMIT_COUNT + 1];
+        build_options(options, compile_names);
         optind = 1;
         opterr = 0;
         int opt;
@@ -306,6 +346,12 @@ int cli_run(int argc, char **argv)
                 if (opt >= OPT_LIMIT && opt < OPT_LIMIT + (int)SBX_LIMIT_COUNT) {
                         rc = parse_limit(&sbx_limit_fields[opt - OPT_LIMIT], optarg,
                                          &request.limits, &err);
+                        opt = OPT_LIMIT;
+                } else if (opt >= OPT_COMPILE_LIMIT &&
+                           opt < OPT_COMPILE_LIMIT + (int)SBX_LIMIT_COUNT) {
+                        rc = parse_limit(&sbx_limit_fields[opt - OPT_COMPILE_LIMIT], optarg,
+                                         &compile_given, &err);
+                        compile_set[opt - OPT_COMPILE_LIMIT] = true;
                         opt = OPT_LIMIT;
                 }
                 switch (opt) {
@@ -375,6 +421,11 @@ int cli_run(int argc, char **argv)
         if (sbx_language_find(request.language) == NULL) {
                 fprintf(stderr, "sandboxd run: unknown language '%s' (known: %s)\n",
                         request.language, sbx_language_names());
+                return CLI_EXIT_USAGE;
+        }
+        if (apply_compile_limits(&request, &compile_given, compile_set) < 0) {
+                fprintf(stderr, "sandboxd run: --compile-*: %s has no compile stage\n",
+                        request.language);
                 return CLI_EXIT_USAGE;
         }
 

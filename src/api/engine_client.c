@@ -430,6 +430,34 @@ static int begin_call(struct sbx_engine_client *client, struct call *call, uint1
         return 0;
 }
 
+/* A SESSION_REPLY (or REFUSED) decoded into *out, or -1 with err. message: room to decode. */
+static int session_reply_take(struct call *call, struct sbx_message *message,
+                              struct sbx_engine_session_reply *out, struct sbx_error *err)
+{
+        if (sbx_message_decode(call->reply, call->reply_len, message, err) < 0)
+                return sbx_error_prefix(err, "engine client: SESSION_REPLY");
+        if (message->header.type == SBX_MESSAGE_REFUSED) {
+                const struct sbx_message_refused *refused = &message->body.refused;
+                sbx_error_set(err, 0, "%s", refused->detail);
+                err->code = refusal_error_code(refused->reason);
+                return -1;
+        }
+        out->reply = message->body.session;
+        out->message = steal_pointer(&call->reply);
+        return 0;
+}
+
+static int session_send(struct sbx_engine_client *client, struct call *call,
+                        const struct sbx_message_session *session, struct sbx_error *err)
+{
+        void *buf;
+        size_t len;
+        if (sbx_message_encode_session(SBX_MESSAGE_SESSION, call->request_id, session, &buf, &len,
+                                       err) < 0)
+                return -1;
+        return send_message(client, buf, len, err);
+}
+
 int sbx_engine_client_session(struct sbx_engine_client *client,
                               const struct sbx_message_session *session, uint64_t timeout_ms,
                               const struct sbx_engine_session_call *with,
@@ -446,12 +474,7 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
         if (begin_call(client, &call, SBX_MESSAGE_SESSION_REPLY, NULL, with->on_event != NULL,
                        with->request_id, err) < 0)
                 return -1;
-        void *buf;
-        size_t len;
-        int rc = sbx_message_encode_session(SBX_MESSAGE_SESSION, call.request_id, session, &buf,
-                                            &len, err);
-        if (rc == 0)
-                rc = send_message(client, buf, len, err);
+        int rc = session_send(client, &call, session, err);
         if (rc == 0 && with->on_sent != NULL && with->on_sent(with->ctx) < 0)
                 send_cancel(client, call.request_id);
         if (rc == 0) {
@@ -460,19 +483,61 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
                 if (rc < 0 && err->code == ETIMEDOUT)
                         send_cancel(client, call.request_id);
         }
-        if (rc == 0 && sbx_message_decode(call.reply, call.reply_len, message, err) < 0)
-                rc = sbx_error_prefix(err, "engine client: SESSION_REPLY");
-        if (rc == 0 && message->header.type == SBX_MESSAGE_REFUSED) {
-                const struct sbx_message_refused *refused = &message->body.refused;
-                sbx_error_set(err, 0, "%s", refused->detail);
-                err->code = refusal_error_code(refused->reason);
-                rc = -1;
-        } else if (rc == 0) {
-                out->reply = message->body.session;
-                out->message = steal_pointer(&call.reply);
-        }
+        if (rc == 0)
+                rc = session_reply_take(&call, message, out, err);
         call_end(client, &call);
         return rc;
+}
+
+size_t sbx_engine_client_sessions(struct sbx_engine_client *client,
+                                  const struct sbx_message_session *sessions, size_t n,
+                                  uint64_t timeout_ms, struct sbx_engine_session_reply *out,
+                                  struct sbx_error *errs, _Atomic uint64_t *const *request_ids)
+{
+        size_t answered = 0;
+        struct call *calls = calloc(n, sizeof(*calls));
+        bool *begun = calloc(n, sizeof(*begun));
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        for (size_t i = 0; i < n; i++) {
+                out[i] = (struct sbx_engine_session_reply){0};
+                errs[i] = (struct sbx_error){0};
+                if (calls == NULL || begun == NULL || message == NULL)
+                        sbx_error_set(&errs[i], ENOMEM, "engine client: allocate");
+        }
+        if (calls == NULL || begun == NULL || message == NULL)
+                goto out;
+        /* All of them out first: the engine forwards each to its session's worker, which work
+         * side by side; then the replies, in any order they come. */
+        for (size_t i = 0; i < n; i++) {
+                if (call_begin(client, &calls[i], SBX_MESSAGE_SESSION_REPLY, NULL, &errs[i]) < 0)
+                        continue;
+                begun[i] = true;
+                if (request_ids != NULL && request_ids[i] != NULL)
+                        atomic_store(request_ids[i], calls[i].request_id);
+                if (session_send(client, &calls[i], &sessions[i], &errs[i]) < 0)
+                        errs[i].code = errs[i].code ? errs[i].code : EIO;
+        }
+        uint64_t deadline_ms = sbx_now_ms() + timeout_ms;
+        for (size_t i = 0; i < n; i++) {
+                if (!begun[i] || errs[i].code != 0)
+                        continue;
+                uint64_t now = sbx_now_ms();
+                uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
+                if (call_wait(client, &calls[i], left, NULL, NULL, message, &errs[i]) < 0) {
+                        if (errs[i].code == ETIMEDOUT)
+                                send_cancel(client, calls[i].request_id);
+                        continue;
+                }
+                if (session_reply_take(&calls[i], message, &out[i], &errs[i]) == 0)
+                        answered++;
+        }
+out:
+        for (size_t i = 0; calls != NULL && begun != NULL && i < n; i++)
+                if (begun[i])
+                        call_end(client, &calls[i]);
+        free(calls);
+        free(begun);
+        return answered;
 }
 
 /* A RUN and its RESULT (streamed: its output events to on_event as they come, and its request

@@ -105,6 +105,17 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
                               struct sbx_engine_session_reply *out, struct sbx_error *err);
 void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply);
 
+/* n SESSIONs at once, each to another session (an RL batch step): all are sent, then every
+ * reply awaited within timeout_ms of the sends. For each i, errs[i].code 0 and out[i] (whose
+ * reply.error may still be the operation's refusal), or errs[i] as sbx_engine_client_session
+ * reports it (a late one is canceled). request_ids (NULL, or n pointers that may be NULL) are
+ * told each request's id before it is sent (for sbx_engine_client_cancel). Returns how many got
+ * a reply. */
+size_t sbx_engine_client_sessions(struct sbx_engine_client *client,
+                                  const struct sbx_message_session *sessions, size_t n,
+                                  uint64_t timeout_ms, struct sbx_engine_session_reply *out,
+                                  struct sbx_error *errs, _Atomic uint64_t *const *request_ids);
+
 /* Like sbx_engine_client_run, for a request with stream set: each SESSION_EVENT (the output as
  * it is read) that comes before the RESULT is handed to on_event, in order, from the calling
  * thread; *request_id is set before the RUN is sent. */

@@ -27,6 +27,7 @@
 #include "api/languages.h"
 #include "api/openapi.h"
 #include "api/respond.h"
+#include "api/episodes.h"
 #include "api/sessions.h"
 #include "api/sse.h"
 #include "model/result_json.h"
@@ -57,10 +58,14 @@ struct request {
         /* The tenants and tiers current when the request came in, held until it ends. */
         const struct sbx_config *tenants;
         struct sbx_http_after after;
+        /* An execution, counted in executions_in_flight until its answer has been sent. */
+        bool in_flight;
 };
 
-/* Executions between their quota check and their answer: the drain waits for them. Other
- * requests (a 503 while draining, a record read) are quick; stopping the daemon ends them. */
+/* Executions from their quota check until their answer has been sent (request_completed): the
+ * drain waits for them, and stopping the daemon would cut an answer still being written (a
+ * handler returns once its answer is queued; libmicrohttpd sends it after). Other requests (a
+ * 503 while draining, a record read) are quick; stopping the daemon ends them. */
 static atomic_int executions_in_flight;
 /* ---- GET /health, /metrics, /v1/openapi.json ---- */
 
@@ -102,7 +107,10 @@ static enum MHD_Result handle_metrics(struct sbx_api *api, struct MHD_Connection
         struct sbx_error err = {0};
         if (sbx_engine_client_stats(api->engine, ENGINE_PROBE_TIMEOUT_MS, &stats, &err) == 0)
                 sbx_metrics_set_engine_stats(api->metrics, &stats);
-        sbx_metrics_set_sessions_open(api->metrics, sbx_sessions_open_count(api->sessions));
+        sbx_metrics_set_open(api->metrics, SBX_METRICS_SESSIONS,
+                             sbx_sessions_open_count(api->sessions, false));
+        sbx_metrics_set_open(api->metrics, SBX_METRICS_EPISODES,
+                             sbx_sessions_open_count(api->sessions, true));
         /* Counted before rendering, so that this request is in its own figures. */
         sbx_metrics_count_http_request(api->metrics, 200);
         size_t length = 0;
@@ -551,14 +559,12 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
 }
 
 static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
-                                     const struct sbx_tenant *tenant,
-                                     const struct sbx_config *tenants,
+                                     const struct sbx_tenant *tenant, struct request *request,
                                      struct sbx_settings **settings)
 {
         atomic_fetch_add(&executions_in_flight, 1);
-        enum MHD_Result result = execute_and_answer(api, connection, tenant, tenants, settings);
-        atomic_fetch_sub(&executions_in_flight, 1);
-        return result;
+        request->in_flight = true; /* until request_completed */
+        return execute_and_answer(api, connection, tenant, request->tenants, settings);
 }
 
 static enum MHD_Result handle_create_execution(struct sbx_api *api,
@@ -606,8 +612,7 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
         struct sbx_problem problem;
         if (sbx_settings_build(body, tenant, &settings, &problem) < 0)
                 return problem_from_settings(api, connection, &problem);
-        enum MHD_Result result =
-                run_execution(api, connection, tenant, request->tenants, &settings);
+        enum MHD_Result result = run_execution(api, connection, tenant, request, &settings);
         sbx_settings_free(settings); /* NULL when a stream took it */
         return result;
 }
@@ -671,6 +676,11 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
                 request->body.len, request->body_too_large, &request->after, &handled);
         if (handled)
                 return answered;
+        answered = sbx_episodes_route(api, connection, url, method, request->tenants,
+                                      request->body.data, request->body.len,
+                                      request->body_too_large, &handled);
+        if (handled)
+                return answered;
         if (strcmp(url, EXECUTIONS_PATH) == 0)
                 return post ? handle_create_execution(api, connection, request)
                             : sbx_http_respond_method_not_allowed(api, connection, method, "POST");
@@ -706,7 +716,8 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                  * buffer max_body_bytes per connection without a token. */
                 bool reads_body = (strcmp(url, EXECUTIONS_PATH) == 0 &&
                                    strcmp(method, MHD_HTTP_METHOD_POST) == 0) ||
-                                  sbx_sessions_route_reads_body(url, method);
+                                  sbx_sessions_route_reads_body(url, method) ||
+                                  sbx_episodes_route_reads_body(url, method);
                 if (!reads_body)
                         return route(api, connection, url, method, request);
                 if (sbx_http_authenticate(connection, request->tenants) == NULL)
@@ -746,6 +757,8 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
                 return;
         if (request->after.fn != NULL)
                 request->after.fn(request->after.ctx);
+        if (request->in_flight)
+                atomic_fetch_sub(&executions_in_flight, 1);
         sbx_live_config_release(api->live, request->tenants);
         sbx_buffer_free(&request->body);
         free(request);

@@ -26,7 +26,8 @@ static const char *const phase_names[PHASE_COUNT] = {
         [PHASE_TEARDOWN] = "teardown", [PHASE_TOTAL] = "total",
 };
 
-/* The buckets: 1 ms to 10 s spans a warm start (a few ms) to the default wall limit.
+/* The buckets: 100 us to 10 s spans an RL episode's step (a fraction of a millisecond), a warm
+ * start (a few ms) and the default wall limit.
  * Bounds are kept in microseconds, the unit of struct sbx_timing, so that comparing an
  * observation with a bound is exact; the label is the same bound written in seconds. */
 struct bucket {
@@ -35,21 +36,24 @@ struct bucket {
 };
 
 static const struct bucket buckets[] = {
-        {1000, "0.001"},  {2500, "0.0025"}, {5000, "0.005"},  {10000, "0.01"}, {25000, "0.025"},
-        {50000, "0.05"},  {100000, "0.1"},  {250000, "0.25"}, {500000, "0.5"}, {1000000, "1"},
-        {2500000, "2.5"}, {5000000, "5"},   {10000000, "10"},
+        {100, "0.0001"},  {250, "0.00025"}, {500, "0.0005"},  {1000, "0.001"},
+        {2500, "0.0025"}, {5000, "0.005"},  {10000, "0.01"},  {25000, "0.025"},
+        {50000, "0.05"},  {100000, "0.1"},  {250000, "0.25"}, {500000, "0.5"},
+        {1000000, "1"},   {2500000, "2.5"}, {5000000, "5"},   {10000000, "10"},
 };
 
 #define BUCKET_COUNT SBX_ARRAY_SIZE(buckets)
 
-static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity", "sessions"};
+static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity", "sessions",
+                                            "episodes"};
 
 /* A session run's statuses (engine/session.h) and a session's ends (api/sessions.h). */
 static const char *const session_statuses[] = {
         "ok",         "error",        "exit_nonzero", "timeout",  "memory_limit",
         "pids_limit", "output_limit", "disk_full",    "canceled", "internal_error"};
-static const char *const session_ends[] = {"deleted",  "idle_timeout", "max_lifetime", "agent_died",
-                                           "shutdown", "gone",         "never_opened"};
+static const char *const session_ends[] = {"deleted",      "idle_timeout", "max_lifetime",
+                                           "agent_died",   "shutdown",     "gone",
+                                           "never_opened", "step_timeout"};
 #define SESSION_STATUS_COUNT SBX_ARRAY_SIZE(session_statuses)
 #define SESSION_END_COUNT    SBX_ARRAY_SIZE(session_ends)
 
@@ -59,6 +63,56 @@ struct histogram {
         uint64_t bucket_counts[BUCKET_COUNT]; /* per bucket, not cumulative; +Inf is count */
         uint64_t sum_us;
         uint64_t count;
+};
+
+/* A kind of long-lived sandbox's figures (sessions, RL episodes): opened, ended by reason
+ * (+ other), operations (runs, steps) by status (+ other) with their round trip, and how many
+ * are open (set before each render). */
+struct long_lived {
+        uint64_t opened;
+        uint64_t ended[SESSION_END_COUNT + 1];
+        uint64_t operations[SESSION_STATUS_COUNT + 1];
+        struct histogram operation_time;
+        uint64_t open;
+};
+
+/* How a kind's families are named and described. */
+struct long_lived_names {
+        const char *open, *open_help;
+        const char *opened, *opened_help;
+        const char *ended, *ended_help;
+        const char *operations, *operations_help;
+        const char *duration, *duration_help;
+};
+
+/* By enum sbx_metrics_long_lived. */
+static const struct long_lived_names long_lived_names[SBX_METRICS_LONG_LIVED_COUNT] = {
+        [SBX_METRICS_SESSIONS] =
+                {
+                        "sandboxd_sessions_open",
+                        "Sessions open now.",
+                        "sandboxd_sessions_opened_total",
+                        "Sessions opened.",
+                        "sandboxd_sessions_ended_total",
+                        "Sessions ended, by reason (deleted, idle_timeout, max_lifetime, ...).",
+                        "sandboxd_session_runs_total",
+                        "Session runs finished, by status.",
+                        "sandboxd_session_run_duration_seconds",
+                        "A session run's round trip in the API process, in seconds.",
+                },
+        [SBX_METRICS_EPISODES] =
+                {
+                        "sandboxd_episodes_open",
+                        "RL episodes open now.",
+                        "sandboxd_episodes_opened_total",
+                        "RL episodes opened.",
+                        "sandboxd_episodes_ended_total",
+                        "RL episodes ended, by reason (deleted, step_timeout, ...).",
+                        "sandboxd_episode_steps_total",
+                        "RL episode steps and resets, by status.",
+                        "sandboxd_episode_step_duration_seconds",
+                        "An RL episode step's round trip in the API process, in seconds.",
+                },
 };
 
 /* Counter tables are indexed [tenant][value]; the last row and column are "other". */
@@ -72,13 +126,8 @@ struct sbx_metrics {
         uint64_t http_requests_other;
         struct histogram phases[PHASE_COUNT];
         struct sbx_message_stats engine; /* the engine's last STATS reply */
-        /* Sessions: opened, ended by reason (+ other), runs by status (+ other), the runs'
-         * round trip, and how many are open (set before each render). */
-        uint64_t sessions_opened;
-        uint64_t sessions_ended[SESSION_END_COUNT + 1];
-        uint64_t session_runs[SESSION_STATUS_COUNT + 1];
-        struct histogram session_run_time;
-        uint64_t sessions_open;
+        /* Sessions, and RL episodes (sessions of their own kind): each kind's figures. */
+        struct long_lived long_lived[SBX_METRICS_LONG_LIVED_COUNT];
         uint64_t compile_cache_hits, compile_cache_misses;
 };
 
@@ -265,35 +314,38 @@ static size_t name_index(const char *const *names, size_t count, const char *nam
         return count;
 }
 
-void sbx_metrics_count_session_opened(struct sbx_metrics *metrics)
+void sbx_metrics_count_opened(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                              uint64_t n)
 {
         pthread_mutex_lock(&metrics->lock);
-        metrics->sessions_opened++;
+        metrics->long_lived[kind].opened += n;
         pthread_mutex_unlock(&metrics->lock);
 }
 
-void sbx_metrics_count_session_ended(struct sbx_metrics *metrics, const char *reason)
+void sbx_metrics_count_ended(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                             const char *reason)
 {
         size_t i = name_index(session_ends, SESSION_END_COUNT, reason);
         pthread_mutex_lock(&metrics->lock);
-        metrics->sessions_ended[i]++;
+        metrics->long_lived[kind].ended[i]++;
         pthread_mutex_unlock(&metrics->lock);
 }
 
-void sbx_metrics_count_session_run(struct sbx_metrics *metrics, const char *status,
-                                   uint64_t duration_us)
+void sbx_metrics_count_operation(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                                 const char *status, uint64_t duration_us)
 {
         size_t i = name_index(session_statuses, SESSION_STATUS_COUNT, status);
         pthread_mutex_lock(&metrics->lock);
-        metrics->session_runs[i]++;
-        histogram_observe(&metrics->session_run_time, duration_us);
+        metrics->long_lived[kind].operations[i]++;
+        histogram_observe(&metrics->long_lived[kind].operation_time, duration_us);
         pthread_mutex_unlock(&metrics->lock);
 }
 
-void sbx_metrics_set_sessions_open(struct sbx_metrics *metrics, uint64_t open)
+void sbx_metrics_set_open(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                          uint64_t open)
 {
         pthread_mutex_lock(&metrics->lock);
-        metrics->sessions_open = open;
+        metrics->long_lived[kind].open = open;
         pthread_mutex_unlock(&metrics->lock);
 }
 
@@ -387,6 +439,31 @@ static void write_histogram(FILE *out, const char *name, const char *phase,
         fprintf(out, "%s_count{phase=\"%s\"} %" PRIu64 "\n", name, phase, histogram->count);
 }
 
+/* A kind of long-lived sandbox's families: open, opened, ended by reason, operations by status,
+ * their round trip. */
+static void write_long_lived(FILE *out, const struct long_lived *kind,
+                             const struct long_lived_names *names)
+{
+        write_family_header(out, names->open, "gauge", names->open_help);
+        fprintf(out, "%s %" PRIu64 "\n", names->open, kind->open);
+        write_family_header(out, names->opened, "counter", names->opened_help);
+        fprintf(out, "%s %" PRIu64 "\n", names->opened, kind->opened);
+        write_family_header(out, names->ended, "counter", names->ended_help);
+        for (size_t i = 0; i <= SESSION_END_COUNT; i++)
+                if (i < SESSION_END_COUNT || kind->ended[i] != 0)
+                        fprintf(out, "%s{reason=\"%s\"} %" PRIu64 "\n", names->ended,
+                                i < SESSION_END_COUNT ? session_ends[i] : SBX_METRICS_OTHER,
+                                kind->ended[i]);
+        write_family_header(out, names->operations, "counter", names->operations_help);
+        for (size_t i = 0; i <= SESSION_STATUS_COUNT; i++)
+                if (i < SESSION_STATUS_COUNT || kind->operations[i] != 0)
+                        fprintf(out, "%s{status=\"%s\"} %" PRIu64 "\n", names->operations,
+                                i < SESSION_STATUS_COUNT ? session_statuses[i] : SBX_METRICS_OTHER,
+                                kind->operations[i]);
+        write_family_header(out, names->duration, "histogram", names->duration_help);
+        write_histogram(out, names->duration, "total", &kind->operation_time);
+}
+
 static void write_registry(FILE *out, const struct sbx_metrics *metrics)
 {
         write_family_header(out, "sandboxd_executions_total", "counter",
@@ -405,8 +482,9 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
         write_tenant_table(out, metrics, "sandboxd_quota_rejections_total",
                            metrics->quota_rejections, "reason", reason_value_name, REASON_COUNT);
 
-        write_family_header(out, "sandboxd_sandboxes_alive", "gauge",
-                            "Sandboxes alive in the engine at its last report.");
+        write_family_header(
+                out, "sandboxd_sandboxes_alive", "gauge",
+                "Sandboxes and warm pool entries alive in the engine at its last report.");
         fprintf(out, "sandboxd_sandboxes_alive %" PRIu64 "\n", metrics->engine.sandboxes_alive);
 
         const struct sbx_message_stats *engine = &metrics->engine;
@@ -460,29 +538,8 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
         fprintf(out, "sandboxd_compile_cache_evictions_total %" PRIu64 "\n",
                 engine->compile_cache_evictions);
 
-        write_family_header(out, "sandboxd_sessions_open", "gauge", "Sessions open now.");
-        fprintf(out, "sandboxd_sessions_open %" PRIu64 "\n", metrics->sessions_open);
-        write_family_header(out, "sandboxd_sessions_opened_total", "counter", "Sessions opened.");
-        fprintf(out, "sandboxd_sessions_opened_total %" PRIu64 "\n", metrics->sessions_opened);
-        write_family_header(
-                out, "sandboxd_sessions_ended_total", "counter",
-                "Sessions ended, by reason (deleted, idle_timeout, max_lifetime, ...).");
-        for (size_t i = 0; i <= SESSION_END_COUNT; i++)
-                if (i < SESSION_END_COUNT || metrics->sessions_ended[i] != 0)
-                        fprintf(out, "sandboxd_sessions_ended_total{reason=\"%s\"} %" PRIu64 "\n",
-                                i < SESSION_END_COUNT ? session_ends[i] : SBX_METRICS_OTHER,
-                                metrics->sessions_ended[i]);
-        write_family_header(out, "sandboxd_session_runs_total", "counter",
-                            "Session runs finished, by status.");
-        for (size_t i = 0; i <= SESSION_STATUS_COUNT; i++)
-                if (i < SESSION_STATUS_COUNT || metrics->session_runs[i] != 0)
-                        fprintf(out, "sandboxd_session_runs_total{status=\"%s\"} %" PRIu64 "\n",
-                                i < SESSION_STATUS_COUNT ? session_statuses[i] : SBX_METRICS_OTHER,
-                                metrics->session_runs[i]);
-        write_family_header(out, "sandboxd_session_run_duration_seconds", "histogram",
-                            "A session run's round trip in the API process, in seconds.");
-        write_histogram(out, "sandboxd_session_run_duration_seconds", "total",
-                        &metrics->session_run_time);
+        for (size_t kind = 0; kind < SBX_METRICS_LONG_LIVED_COUNT; kind++)
+                write_long_lived(out, &metrics->long_lived[kind], &long_lived_names[kind]);
 
         write_family_header(out, "sandboxd_http_requests_total", "counter",
                             "HTTP responses, by status code.");

@@ -57,20 +57,32 @@ void sbx_metrics_count_compile(struct sbx_metrics *metrics, bool cached);
 /* Adds one observation of each phase of timing (microseconds) to the phase histograms. */
 void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_timing *timing);
 
-/* Counts one request refused by a quota; reason is "concurrency", "cpu_budget" or "capacity". */
+/* Counts one request refused by a quota; reason is "concurrency", "cpu_budget", "capacity",
+ * "sessions" or "episodes". */
 void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *tenant,
                                        const char *reason);
 
 /* Counts one HTTP response by its status code. */
 void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code);
 
-/* Sessions (api/sessions.h): one opened; one ended, by reason; a run finished, by status,
- * with its round trip; how many are open now (set before rendering). */
-void sbx_metrics_count_session_opened(struct sbx_metrics *metrics);
-void sbx_metrics_count_session_ended(struct sbx_metrics *metrics, const char *reason);
-void sbx_metrics_count_session_run(struct sbx_metrics *metrics, const char *status,
-                                   uint64_t duration_us);
-void sbx_metrics_set_sessions_open(struct sbx_metrics *metrics, uint64_t open);
+/* The kinds of long-lived sandbox counted apart: sessions (api/sessions.c) and RL episodes
+ * (api/episodes.c), whose operations are runs, and steps and resets. */
+enum sbx_metrics_long_lived {
+        SBX_METRICS_SESSIONS,
+        SBX_METRICS_EPISODES,
+        SBX_METRICS_LONG_LIVED_COUNT,
+};
+
+/* A kind's figures: n opened; one ended, by reason; an operation finished, by status, with its
+ * round trip; how many are open now (set before rendering). */
+void sbx_metrics_count_opened(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                              uint64_t n);
+void sbx_metrics_count_ended(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                             const char *reason);
+void sbx_metrics_count_operation(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                                 const char *status, uint64_t duration_us);
+void sbx_metrics_set_open(struct sbx_metrics *metrics, enum sbx_metrics_long_lived kind,
+                          uint64_t open);
 
 /* Takes the engine's figures from its last STATS reply: the sandboxes-alive gauge and the warm
  * pools' (idle, starting, in use gauges; created, destroyed, hits, misses counters; the refill

@@ -250,6 +250,175 @@ static const char openapi_template[] = JSON_TEXT(
         }
       }
     },
+    "/v1/episodes": {
+      "post": {
+        "operationId": "createEpisodes",
+        "summary": "Open an RL episode: a Gymnasium-shaped environment (a class with reset and step, or module-level reset and step functions) in a sandbox of its own, reset once.",
+        "description": "The environment's module is imported once and lives on between steps. With count K, K identical environments open side by side (seeds seed + i) and the answer lists them; all open or none. A tier allows max_episodes open episodes per tenant (429 past it); an environment whose first reset raises answers 422 with its error. The episode ends when deleted, after idle_timeout_s without an operation, at max_lifetime_s, or at a step past step_timeout_ms.",
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EpisodeRequest"}}}},
+        "responses": {
+          "201": {"description": "Open, with the first reset's observation.", "content": {"application/json": {"schema": {"oneOf": [
+            {"$ref": "#/components/schemas/EpisodeOpened"},
+            {"type": "object", "required": ["episodes"], "properties": {"episodes": {"type": "array", "items": {"$ref": "#/components/schemas/EpisodeOpened"}}}}
+          ]}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "403": {"$ref": "#/components/responses/Forbidden"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"},
+          "422": {"$ref": "#/components/responses/EnvironmentFailed"},
+          "429": {"$ref": "#/components/responses/QuotaExceeded"},
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
+        }
+      },
+      "get": {
+        "operationId": "listEpisodes",
+        "summary": "The caller's open episodes.",
+        "responses": {
+          "200": {"description": "Open episodes.", "content": {"application/json": {"schema": {"type": "object", "required": ["episodes"], "properties": {"episodes": {"type": "array", "items": {"$ref": "#/components/schemas/Episode"}}}}}}},
+          "401": {"$ref": "#/components/responses/Unauthorized"}
+        }
+      }
+    },
+    "/v1/episodes/step": {
+      "post": {
+        "operationId": "stepEpisodes",
+        "summary": "Step many episodes of the caller's in one round trip, side by side; each item answers on its own, in order.",
+        "description": "The steps run at once up to the tier's max_concurrency, in waves past it. An item that cannot run (an unknown or ended episode, one that failed or is done, one already stepping) answers status rejected with its problem; the others are unaffected.",
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {
+          "type": "object", "additionalProperties": false, "required": ["steps"],
+          "properties": {"steps": {"type": "array", "minItems": 1, "maxItems": 256, "items": {"type": "object", "additionalProperties": false, "required": ["id", "action"], "properties": {"id": {"type": "string"}, "action": {"$ref": "#/components/schemas/EpisodeValue"}}}}}
+        }}}},
+        "responses": {
+          "200": {"description": "One answer per item.", "content": {"application/json": {"schema": {"type": "object", "required": ["results"], "properties": {"results": {"type": "array", "items": {"oneOf": [
+            {"$ref": "#/components/schemas/EpisodeStep"},
+            {"type": "object", "required": ["id", "status", "problem"], "properties": {"id": {}, "status": {"const": "rejected"}, "problem": {"$ref": "#/components/schemas/Problem"}}}
+          ]}}}}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"}
+        }
+      }
+    },
+    "/v1/episodes/{id}": {
+      "parameters": [{"$ref": "#/components/parameters/EpisodeId"}],
+      "get": {
+        "operationId": "getEpisode",
+        "summary": "One open episode: its state, steps and total reward since its last reset, and over its life.",
+        "responses": {
+          "200": {"description": "The episode.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Episode"}}}},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"}
+        }
+      },
+      "delete": {
+        "operationId": "deleteEpisode",
+        "summary": "Call the environment's close() and destroy its sandbox; a step in progress is canceled (it answers status canceled). close() runs as a step does (a concurrency slot, its CPU charged): a tenant at its concurrency or out of CPU budget has the episode deleted without it.",
+        "responses": {
+          "204": {"description": "Ended."},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"}
+        }
+      }
+    },
+    "/v1/episodes/{id}/step": {
+      "parameters": [{"$ref": "#/components/parameters/EpisodeId"}],
+      "post": {
+        "operationId": "stepEpisode",
+        "summary": "One step: the action in, (observation, reward, terminated, truncated, info) out.",
+        "description": "An exception in step answers status error with the environment's traceback, and the episode is failed until a reset; a step past step_timeout_ms answers status timeout and ends the episode; the memory cap's kill answers memory_limit (failed until a reset). A step of a failed or done episode (terminated, truncated, max_steps) is 409. Each step counts against max_concurrency while it runs; its CPU is charged to the CPU budget.",
+        "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "required": ["action"], "properties": {"action": {"$ref": "#/components/schemas/EpisodeValue"}}}}}},
+        "responses": {
+          "200": {"description": "The step's outcome.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EpisodeStep"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"},
+          "429": {"$ref": "#/components/responses/QuotaExceeded"},
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
+        }
+      }
+    },
+    "/v1/episodes/{id}/reset": {
+      "parameters": [{"$ref": "#/components/parameters/EpisodeId"}],
+      "post": {
+        "operationId": "resetEpisode",
+        "summary": "reset(seed, options): a new episode of the same environment (a failed one's module is imported anew).",
+        "requestBody": {"required": false, "content": {"application/json": {"schema": {"type": "object", "additionalProperties": false, "properties": {"seed": {"type": ["integer", "null"]}, "options": {"$ref": "#/components/schemas/EpisodeValue"}}}}}},
+        "responses": {
+          "200": {"description": "The first observation.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EpisodeStep"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"},
+          "429": {"$ref": "#/components/responses/QuotaExceeded"},
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
+        }
+      }
+    },
+    "/v1/episodes/{id}/files": {
+      "parameters": [
+        {"$ref": "#/components/parameters/EpisodeId"},
+        {"name": "path", "in": "query", "required": false, "schema": {"type": "string"}}
+      ],
+      "get": {
+        "operationId": "listEpisodeFiles",
+        "summary": "As GET /v1/sessions/{id}/files, for the episode's /workspace (replay buffers, checkpoints).",
+        "responses": {
+          "200": {"description": "The listing.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/FileListing"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"}
+        }
+      }
+    },
+    "/v1/episodes/{id}/files/{path}": {
+      "parameters": [
+        {"$ref": "#/components/parameters/EpisodeId"},
+        {"name": "path", "in": "path", "required": true, "schema": {"type": "string"}}
+      ],
+      "get": {
+        "operationId": "getEpisodeFile",
+        "summary": "As GET /v1/sessions/{id}/files/{path}.",
+        "responses": {
+          "200": {"description": "The file.", "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"}
+        }
+      },
+      "put": {
+        "operationId": "putEpisodeFile",
+        "summary": "As PUT /v1/sessions/{id}/files/{path}.",
+        "requestBody": {"required": true, "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}},
+        "responses": {
+          "201": {"description": "Written.", "content": {"application/json": {"schema": {"type": "object", "required": ["path", "size"]}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"}
+        }
+      },
+      "delete": {
+        "operationId": "deleteEpisodeFile",
+        "summary": "As DELETE /v1/sessions/{id}/files/{path}.",
+        "responses": {
+          "204": {"description": "Removed."},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"}
+        }
+      }
+    },
     "/health": {
       "get": {
         "operationId": "getHealth",
@@ -321,13 +490,20 @@ static const char openapi_template[] = JSON_TEXT(
       }
     },
     "parameters": {
-      "SessionId": {"name": "id", "in": "path", "required": true, "description": "The id POST /v1/sessions answered. Another tenant's id answers 404, like an unknown one.", "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
+      "SessionId": {"name": "id", "in": "path", "required": true, "description": "The id POST /v1/sessions answered. Another tenant's id answers 404, like an unknown one.", "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}},
+      "EpisodeId": {"name": "id", "in": "path", "required": true, "description": "The id POST /v1/episodes answered. Another tenant's id, or a session's, answers 404, like an unknown one.", "schema": {"type": "string", "pattern": "^[0-9a-f]{32}$"}}
     },
     "responses": {
       "Conflict": {
         "description": "Another run or file operation of this session is in progress: one at a time.",
         "content": {
           "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "EnvironmentFailed": {
+        "description": "The environment could not be made or its first reset did not succeed (an exception, a timeout, a cap): error is its {name, value, traceback}, reset_status the reset's status; nothing stays open.",
+        "content": {
+          "application/problem+json": {"schema": {"allOf": [{"$ref": "#/components/schemas/Problem"}, {"type": "object", "required": ["error", "reset_status"], "properties": {"error": {"type": ["object", "null"]}, "reset_status": {"type": "string"}}}]}}
         }
       },
       "InvalidRequest": {
@@ -411,7 +587,7 @@ static const char openapi_template[] = JSON_TEXT(
       },
       "Session": {
         "type": "object",
-        "required": ["id", "language", "state", "created_at", "last_activity_at", "expires_at", "idle_timeout_s", "limits", "clamped"],
+        "required": ["id", "language", "state", "created_at", "last_activity_at", "expires_at", "idle_timeout_s", "limits", "clamped", "pooled"],
         "properties": {
           "id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
           "language": {"type": "string", "enum": ["python", "bash"]},
@@ -421,6 +597,7 @@ static const char openapi_template[] = JSON_TEXT(
           "expires_at": {"type": "integer", "description": "When max_lifetime_s ends it."},
           "idle_timeout_s": {"type": "integer"},
           "limits": {"$ref": "#/components/schemas/EffectiveLimits"},
+          "pooled": {"type": "boolean", "description": "The session took one its session pool ([session_pool.LANGUAGE]) opened ahead of time."},
           "clamped": {"type": "array", "items": {"type": "string"}}
         }
       },
@@ -471,6 +648,82 @@ static const char openapi_template[] = JSON_TEXT(
           "usage": {"type": "object", "required": ["cpu_ms", "memory_peak_bytes", "session_cpu_ms"], "properties": {"cpu_ms": {"type": "integer", "description": "The run's CPU (its processes and the interpreter, as the session's cgroup counted it)."}, "memory_peak_bytes": {"type": "integer"}, "session_cpu_ms": {"type": "integer", "description": "The session's CPU over its life so far, background processes between runs included. The tenant's CPU budget is charged all of it: each run charges its own CPU and what was used since the previous run; the session's end charges the rest."}}},
           "timing": {"type": "object", "required": ["total_us"], "properties": {"total_us": {"type": "integer"}}},
           "internal_error": {"type": "string"}
+        }
+      },
+      "EpisodeValue": {
+        "description": "An observation, action, info or option: any JSON value; bytes travel as {\"$bytes\": base64}, numpy arrays as {\"$ndarray\": {dtype, shape, data (base64, C order)}}, a float that is not finite as {\"$float\": \"nan\" | \"inf\" | \"-inf\"}, both ways."
+      },
+      "EpisodeRequest": {
+        "type": "object",
+        "additionalProperties": false,
+        "description": "Either code (the module env.py) or files with an entrypoint naming the environment's module.",
+        "properties": {
+          "language": {"const": "python"},
+          "code": {"type": "string", "maxLength": 4194304},
+          "files": {"type": "array", "maxItems": 64, "items": {"$ref": "#/components/schemas/File"}},
+          "entrypoint": {"type": "string", "description": "A relative path of a .py file among files; its directory is first on sys.path."},
+          "env_class": {"type": ["string", "null"], "description": "The environment's class in the module (instantiated with no arguments); absent: the module's own reset and step functions."},
+          "seed": {"type": ["integer", "null"], "description": "The first reset's seed (episode i of a count: seed + i)."},
+          "options": {"$ref": "#/components/schemas/EpisodeValue"},
+          "limits": {"type": "object", "description": "As a session's: caps for the episode's life.", "additionalProperties": {"type": "integer", "minimum": 1}},
+          "step_timeout_ms": {"type": "integer", "minimum": 1, "description": "A step's deadline; default the limits' wall_ms, at most the tier's max_wall_ms."},
+          "max_steps": {"type": ["integer", "null"], "minimum": 1, "description": "The step that reaches it answers truncated (Gymnasium's TimeLimit)."},
+          "idle_timeout_s": {"type": "integer", "minimum": 1, "maximum": 86400, "default": 300},
+          "max_lifetime_s": {"type": "integer", "minimum": 1},
+          "count": {"type": "integer", "minimum": 1, "maximum": 64, "description": "How many identical environments to open; the answer is then {episodes: [...]}."},
+          "sandbox": {"type": "string", "enum": ["own", "shared"], "default": "own", "description": "own: a sandbox each. shared: the count's environments are instances of env_class in one sandbox and one interpreter (as Gymnasium's SyncVectorEnv): a batch step of them is one message; they share the caps, the files, the step's deadline (a step past it ends them all) and the interpreter's fate (a memory kill fails them all); the server counts one sandbox."}
+        }
+      },
+      "Episode": {
+        "type": "object",
+        "required": ["id", "state", "created_at", "last_activity_at", "expires_at", "idle_timeout_s", "limits", "clamped", "pooled", "entrypoint", "env_class", "step_timeout_ms", "max_steps", "steps", "total_reward", "resets", "lifetime_steps", "lifetime_reward", "cpu_ms", "sandbox"],
+        "properties": {
+          "id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+          "state": {"type": "string", "enum": ["ready", "running", "done", "failed"], "description": "done: terminated or truncated; done and failed take a reset."},
+          "created_at": {"type": "integer"},
+          "last_activity_at": {"type": "integer"},
+          "expires_at": {"type": "integer"},
+          "idle_timeout_s": {"type": "integer"},
+          "limits": {"$ref": "#/components/schemas/EffectiveLimits"},
+          "clamped": {"type": "array", "items": {"type": "string"}},
+          "pooled": {"type": "boolean", "description": "Its sandbox was a python session its pool ([session_pool.python]) opened ahead of time."},
+          "entrypoint": {"type": "string"},
+          "env_class": {"type": ["string", "null"]},
+          "step_timeout_ms": {"type": "integer"},
+          "max_steps": {"type": ["integer", "null"]},
+          "steps": {"type": "integer", "description": "Since the last reset."},
+          "total_reward": {"type": "number", "description": "Since the last reset."},
+          "resets": {"type": "integer"},
+          "lifetime_steps": {"type": "integer"},
+          "lifetime_reward": {"type": "number"},
+          "cpu_ms": {"type": "integer", "description": "The CPU charged to the tenant so far (a shared sandbox's: for all its episodes)."},
+          "sandbox": {"type": "string", "enum": ["own", "shared"]}
+        }
+      },
+      "EpisodeOpened": {
+        "allOf": [{"$ref": "#/components/schemas/Episode"}, {"type": "object", "required": ["observation", "info", "timing"], "properties": {"observation": {"$ref": "#/components/schemas/EpisodeValue"}, "info": {"$ref": "#/components/schemas/EpisodeValue"}, "timing": {"type": "object"}}}]
+      },
+      "EpisodeStep": {
+        "type": "object",
+        "required": ["id", "status", "step", "episode_reward", "state"],
+        "description": "A step's (or reset's) outcome. status ok: observation, info (and for a step reward, terminated, truncated); status error: error; timeout ends the episode.",
+        "properties": {
+          "id": {"type": "string", "pattern": "^[0-9a-f]{32}$"},
+          "status": {"type": "string", "enum": ["ok", "error", "timeout", "memory_limit", "pids_limit", "output_limit", "disk_full", "canceled", "internal_error", "exit_nonzero"]},
+          "observation": {"$ref": "#/components/schemas/EpisodeValue"},
+          "reward": {"type": "number"},
+          "terminated": {"type": "boolean"},
+          "truncated": {"type": "boolean", "description": "The environment's, or max_steps reached."},
+          "info": {"$ref": "#/components/schemas/EpisodeValue"},
+          "error": {"type": "object", "required": ["name", "value", "traceback"], "properties": {"name": {"type": "string"}, "value": {"type": "string"}, "traceback": {"type": "array", "items": {"type": "string"}}}},
+          "step": {"type": "integer", "description": "Steps since the last reset, this one included."},
+          "episode_reward": {"type": "number", "description": "The reward since the last reset."},
+          "state": {"type": "string", "enum": ["ready", "done", "failed", "ended"]},
+          "stdout": {"type": "string", "description": "What the environment printed during the step."},
+          "stderr": {"type": "string"},
+          "usage": {"type": "object"},
+          "evidence": {"type": ["object", "null"], "description": "The kernel's counters for this step (deltas)."},
+          "timing": {"type": "object", "required": ["total_us"], "properties": {"total_us": {"type": "integer", "description": "The step inside the engine, in microseconds."}}}
         }
       },
       "FileListing": {
@@ -629,7 +882,7 @@ static const char openapi_template[] = JSON_TEXT(
       "CompileStage": {
         "type": "object",
         "additionalProperties": false,
-        "required": ["status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage", "limits", "evidence", "timing", "cached"],
+        "required": ["status", "exit_code", "signal", "stdout", "stderr", "truncated", "usage", "limits", "evidence", "timing", "cached", "pooled"],
         "properties": {
           "status": {"$ref": "#/components/schemas/Status"},
           "exit_code": {"type": ["integer", "null"], "minimum": 0, "maximum": 255},
@@ -642,6 +895,7 @@ static const char openapi_template[] = JSON_TEXT(
           "evidence": {"$ref": "#/components/schemas/Evidence"},
           "timing": {"$ref": "#/components/schemas/Timing"},
           "cached": {"type": "boolean", "description": "The artifact came from the compile cache: no compile ran."},
+          "pooled": {"type": "boolean", "description": "The compile ran in a warm pool entry's compile sandbox (made before the request came)."},
           "error": {"type": "string"}
         }
       },

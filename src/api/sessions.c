@@ -1,6 +1,7 @@
 /* Sessions over HTTP (sessions.h). */
 #define _GNU_SOURCE
 #include "api/sessions.h"
+#include "api/session_registry.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -28,48 +29,13 @@
 #define SESSIONS_PATH "/v1/sessions"
 
 /* What a session gets when its request and its tier say nothing. */
-#define DEFAULT_IDLE_TIMEOUT_S 300
 #define DEFAULT_MAX_SESSIONS   8
 #define DEFAULT_MAX_LIFETIME_S 3600
-#define MAX_IDLE_TIMEOUT_S     86400
 /* Ended sessions remembered (for a 404 that says why) at most this long, and this many. */
 #define ENDED_KEPT_MS    (3600u * 1000u)
 #define ENDED_KEPT_COUNT 4096
 /* Bounds of the engine's answers, past the run's own deadline. */
-#define OPEN_TIMEOUT_MS    60000
-#define FILE_OP_TIMEOUT_MS 60000
-#define RUN_SLACK_MS       SBX_ENGINE_RUN_SLACK_MS
-/* A run that does not stop at its deadline is interrupted, restarted after a grace, and the new
- * interpreter may take a while to be ready (engine/session.h: 2 s and 10 s). */
-#define RUN_RESTART_MS 12000
-
-struct session {
-        char id[SBX_EXECUTION_ID_CHARS + 1];
-        char *tenant;
-        char language[16];
-        uint64_t created_ms, expires_ms, last_activity_ms, ended_ms; /* wall clock */
-        uint64_t idle_timeout_s;
-        uint64_t wall_ms; /* a run's default deadline */
-        json_t *limits;   /* the effective limits, as a result's "limits" */
-        json_t *clamped;
-        bool busy;      /* an operation is in progress */
-        unsigned users; /* requests and streams holding a pointer to it: not freed meanwhile */
-        bool ended;     /* the engine said so (or it never opened) */
-        char end_reason[32];
-        /* Of the session's CPU (its cgroup's, over its life), what the tenant's budget was
-         * charged: each run charges its own and what background processes used since the run
-         * before; the end charges the rest. */
-        uint64_t cpu_charged_ms;
-};
-
-struct sbx_sessions {
-        struct sbx_metrics *metrics; /* counts opens, ends and runs */
-        struct sbx_audit *audit;     /* a row per session (sbx_audit_session_*) */
-        struct sbx_quota *quota;     /* charged the CPU no run covers, at the end */
-        pthread_mutex_t lock;
-        struct session **items;
-        size_t n, alloc;
-};
+#define RUN_SLACK_MS SBX_ENGINE_RUN_SLACK_MS
 
 struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit,
                                       struct sbx_quota *quota)
@@ -84,13 +50,16 @@ struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_au
         return sessions;
 }
 
-static void session_free(struct session *s)
+void sbx_sessions_entry_free(struct session *s)
 {
         if (s == NULL)
                 return;
         free(s->tenant);
         json_decref(s->limits);
         json_decref(s->clamped);
+        sbx_episode_free(s->episode);
+        if (s->share != NULL && --s->share->refs == 0)
+                free(s->share);
         free(s);
 }
 
@@ -99,14 +68,14 @@ void sbx_sessions_free(struct sbx_sessions *sessions)
         if (sessions == NULL)
                 return;
         for (size_t i = 0; i < sessions->n; i++)
-                session_free(sessions->items[i]);
+                sbx_sessions_entry_free(sessions->items[i]);
         free(sessions->items);
         pthread_mutex_destroy(&sessions->lock);
         free(sessions);
 }
 
 /* Drops ended sessions past what is kept. With the lock held. */
-static void forget_old(struct sbx_sessions *sessions, uint64_t now_ms)
+void sbx_sessions_forget_old(struct sbx_sessions *sessions, uint64_t now_ms)
 {
         size_t ended = 0;
         for (size_t i = 0; i < sessions->n; i++)
@@ -115,7 +84,7 @@ static void forget_old(struct sbx_sessions *sessions, uint64_t now_ms)
                 struct session *s = sessions->items[i];
                 if (s->ended && !s->busy && s->users == 0 &&
                     (now_ms - s->ended_ms > ENDED_KEPT_MS || ended > ENDED_KEPT_COUNT)) {
-                        session_free(s);
+                        sbx_sessions_entry_free(s);
                         sessions->items[i] = sessions->items[--sessions->n];
                         ended--;
                         continue;
@@ -125,29 +94,50 @@ static void forget_old(struct sbx_sessions *sessions, uint64_t now_ms)
 }
 
 /* The session id of tenant, held (users) until release; with the lock held. */
-static struct session *find(struct sbx_sessions *sessions, const char *id, const char *tenant)
+struct session *sbx_sessions_find(struct sbx_sessions *sessions, const char *id, const char *tenant,
+                                  bool episode)
 {
         for (size_t i = 0; i < sessions->n; i++)
                 if (strcmp(sessions->items[i]->id, id) == 0 &&
-                    strcmp(sessions->items[i]->tenant, tenant) == 0) {
+                    strcmp(sessions->items[i]->tenant, tenant) == 0 &&
+                    (sessions->items[i]->episode != NULL) == episode) {
                         sessions->items[i]->users++;
                         return sessions->items[i];
                 }
         return NULL;
 }
 
-static void release(struct sbx_sessions *sessions, struct session *s)
+struct session *sbx_sessions_find_in_url(struct sbx_sessions *sessions, const char *rest,
+                                         const struct sbx_tenant *tenant, bool episode,
+                                         const char **after)
+{
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        snprintf(id, sizeof(id), "%.*s", SBX_EXECUTION_ID_CHARS, rest + 1);
+        *after = rest + 1 + strnlen(rest + 1, SBX_EXECUTION_ID_CHARS);
+        if (!sbx_execution_id_valid(id) || ((*after)[0] != '\0' && (*after)[0] != '/'))
+                return NULL;
+        pthread_mutex_lock(&sessions->lock);
+        struct session *s = sbx_sessions_find(sessions, id, tenant->name, episode);
+        pthread_mutex_unlock(&sessions->lock);
+        return s;
+}
+
+void sbx_sessions_release(struct sbx_sessions *sessions, struct session *s)
 {
         pthread_mutex_lock(&sessions->lock);
         s->users--;
         pthread_mutex_unlock(&sessions->lock);
 }
 
-static void mark_ended(struct sbx_sessions *sessions, struct session *s, const char *reason)
+void sbx_sessions_mark_ended(struct sbx_sessions *sessions, struct session *s, const char *reason)
 {
         if (s->ended)
                 return;
-        sbx_metrics_count_session_ended(sessions->metrics, reason);
+        if (s->share != NULL && --s->share->live == 0)
+                sessions->shares_open--;
+        sbx_metrics_count_ended(sessions->metrics,
+                                s->episode != NULL ? SBX_METRICS_EPISODES : SBX_METRICS_SESSIONS,
+                                reason);
         s->ended = true;
         s->ended_ms = sbx_wall_clock_ms();
         snprintf(s->end_reason, sizeof(s->end_reason), "%s", reason);
@@ -157,47 +147,78 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
 {
         json_error_t json_error;
         json_t *fields = json_loadb(ended->fields, ended->fields_len, 0, &json_error);
-        const char *reason = json_string_value(json_object_get(fields, "reason"));
+        const char *said = json_string_value(json_object_get(fields, "reason"));
         json_t *cpu_us = json_object_get(json_object_get(fields, "evidence"), "cpu_usage_us");
         uint64_t cpu_ms = (uint64_t)json_integer_value(cpu_us) / 1000;
+        /* The first end stands: the API's (a step past its deadline, a DELETE) when it came
+         * first, else the engine's. */
+        char reason[sizeof(((struct session *)0)->end_reason)];
+        snprintf(reason, sizeof(reason), "%s", said != NULL ? said : "agent_died");
+        /* Every entry of the sandbox: its own, or a share's (each with a row of its own). */
+        struct ended_row {
+                char id[SBX_EXECUTION_ID_CHARS + 1];
+                char reason[sizeof(((struct session *)0)->end_reason)];
+                json_t *summary;
+        } *rows = NULL;
+        size_t n_rows = 0;
         pthread_mutex_lock(&sessions->lock);
+        rows = calloc(sessions->n + 1, sizeof(*rows));
         for (size_t i = 0; i < sessions->n; i++) {
                 struct session *s = sessions->items[i];
-                if (strcmp(s->id, ended->session_id) != 0)
+                if (strcmp(sbx_sessions_engine_id(s), ended->session_id) != 0)
                         continue;
-                mark_ended(sessions, s, reason != NULL ? reason : "agent_died");
+                sbx_sessions_mark_ended(sessions, s, reason);
                 /* What ran after its last run, background processes included. */
-                if (cpu_ms > s->cpu_charged_ms) {
-                        sbx_quota_charge(sessions->quota, s->tenant, cpu_ms - s->cpu_charged_ms,
+                uint64_t *charged = sbx_sessions_cpu_charged(s);
+                if (cpu_ms > *charged) {
+                        sbx_quota_charge(sessions->quota, s->tenant, cpu_ms - *charged,
                                          sbx_now_ms());
-                        s->cpu_charged_ms = cpu_ms;
+                        *charged = cpu_ms;
                 }
+                if (rows == NULL)
+                        continue;
+                struct ended_row *row = &rows[n_rows++];
+                snprintf(row->id, sizeof(row->id), "%s", s->id);
+                snprintf(row->reason, sizeof(row->reason), "%s", s->end_reason);
+                row->summary = s->episode != NULL ? sbx_episode_summary(s) : NULL;
         }
         pthread_mutex_unlock(&sessions->lock);
-        sbx_info("session %s: ended (%s)", ended->session_id, reason ? reason : "unknown");
-        const struct sbx_audit_session row = {
-                .id = ended->session_id,
-                .ended_at_ms = (int64_t)sbx_wall_clock_ms(),
-                .end_reason = reason != NULL ? reason : "agent_died",
-                .evidence = json_object_get(fields, "evidence"),
-        };
-        struct sbx_error err = {0};
-        if (sbx_audit_session_end(sessions->audit, &row, &err) < 0)
-                sbx_warn("audit: session %s: %s", ended->session_id, err.message);
+        if (rows != NULL && n_rows == 0) { /* forgotten already: the engine's word */
+                snprintf(rows[0].id, sizeof(rows[0].id), "%s", ended->session_id);
+                snprintf(rows[0].reason, sizeof(rows[0].reason), "%s", reason);
+                n_rows = 1;
+        }
+        for (size_t i = 0; i < n_rows; i++) {
+                sbx_info("%s %s: ended (%s)", rows[i].summary != NULL ? "episode" : "session",
+                         rows[i].id, rows[i].reason);
+                const struct sbx_audit_session row = {
+                        .id = rows[i].id,
+                        .ended_at_ms = (int64_t)sbx_wall_clock_ms(),
+                        .end_reason = rows[i].reason,
+                        .evidence = json_object_get(fields, "evidence"),
+                        .summary = rows[i].summary,
+                };
+                struct sbx_error err = {0};
+                if (sbx_audit_session_end(sessions->audit, &row, &err) < 0)
+                        sbx_warn("audit: session %s: %s", rows[i].id, err.message);
+                json_decref(rows[i].summary);
+        }
+        free(rows);
         json_decref(fields);
 }
 
-size_t sbx_sessions_open_count(struct sbx_sessions *sessions)
+size_t sbx_sessions_open_count(struct sbx_sessions *sessions, bool episodes)
 {
         size_t open = 0;
         pthread_mutex_lock(&sessions->lock);
         for (size_t i = 0; i < sessions->n; i++)
-                open += !sessions->items[i]->ended;
+                open += !sessions->items[i]->ended &&
+                        (sessions->items[i]->episode != NULL) == episodes;
         pthread_mutex_unlock(&sessions->lock);
         return open;
 }
 
-static json_t *session_json(const struct session *s)
+json_t *sbx_sessions_json(const struct session *s)
 {
         json_t *object =
                 json_pack("{s:s,s:s,s:s,s:I,s:I,s:I,s:I,s:O,s:O}", "id", s->id, "language",
@@ -209,6 +230,8 @@ static json_t *session_json(const struct session *s)
                           (json_int_t)s->last_activity_ms, "expires_at", (json_int_t)s->expires_ms,
                           "idle_timeout_s", (json_int_t)s->idle_timeout_s, "limits", s->limits,
                           "clamped", s->clamped);
+        if (object != NULL)
+                json_object_set_new(object, "pooled", json_boolean(s->pooled));
         if (object != NULL && s->ended)
                 json_object_set_new(object, "end_reason", json_string(s->end_reason));
         return object;
@@ -216,8 +239,8 @@ static json_t *session_json(const struct session *s)
 
 /* ---- Answers ---- */
 
-static enum MHD_Result bad_request(struct sbx_api *api, struct MHD_Connection *connection,
-                                   const char *field, const char *message)
+enum MHD_Result sbx_sessions_bad_request(struct sbx_api *api, struct MHD_Connection *connection,
+                                         const char *field, const char *message)
 {
         const struct sbx_problem_field problem_field = {field, message};
         char detail[256];
@@ -225,22 +248,23 @@ static enum MHD_Result bad_request(struct sbx_api *api, struct MHD_Connection *c
         return sbx_http_respond_problem(api, connection, 400, detail, &problem_field, 1, NULL, 0);
 }
 
-static enum MHD_Result not_found(struct sbx_api *api, struct MHD_Connection *connection,
-                                 const struct session *s)
+enum MHD_Result sbx_sessions_not_found(struct sbx_api *api, struct MHD_Connection *connection,
+                                       const struct session *s)
 {
         if (s == NULL)
                 return sbx_http_respond_problem(api, connection, 404, "no such session", NULL, 0,
                                                 NULL, 0);
         char detail[128];
-        snprintf(detail, sizeof(detail), "the session has ended: %s", s->end_reason);
+        snprintf(detail, sizeof(detail), "the %s has ended: %s",
+                 s->episode != NULL ? "episode" : "session", s->end_reason);
         return sbx_http_respond_problem_of(api, connection, 404, sbx_problem_default_slug(404),
                                            detail, NULL, 0, NULL, 0,
                                            json_pack("{s:s}", "end_reason", s->end_reason));
 }
 
 /* The answer to an engine failure (no SESSION_REPLY, or its error). */
-static enum MHD_Result engine_failure(struct sbx_api *api, struct MHD_Connection *connection,
-                                      int code, const char *detail, const char *path)
+enum MHD_Result sbx_sessions_engine_failure(struct sbx_api *api, struct MHD_Connection *connection,
+                                            int code, const char *detail, const char *path)
 {
         switch (code) {
         case EBUSY:
@@ -250,7 +274,8 @@ static enum MHD_Result engine_failure(struct sbx_api *api, struct MHD_Connection
         case ESHUTDOWN:
                 return sbx_http_respond_shutting_down(api, connection);
         case EINVAL:
-                return bad_request(api, connection, path != NULL ? "path" : "body", detail);
+                return sbx_sessions_bad_request(api, connection, path != NULL ? "path" : "body",
+                                                detail);
         case ENOENT:
                 return sbx_http_respond_problem(api, connection, 404, detail, NULL, 0, NULL, 0);
         case ENOSPC:
@@ -272,10 +297,10 @@ static enum MHD_Result engine_failure(struct sbx_api *api, struct MHD_Connection
 
 /* One operation; 0 with *reply (its error 0), or -1 with *code and detail for the answer. The
  * session is marked ended when the engine says it is gone. */
-static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_op op,
-                       json_t *fields, const void *data, size_t data_len, uint64_t timeout_ms,
-                       struct sbx_engine_session_reply *reply, int *code, char *detail,
-                       size_t detail_size)
+int sbx_sessions_call_engine(struct sbx_api *api, struct session *s, enum sbx_session_op op,
+                             json_t *fields, const void *data, size_t data_len, uint64_t timeout_ms,
+                             struct sbx_engine_session_reply *reply, int *code, char *detail,
+                             size_t detail_size)
 {
         _cleanup_free_ char *text = json_dumps(fields, JSON_COMPACT);
         json_decref(fields);
@@ -291,7 +316,7 @@ static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_
                 .data = data,
                 .data_len = data_len,
         };
-        memcpy(message.session_id, s->id, sizeof(message.session_id));
+        memcpy(message.session_id, sbx_sessions_engine_id(s), sizeof(message.session_id));
         struct sbx_error err = {0};
         if (sbx_engine_client_session(api->engine, &message, timeout_ms, NULL, reply, &err) < 0) {
                 *code = err.code;
@@ -300,6 +325,14 @@ static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_
         }
         if (reply->reply.error == 0)
                 return 0;
+        sbx_sessions_reply_failure(api, s, reply, code, detail, detail_size);
+        return -1;
+}
+
+void sbx_sessions_reply_failure(struct sbx_api *api, struct session *s,
+                                struct sbx_engine_session_reply *reply, int *code, char *detail,
+                                size_t detail_size)
+{
         *code = reply->reply.error;
         json_error_t json_error;
         json_t *answer = json_loadb(reply->reply.fields, reply->reply.fields_len, 0, &json_error);
@@ -308,16 +341,21 @@ static int call_engine(struct sbx_api *api, struct session *s, enum sbx_session_
         json_decref(answer);
         sbx_engine_session_reply_free(reply);
         if (*code == ESRCH || *code == EPIPE) {
+                /* The sandbox is gone: every entry of it. */
+                const char *reason = *code == ESRCH ? "gone" : "agent_died";
                 pthread_mutex_lock(&api->sessions->lock);
-                mark_ended(api->sessions, s, *code == ESRCH ? "gone" : "agent_died");
+                sbx_sessions_mark_ended(api->sessions, s, reason);
+                for (size_t i = 0; s->share != NULL && i < api->sessions->n; i++)
+                        if (api->sessions->items[i]->share == s->share)
+                                sbx_sessions_mark_ended(api->sessions, api->sessions->items[i],
+                                                        reason);
                 pthread_mutex_unlock(&api->sessions->lock);
         }
-        return -1;
 }
 
 /* {"bytes": N, "sha256": "..."} standing for data in a record: the tenant's data is not kept,
  * its hash proves what it was. */
-static json_t *digest_of(const char *data, size_t size)
+json_t *sbx_sessions_digest_of(const char *data, size_t size)
 {
         char hex[SBX_AUDIT_SHA256_HEX_SIZE];
         struct sbx_error err = {0};
@@ -335,9 +373,9 @@ static bool tier_allows(const struct sbx_tier *tier, const char *language)
 
 /* The effective limits: the request's (API units) over the tier's defaults over the built-in
  * ones, each lowered to the tier's ceiling. cpu_ms is not a session limit. */
-static int session_limits(const json_t *requested, const struct sbx_tier *tier,
-                          struct sbx_limits *out, json_t *clamped, const char **bad_field,
-                          const char **why)
+int sbx_sessions_limits(const json_t *requested, const struct sbx_tier *tier,
+                        struct sbx_limits *out, json_t *clamped, const char **bad_field,
+                        const char **why)
 {
         sbx_limits_default(out);
         for (size_t i = 0; i < SBX_LIMIT_COUNT; i++) {
@@ -384,7 +422,7 @@ static int session_limits(const json_t *requested, const struct sbx_tier *tier,
         return 0;
 }
 
-static json_t *limits_fields(const struct sbx_limits *limits)
+json_t *sbx_sessions_limits_fields(const struct sbx_limits *limits)
 {
         json_t *object = json_object();
         for (size_t i = 0; object != NULL && i < SBX_LIMIT_COUNT; i++)
@@ -399,13 +437,13 @@ static uint64_t tier_max_sessions(const struct sbx_tier *tier)
         return tier->max_sessions != 0 ? tier->max_sessions : DEFAULT_MAX_SESSIONS;
 }
 
-static uint64_t tier_max_lifetime_s(const struct sbx_tier *tier)
+uint64_t sbx_sessions_tier_max_lifetime_s(const struct sbx_tier *tier)
 {
         return tier->max_session_lifetime_s != 0 ? tier->max_session_lifetime_s
                                                  : DEFAULT_MAX_LIFETIME_S;
 }
 
-static bool seconds_field(const json_t *body, const char *name, uint64_t max, uint64_t *out)
+bool sbx_sessions_seconds_field(const json_t *body, const char *name, uint64_t max, uint64_t *out)
 {
         const json_t *value = json_object_get(body, name);
         if (value == NULL)
@@ -415,6 +453,167 @@ static bool seconds_field(const json_t *body, const char *name, uint64_t max, ui
                 return false;
         *out = (uint64_t)json_integer_value(value);
         return true;
+}
+
+/* env: {NAME: value}, into entries ("NAME=value" strings). NULL when it is valid, else what is
+ * wrong with it. */
+static const char *env_entries(const json_t *object, json_t *entries)
+{
+        if (object != NULL && (!json_is_object(object) || json_object_size(object) > SBX_MAX_ENV))
+                return "an object of at most 64 variables";
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)object, key, value)
+        {
+                char *entry = NULL;
+                if (!json_is_string(value) ||
+                    asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
+                        return "values must be strings";
+                bool valid = sbx_request_env_valid(entry);
+                json_array_append_new(entries, json_string(entry));
+                free(entry);
+                if (!valid)
+                        return "a name sandboxd sets itself or cannot pass";
+        }
+        return NULL;
+}
+
+const char *sbx_sessions_files(const json_t *listed, json_t *entries, struct sbx_buffer *data)
+{
+        if (listed != NULL && (!json_is_array(listed) || json_array_size(listed) > SBX_MAX_FILES))
+                return "an array of at most 64 files";
+        size_t index;
+        json_t *file;
+        json_array_foreach(listed, index, file)
+        {
+                const char *path = json_string_value(json_object_get(file, "path"));
+                const json_t *content = json_object_get(file, "content");
+                if (path == NULL || !sbx_request_path_valid(path) || !json_is_string(content))
+                        return "each needs a relative path and a string content";
+                sbx_buffer_append(data, json_string_value(content), json_string_length(content));
+                json_array_append_new(
+                        entries, json_pack("{s:s,s:I,s:b}", "path", path, "size",
+                                           (json_int_t)json_string_length(content), "executable",
+                                           json_is_true(json_object_get(file, "executable"))));
+        }
+        return NULL;
+}
+
+struct session *sbx_sessions_entry_new(const struct sbx_tenant *tenant, const char *language,
+                                       const struct sbx_limits *limits, const json_t *clamped,
+                                       uint64_t idle_timeout_s, uint64_t lifetime_s)
+{
+        struct session *s = calloc(1, sizeof(*s));
+        struct sbx_error err = {0};
+        if (s == NULL || (s->tenant = strdup(tenant->name)) == NULL ||
+            sbx_execution_id_new(s->id, &err) < 0) {
+                sbx_sessions_entry_free(s);
+                return NULL;
+        }
+        snprintf(s->language, sizeof(s->language), "%s", language);
+        s->created_ms = s->last_activity_ms = sbx_wall_clock_ms();
+        s->expires_ms = s->created_ms + lifetime_s * 1000;
+        s->idle_timeout_s = idle_timeout_s;
+        s->wall_ms = limits->wall_ms;
+        s->limits = sbx_limits_to_json(limits);
+        s->clamped = json_deep_copy(clamped);
+        s->busy = true;
+        if (s->limits == NULL || s->clamped == NULL) {
+                sbx_sessions_entry_free(s);
+                return NULL;
+        }
+        return s;
+}
+
+bool sbx_sessions_add(struct sbx_api *api, struct MHD_Connection *connection,
+                      const struct sbx_tenant *tenant, struct session *const *entries, size_t n,
+                      uint64_t tenant_max, enum MHD_Result *answer)
+{
+        bool episodes = n > 0 && entries[0]->episode != NULL;
+        /* The tenant's quota of open entries of this kind, and the server's (each holds a
+         * sandbox for its life: executions need the rest), counted with these in the table. */
+        uint64_t server_max = api->config->server.max_sessions != 0
+                                      ? api->config->server.max_sessions
+                                      : (api->config->server.max_sandboxes + 1) / 2;
+        pthread_mutex_lock(&api->sessions->lock);
+        sbx_sessions_forget_old(api->sessions, sbx_wall_clock_ms());
+        size_t open = 0, open_all = api->sessions->shares_open;
+        for (size_t i = 0; i < api->sessions->n; i++) {
+                const struct session *other = api->sessions->items[i];
+                open_all += !other->ended && other->share == NULL;
+                open += !other->ended && strcmp(other->tenant, tenant->name) == 0 &&
+                        (other->episode != NULL) == episodes;
+        }
+        size_t sandboxes = n > 0 && entries[0]->share != NULL ? 1 : n;
+        bool server_full = open_all + sandboxes > server_max;
+        bool allowed = !server_full && open + n <= tenant_max;
+        bool room = true;
+        if (allowed && api->sessions->n + n > api->sessions->alloc) {
+                size_t alloc = api->sessions->alloc ? api->sessions->alloc : 16;
+                while (alloc < api->sessions->n + n)
+                        alloc *= 2;
+                struct session **items = realloc(api->sessions->items, alloc * sizeof(*items));
+                room = items != NULL;
+                if (items != NULL) {
+                        api->sessions->items = items;
+                        api->sessions->alloc = alloc;
+                }
+        }
+        if (allowed && room) {
+                for (size_t i = 0; i < n; i++) {
+                        api->sessions->items[api->sessions->n++] = entries[i];
+                        entries[i]->users = 1; /* the caller's, until it releases it */
+                }
+                if (n > 0 && entries[0]->share != NULL)
+                        api->sessions->shares_open++;
+        }
+        pthread_mutex_unlock(&api->sessions->lock);
+        if (allowed && room)
+                return true;
+        const char *kind = episodes ? "episodes" : "sessions";
+        if (!room) {
+                *answer = sbx_http_respond_problem(api, connection, 500, "out of memory", NULL, 0,
+                                                   NULL, 0);
+        } else if (server_full) {
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "capacity");
+                char detail[128];
+                snprintf(detail, sizeof(detail),
+                         "the server holds its maximum of open sessions and episodes (%llu)",
+                         (unsigned long long)server_max);
+                *answer = sbx_http_respond_unavailable(api, connection, SBX_PROBLEM_AT_CAPACITY,
+                                                       detail, 60, NULL);
+        } else {
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, kind);
+                char detail[160];
+                snprintf(detail, sizeof(detail),
+                         "tenant %s has %zu %s open and its tier allows %llu", tenant->name, open,
+                         kind, (unsigned long long)tenant_max);
+                const struct sbx_http_header retry = {MHD_HTTP_HEADER_RETRY_AFTER, "60"};
+                *answer =
+                        sbx_http_respond_problem(api, connection, 429, detail, NULL, 0, &retry, 1);
+        }
+        return false;
+}
+
+json_t *sbx_sessions_requested(const json_t *body)
+{
+        json_t *requested = json_deep_copy(body);
+        const json_t *code = json_object_get(requested, "code");
+        if (json_is_string(code))
+                json_object_set_new(
+                        requested, "code",
+                        sbx_sessions_digest_of(json_string_value(code), json_string_length(code)));
+        size_t index;
+        json_t *file;
+        json_array_foreach(json_object_get(requested, "files"), index, file)
+        {
+                json_t *content = json_object_get(file, "content");
+                if (json_is_string(content))
+                        json_object_set_new(file, "content",
+                                            sbx_sessions_digest_of(json_string_value(content),
+                                                                   json_string_length(content)));
+        }
+        return requested;
 }
 
 static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *connection,
@@ -430,11 +629,12 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 for (size_t i = 0; i < sizeof(known) / sizeof(known[0]); i++)
                         ok |= strcmp(key, known[i]) == 0;
                 if (!ok)
-                        return bad_request(api, connection, key, "unknown field");
+                        return sbx_sessions_bad_request(api, connection, key, "unknown field");
         }
         const char *language = json_string_value(json_object_get(body, "language"));
         if (language == NULL || (strcmp(language, "python") != 0 && strcmp(language, "bash") != 0))
-                return bad_request(api, connection, "language", "sessions run python or bash");
+                return sbx_sessions_bad_request(api, connection, "language",
+                                                "sessions run python or bash");
         if (!tier_allows(tenant->tier, language))
                 return sbx_http_respond_problem(api, connection, 403,
                                                 "the tier does not allow this language", NULL, 0,
@@ -442,171 +642,81 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
         struct sbx_limits limits;
         _cleanup_(json_decrefp) json_t *clamped = json_array();
         const char *bad = NULL, *why = NULL;
-        if (session_limits(json_object_get(body, "limits"), tenant->tier, &limits, clamped, &bad,
-                           &why) < 0) {
+        if (sbx_sessions_limits(json_object_get(body, "limits"), tenant->tier, &limits, clamped,
+                                &bad, &why) < 0) {
                 char field[96];
                 snprintf(field, sizeof(field), "limits.%s", bad);
-                return bad_request(api, connection, field, why);
+                return sbx_sessions_bad_request(api, connection, field, why);
         }
-        uint64_t lifetime_max = tier_max_lifetime_s(tenant->tier);
-        uint64_t idle = DEFAULT_IDLE_TIMEOUT_S, lifetime = lifetime_max;
-        if (!seconds_field(body, "idle_timeout_s", MAX_IDLE_TIMEOUT_S, &idle))
-                return bad_request(api, connection, "idle_timeout_s",
-                                   "an integer of seconds from 1 to 86400");
-        if (!seconds_field(body, "max_lifetime_s", lifetime_max, &lifetime))
-                return bad_request(api, connection, "max_lifetime_s",
-                                   "an integer of seconds from 1 to the tier's maximum");
+        uint64_t lifetime_max = sbx_sessions_tier_max_lifetime_s(tenant->tier);
+        uint64_t idle = SBX_SESSIONS_DEFAULT_IDLE_TIMEOUT_S, lifetime = lifetime_max;
+        if (!sbx_sessions_seconds_field(body, "idle_timeout_s", SBX_SESSIONS_MAX_IDLE_TIMEOUT_S,
+                                        &idle))
+                return sbx_sessions_bad_request(api, connection, "idle_timeout_s",
+                                                "an integer of seconds from 1 to 86400");
+        if (!sbx_sessions_seconds_field(body, "max_lifetime_s", lifetime_max, &lifetime))
+                return sbx_sessions_bad_request(
+                        api, connection, "max_lifetime_s",
+                        "an integer of seconds from 1 to the tier's maximum");
 
         /* env: {NAME: value}; files: [{path, content, executable}]. */
         _cleanup_(json_decrefp) json_t *env = json_array();
-        const json_t *env_object = json_object_get(body, "env");
-        if (env_object != NULL &&
-            (!json_is_object(env_object) || json_object_size(env_object) > SBX_MAX_ENV))
-                return bad_request(api, connection, "env", "an object of at most 64 variables");
-        json_object_foreach((json_t *)env_object, key, value)
-        {
-                char *entry = NULL;
-                if (!json_is_string(value) ||
-                    asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
-                        return bad_request(api, connection, "env", "values must be strings");
-                bool valid = sbx_request_env_valid(entry);
-                json_array_append_new(env, json_string(entry));
-                free(entry);
-                if (!valid)
-                        return bad_request(api, connection, "env",
-                                           "a name sandboxd sets itself or cannot pass");
-        }
+        const char *bad_env = env_entries(json_object_get(body, "env"), env);
+        if (bad_env != NULL)
+                return sbx_sessions_bad_request(api, connection, "env", bad_env);
         _cleanup_(json_decrefp) json_t *files = json_array();
-        struct sbx_buffer data;
+        _cleanup_(sbx_buffer_free) struct sbx_buffer data;
         sbx_buffer_init(&data, SBX_MAX_CODE_BYTES);
-        const json_t *listed = json_object_get(body, "files");
-        size_t index;
-        json_t *file;
-        if (listed != NULL && (!json_is_array(listed) || json_array_size(listed) > SBX_MAX_FILES))
-                return bad_request(api, connection, "files", "an array of at most 64 files");
-        json_array_foreach(listed, index, file)
-        {
-                const char *path = json_string_value(json_object_get(file, "path"));
-                const json_t *content = json_object_get(file, "content");
-                if (path == NULL || !sbx_request_path_valid(path) || !json_is_string(content)) {
-                        sbx_buffer_free(&data);
-                        return bad_request(api, connection, "files",
-                                           "each needs a relative path and a string content");
-                }
-                sbx_buffer_append(&data, json_string_value(content), json_string_length(content));
-                json_array_append_new(
-                        files, json_pack("{s:s,s:I,s:b}", "path", path, "size",
-                                         (json_int_t)json_string_length(content), "executable",
-                                         json_is_true(json_object_get(file, "executable"))));
-        }
-        if (data.overflow) {
-                sbx_buffer_free(&data);
+        const char *bad_files = sbx_sessions_files(json_object_get(body, "files"), files, &data);
+        if (bad_files != NULL)
+                return sbx_sessions_bad_request(api, connection, "files", bad_files);
+        if (data.overflow)
                 return sbx_http_respond_problem(api, connection, 413,
                                                 "the files are over 4 MiB together", NULL, 0, NULL,
                                                 0);
-        }
 
-        struct session *s = calloc(1, sizeof(*s));
-        struct sbx_error err = {0};
-        if (s == NULL || (s->tenant = strdup(tenant->name)) == NULL ||
-            sbx_execution_id_new(s->id, &err) < 0) {
-                session_free(s);
-                sbx_buffer_free(&data);
+        struct session *s =
+                sbx_sessions_entry_new(tenant, language, &limits, clamped, idle, lifetime);
+        if (s == NULL)
                 return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL, 0,
                                                 NULL, 0);
-        }
-        snprintf(s->language, sizeof(s->language), "%s", language);
-        s->created_ms = s->last_activity_ms = sbx_wall_clock_ms();
-        s->expires_ms = s->created_ms + lifetime * 1000;
-        s->idle_timeout_s = idle;
-        s->wall_ms = limits.wall_ms;
-        s->limits = sbx_limits_to_json(&limits);
-        s->clamped = json_incref(clamped);
-        s->busy = true;
-
-        /* The tenant's quota of open sessions, and the server's (each session holds a sandbox
-         * for its life: executions need the rest), counted with this one in the table. */
-        uint64_t server_max = api->config->server.max_sessions != 0
-                                      ? api->config->server.max_sessions
-                                      : (api->config->server.max_sandboxes + 1) / 2;
-        pthread_mutex_lock(&api->sessions->lock);
-        forget_old(api->sessions, s->created_ms);
-        size_t open = 0, open_all = 0;
-        for (size_t i = 0; i < api->sessions->n; i++) {
-                bool live = !api->sessions->items[i]->ended;
-                open_all += live;
-                open += live && strcmp(api->sessions->items[i]->tenant, tenant->name) == 0;
-        }
-        bool server_full = open_all >= server_max;
-        bool allowed = !server_full && open < tier_max_sessions(tenant->tier);
-        if (allowed && api->sessions->n == api->sessions->alloc) {
-                size_t alloc = api->sessions->alloc ? api->sessions->alloc * 2 : 16;
-                struct session **items = realloc(api->sessions->items, alloc * sizeof(*items));
-                if (items != NULL) {
-                        api->sessions->items = items;
-                        api->sessions->alloc = alloc;
-                }
-        }
-        bool room = api->sessions->n < api->sessions->alloc;
-        if (allowed && room) {
-                api->sessions->items[api->sessions->n++] = s;
-                s->users = 1; /* this request's, until it ends */
-        }
-        pthread_mutex_unlock(&api->sessions->lock);
-        if (!allowed || !room) {
-                session_free(s);
-                sbx_buffer_free(&data);
-                if (!room)
-                        return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL,
-                                                        0, NULL, 0);
-                if (server_full) {
-                        sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "capacity");
-                        return sbx_http_respond_unavailable(
-                                api, connection, SBX_PROBLEM_AT_CAPACITY,
-                                "the server holds its maximum of open sessions", 60, NULL);
-                }
-                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "sessions");
-                char detail[128];
-                snprintf(detail, sizeof(detail),
-                         "tenant %s has %zu sessions open, its tier's maximum", tenant->name, open);
-                const struct sbx_http_header retry = {MHD_HTTP_HEADER_RETRY_AFTER, "60"};
-                return sbx_http_respond_problem(api, connection, 429, detail, NULL, 0, &retry, 1);
+        enum MHD_Result refused;
+        if (!sbx_sessions_add(api, connection, tenant, &s, 1, tier_max_sessions(tenant->tier),
+                              &refused)) {
+                sbx_sessions_entry_free(s);
+                return refused;
         }
 
-        json_t *fields =
-                json_pack("{s:s,s:o,s:O,s:O,s:I,s:I}", "language", language, "limits",
-                          limits_fields(&limits), "env", env, "files", files, "idle_timeout_s",
-                          (json_int_t)idle, "max_lifetime_s", (json_int_t)lifetime);
+        json_t *fields = json_pack("{s:s,s:o,s:O,s:O,s:I,s:I}", "language", language, "limits",
+                                   sbx_sessions_limits_fields(&limits), "env", env, "files", files,
+                                   "idle_timeout_s", (json_int_t)idle, "max_lifetime_s",
+                                   (json_int_t)lifetime);
         struct sbx_engine_session_reply reply;
         int code = 0;
         char detail[SBX_ERROR_MESSAGE_MAX + 64];
-        int rc = call_engine(api, s, SBX_SESSION_OPEN, fields, data.data, data.len, OPEN_TIMEOUT_MS,
-                             &reply, &code, detail, sizeof(detail));
-        sbx_buffer_free(&data);
+        int rc = sbx_sessions_call_engine(api, s, SBX_SESSION_OPEN, fields, data.data, data.len,
+                                          SBX_SESSIONS_OPEN_TIMEOUT_MS, &reply, &code, detail,
+                                          sizeof(detail));
+        json_t *opened =
+                rc == 0 ? json_loadb(reply.reply.fields, reply.reply.fields_len, 0, NULL) : NULL;
         pthread_mutex_lock(&api->sessions->lock);
         s->busy = false;
+        s->pooled = json_is_true(json_object_get(opened, "pooled"));
         if (rc < 0)
-                mark_ended(api->sessions, s, "never_opened");
-        json_t *answer = rc == 0 ? session_json(s) : NULL;
+                sbx_sessions_mark_ended(api->sessions, s, "never_opened");
+        json_t *answer = rc == 0 ? sbx_sessions_json(s) : NULL;
+        json_decref(opened);
         pthread_mutex_unlock(&api->sessions->lock);
         if (rc < 0) {
                 sbx_warn("session %s: open: %s", s->id, detail);
-                release(api->sessions, s);
-                return engine_failure(api, connection, code == EINVAL ? EIO : code, detail, NULL);
+                sbx_sessions_release(api->sessions, s);
+                return sbx_sessions_engine_failure(api, connection, code == EINVAL ? EIO : code,
+                                                   detail, NULL);
         }
         sbx_engine_session_reply_free(&reply);
-        sbx_metrics_count_session_opened(api->metrics);
+        sbx_metrics_count_opened(api->metrics, SBX_METRICS_SESSIONS, 1);
         /* Its row: the request as sent, its files by size and SHA-256 (the tenant's data). */
-        json_t *requested = json_deep_copy(body);
-        json_t *listed_files = json_object_get(requested, "files");
-        json_array_foreach(listed_files, index, file)
-        {
-                json_t *content = json_object_get(file, "content");
-                if (json_is_string(content))
-                        json_object_set_new(
-                                file, "content",
-                                digest_of(json_string_value(content), json_string_length(content)));
-        }
+        json_t *requested = sbx_sessions_requested(body);
         const struct sbx_audit_session row = {
                 .id = s->id,
                 .tenant = tenant->name,
@@ -616,46 +726,78 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 .effective = s->limits,
                 .clamped = s->clamped,
         };
+        struct sbx_error err = {0};
         if (sbx_audit_session_begin(api->audit, &row, &err) < 0)
                 sbx_warn("audit: session %s: %s", s->id, err.message);
         json_decref(requested);
         sbx_info("session %s: open for tenant %s (%s)", s->id, tenant->name, language);
-        release(api->sessions, s);
+        sbx_sessions_release(api->sessions, s);
         return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, NULL, 0);
 }
 
 /* ---- One session's operations ---- */
 
 /* Marks s busy for one operation, or answers why not (ended: 404, busy: 409). */
-static bool begin_operation(struct sbx_api *api, struct session *s, bool *answered_404)
+bool sbx_sessions_begin_operation(struct sbx_api *api, struct session *s, bool *answered_404)
+{
+        return sbx_sessions_begin_operation_of(api, s, s, answered_404);
+}
+
+bool sbx_sessions_begin_operation_of(struct sbx_api *api, struct session *s, const void *owner,
+                                     bool *answered_404)
 {
         bool ok = false;
         pthread_mutex_lock(&api->sessions->lock);
         *answered_404 = s->ended;
-        if (!s->ended && !s->busy) {
+        struct session_share *share = s->share;
+        if (!s->ended && !s->busy &&
+            (share == NULL || share->owner == NULL || share->owner == owner)) {
                 s->busy = true;
+                if (share != NULL) {
+                        share->owner = owner;
+                        share->operations++;
+                }
                 ok = true;
         }
         pthread_mutex_unlock(&api->sessions->lock);
         return ok;
 }
 
-static void end_operation(struct sbx_api *api, struct session *s)
+/* With the lock held. */
+static void operation_over(struct session *s)
 {
-        pthread_mutex_lock(&api->sessions->lock);
         s->busy = false;
         s->last_activity_ms = sbx_wall_clock_ms();
+        if (s->share != NULL && --s->share->operations == 0)
+                s->share->owner = NULL;
+}
+
+void sbx_sessions_end_operation_ended(struct sbx_api *api, struct session *s, const char *reason)
+{
+        pthread_mutex_lock(&api->sessions->lock);
+        sbx_sessions_mark_ended(api->sessions, s, reason);
+        operation_over(s);
         pthread_mutex_unlock(&api->sessions->lock);
 }
 
-static enum MHD_Result busy(struct sbx_api *api, struct MHD_Connection *connection,
-                            const struct session *s, bool ended)
+void sbx_sessions_end_operation(struct sbx_api *api, struct session *s)
+{
+        pthread_mutex_lock(&api->sessions->lock);
+        operation_over(s);
+        pthread_mutex_unlock(&api->sessions->lock);
+}
+
+enum MHD_Result sbx_sessions_busy(struct sbx_api *api, struct MHD_Connection *connection,
+                                  const struct session *s, bool ended)
 {
         if (ended)
-                return not_found(api, connection, s);
+                return sbx_sessions_not_found(api, connection, s);
         return sbx_http_respond_problem(api, connection, 409,
-                                        "another run or file operation of this session is in "
-                                        "progress",
+                                        s->episode != NULL
+                                                ? "another operation of this episode is in "
+                                                  "progress"
+                                                : "another run or file operation of this session "
+                                                  "is in progress",
                                         NULL, 0, NULL, 0);
 }
 
@@ -698,7 +840,7 @@ static void run_job_unref(struct run_job *job)
         if (job->snapshot != NULL)
                 sbx_live_config_release(job->api->live, job->snapshot);
         if (job->holds_session)
-                release(job->api->sessions, job->session);
+                sbx_sessions_release(job->api->sessions, job->session);
         free(job->fields);
         free(job->stdin_data);
         json_decref(job->requested);
@@ -757,7 +899,7 @@ static void run_job_execute(struct run_job *job)
                 .data_len = job->stdin_size,
         };
         memcpy(message.session_id, job->session->id, sizeof(message.session_id));
-        uint64_t timeout = job->timeout_ms + RUN_RESTART_MS + RUN_SLACK_MS;
+        uint64_t timeout = job->timeout_ms + SBX_SESSIONS_RESTART_MS + RUN_SLACK_MS;
         const struct sbx_engine_session_call with = {
                 .on_event = job->sse != NULL ? on_engine_event : NULL,
                 .on_sent = run_job_begin_record,
@@ -796,8 +938,8 @@ static void run_job_execute(struct run_job *job)
                 json_decref(answer);
                 if (job->failure == ESRCH || job->failure == EPIPE) {
                         pthread_mutex_lock(&job->api->sessions->lock);
-                        mark_ended(job->api->sessions, job->session,
-                                   job->failure == ESRCH ? "gone" : "agent_died");
+                        sbx_sessions_mark_ended(job->api->sessions, job->session,
+                                                job->failure == ESRCH ? "gone" : "agent_died");
                         pthread_mutex_unlock(&job->api->sessions->lock);
                 }
         } else {
@@ -833,11 +975,11 @@ static void run_job_account(struct run_job *job)
         pthread_mutex_unlock(&api->sessions->lock);
         sbx_quota_release(api->quota, job->tenant, job->reservation, job->rc == 0, cpu_ms,
                           sbx_now_ms());
-        end_operation(api, job->session);
+        sbx_sessions_end_operation(api, job->session);
         if (job->rc == 0) {
                 const char *status = json_string_value(json_object_get(result, "status"));
-                sbx_metrics_count_session_run(api->metrics, status,
-                                              (sbx_wall_clock_ms() - job->created_ms) * 1000);
+                sbx_metrics_count_operation(api->metrics, SBX_METRICS_SESSIONS, status,
+                                            (sbx_wall_clock_ms() - job->created_ms) * 1000);
                 json_object_set_new(result, "session_id", json_string(job->session->id));
         }
 }
@@ -891,7 +1033,8 @@ static void run_job_record_after(void *ctx)
 static enum MHD_Result run_job_answer(struct run_job *job, struct MHD_Connection *connection)
 {
         if (job->rc < 0)
-                return engine_failure(job->api, connection, job->failure, job->detail, NULL);
+                return sbx_sessions_engine_failure(job->api, connection, job->failure, job->detail,
+                                                   NULL);
         return sbx_http_respond_json(job->api, connection, 200, JSON_CONTENT_TYPE,
                                      json_incref(job->result), NULL, 0);
 }
@@ -984,58 +1127,47 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                             value) if (strcmp(key, "code") != 0 && strcmp(key, "stdin") != 0 &&
                                        strcmp(key, "env") != 0 &&
                                        strcmp(key, "timeout_ms") !=
-                                               0) return bad_request(api, connection, key,
-                                                                     "unknown "
-                                                                     "field");
+                                               0) return sbx_sessions_bad_request(api, connection,
+                                                                                  key,
+                                                                                  "unknown "
+                                                                                  "field");
         const json_t *code = json_object_get(body, "code");
         const json_t *stdin_value = json_object_get(body, "stdin");
         if (!json_is_string(code) || json_string_length(code) > SBX_MAX_CODE_BYTES)
-                return bad_request(api, connection, "code", "a string of at most 4 MiB");
+                return sbx_sessions_bad_request(api, connection, "code",
+                                                "a string of at most 4 MiB");
         if (stdin_value != NULL &&
             (!json_is_string(stdin_value) || json_string_length(stdin_value) > SBX_MAX_STDIN_BYTES))
-                return bad_request(api, connection, "stdin", "a string of at most 4 MiB");
+                return sbx_sessions_bad_request(api, connection, "stdin",
+                                                "a string of at most 4 MiB");
         uint64_t timeout_ms = s->wall_ms;
         const json_t *timeout = json_object_get(body, "timeout_ms");
         uint64_t ceiling = tenant->tier->max.wall_ms ? tenant->tier->max.wall_ms : SBX_LIMIT_DAY_MS;
         if (timeout != NULL) {
                 if (!json_is_integer(timeout) || json_integer_value(timeout) < 1)
-                        return bad_request(api, connection, "timeout_ms",
-                                           "a positive integer of milliseconds");
+                        return sbx_sessions_bad_request(api, connection, "timeout_ms",
+                                                        "a positive integer of milliseconds");
                 timeout_ms = (uint64_t)json_integer_value(timeout);
                 if (timeout_ms > ceiling)
                         timeout_ms = ceiling;
         }
         _cleanup_(json_decrefp) json_t *env = json_array();
-        const json_t *env_object = json_object_get(body, "env");
-        if (env_object != NULL &&
-            (!json_is_object(env_object) || json_object_size(env_object) > SBX_MAX_ENV))
-                return bad_request(api, connection, "env", "an object of at most 64 variables");
-        json_object_foreach((json_t *)env_object, key, value)
-        {
-                char *entry = NULL;
-                if (!json_is_string(value) ||
-                    asprintf(&entry, "%s=%s", key, json_string_value(value)) < 0)
-                        return bad_request(api, connection, "env", "values must be strings");
-                bool valid = sbx_request_env_valid(entry);
-                json_array_append_new(env, json_string(entry));
-                free(entry);
-                if (!valid)
-                        return bad_request(api, connection, "env",
-                                           "a name sandboxd sets itself or cannot pass");
-        }
+        const char *bad_env = env_entries(json_object_get(body, "env"), env);
+        if (bad_env != NULL)
+                return sbx_sessions_bad_request(api, connection, "env", bad_env);
 
         bool ended;
-        if (!begin_operation(api, s, &ended))
-                return busy(api, connection, s, ended);
+        if (!sbx_sessions_begin_operation(api, s, &ended))
+                return sbx_sessions_busy(api, connection, s, ended);
         struct sbx_quota_decision decision;
         struct sbx_error err = {0};
         if (sbx_quota_reserve(api->quota, tenant, timeout_ms, sbx_now_ms(), &decision, &err) < 0) {
-                end_operation(api, s);
+                sbx_sessions_end_operation(api, s);
                 return sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0, NULL,
                                                 0);
         }
         if (decision.verdict != SBX_QUOTA_ALLOWED) {
-                end_operation(api, s);
+                sbx_sessions_end_operation(api, s);
                 sbx_metrics_count_quota_rejection(api->metrics, tenant->name,
                                                   sbx_quota_verdict_name(decision.verdict));
                 char retry_after[32];
@@ -1052,23 +1184,23 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
         /* What its audit record keeps (begun once the run is on its way: run_job_begin_record). */
         char run_id[SBX_EXECUTION_ID_CHARS + 1];
         uint64_t created_ms = sbx_wall_clock_ms();
-        _cleanup_(json_decrefp) json_t *requested =
-                json_pack("{s:s,s:o,s:o,s:I}", "session_id", s->id, "code",
-                          digest_of(json_string_value(code), json_string_length(code)), "stdin",
-                          stdin_value ? digest_of(json_string_value(stdin_value),
-                                                  json_string_length(stdin_value))
-                                      : json_null(),
-                          "timeout_ms", (json_int_t)timeout_ms);
+        _cleanup_(json_decrefp) json_t *requested = json_pack(
+                "{s:s,s:o,s:o,s:I}", "session_id", s->id, "code",
+                sbx_sessions_digest_of(json_string_value(code), json_string_length(code)), "stdin",
+                stdin_value ? sbx_sessions_digest_of(json_string_value(stdin_value),
+                                                     json_string_length(stdin_value))
+                            : json_null(),
+                "timeout_ms", (json_int_t)timeout_ms);
         if (sbx_execution_id_new(run_id, &err) < 0) {
                 sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
-                end_operation(api, s);
+                sbx_sessions_end_operation(api, s);
                 return sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0, NULL,
                                                 0);
         }
         struct run_job *job = calloc(1, sizeof(*job));
         if (job == NULL) {
                 sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
-                end_operation(api, s);
+                sbx_sessions_end_operation(api, s);
                 return sbx_http_respond_problem(api, connection, 500, "out of memory", NULL, 0,
                                                 NULL, 0);
         }
@@ -1114,8 +1246,13 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
         }
         run_job_execute(job);
         run_job_account(job);
+        /* The client has its answer before the record is written; a read of the record waits
+         * for it (audit.h). When that cannot be arranged, the record is written first. */
+        if (job->recorded && sbx_audit_outcome_coming(job->api->audit, job->run_id, &err) < 0) {
+                run_job_record(job);
+                job->recorded = false;
+        }
         enum MHD_Result answer = run_job_answer(job, connection);
-        /* The client has its answer before the record is written. */
         *after = (struct sbx_http_after){run_job_record_after, job};
         return answer;
 }
@@ -1154,7 +1291,8 @@ static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *c
                 return sbx_http_respond_method_not_allowed(
                         api, connection, method, listing ? "GET, HEAD" : "GET, HEAD, PUT, DELETE");
         if (path == NULL || path[0] == '\0' || strlen(path) > 4096)
-                return bad_request(api, connection, "path", "a path under /workspace is needed");
+                return sbx_sessions_bad_request(api, connection, "path",
+                                                "a path under /workspace is needed");
         unsigned mode = 0644;
         if (put) {
                 const char *given =
@@ -1163,8 +1301,8 @@ static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *c
                 if (given != NULL) {
                         unsigned long parsed = strtoul(given, &end, 8);
                         if (*given == '\0' || *end != '\0' || parsed > 07777)
-                                return bad_request(api, connection, "mode",
-                                                   "an octal file mode such as 0755");
+                                return sbx_sessions_bad_request(api, connection, "mode",
+                                                                "an octal file mode such as 0755");
                         mode = (unsigned)parsed;
                 }
                 /* A file travels to the engine in one message. */
@@ -1178,8 +1316,8 @@ static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *c
                 }
         }
         bool ended;
-        if (!begin_operation(api, s, &ended))
-                return busy(api, connection, s, ended);
+        if (!sbx_sessions_begin_operation(api, s, &ended))
+                return sbx_sessions_busy(api, connection, s, ended);
         enum sbx_session_op op = listing ? SBX_SESSION_LIST
                                  : put   ? SBX_SESSION_PUT
                                  : del   ? SBX_SESSION_DELETE
@@ -1189,13 +1327,14 @@ static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *c
         struct sbx_engine_session_reply reply;
         int failure = 0;
         char detail[SBX_ERROR_MESSAGE_MAX + 64];
-        int rc = call_engine(api, s, op, fields, put ? body : NULL, put ? body_len : 0,
-                             FILE_OP_TIMEOUT_MS, &reply, &failure, detail, sizeof(detail));
-        end_operation(api, s);
+        int rc = sbx_sessions_call_engine(api, s, op, fields, put ? body : NULL, put ? body_len : 0,
+                                          SBX_SESSIONS_FILE_OP_TIMEOUT_MS, &reply, &failure, detail,
+                                          sizeof(detail));
+        sbx_sessions_end_operation(api, s);
         if (rc < 0) {
                 char said[SBX_ERROR_MESSAGE_MAX + 4200];
                 snprintf(said, sizeof(said), "%s: %s", path, detail);
-                return engine_failure(api, connection, failure, said, path);
+                return sbx_sessions_engine_failure(api, connection, failure, said, path);
         }
         enum MHD_Result answer;
         if (op == SBX_SESSION_GET) {
@@ -1231,19 +1370,20 @@ static enum MHD_Result handle_close(struct sbx_api *api, struct MHD_Connection *
                                     struct session *s)
 {
         bool ended;
-        if (!begin_operation(api, s, &ended))
-                return busy(api, connection, s, ended);
+        if (!sbx_sessions_begin_operation(api, s, &ended))
+                return sbx_sessions_busy(api, connection, s, ended);
         struct sbx_engine_session_reply reply;
         int failure = 0;
         char detail[SBX_ERROR_MESSAGE_MAX + 64];
-        int rc = call_engine(api, s, SBX_SESSION_CLOSE, json_object(), NULL, 0, FILE_OP_TIMEOUT_MS,
-                             &reply, &failure, detail, sizeof(detail));
+        int rc = sbx_sessions_call_engine(api, s, SBX_SESSION_CLOSE, json_object(), NULL, 0,
+                                          SBX_SESSIONS_FILE_OP_TIMEOUT_MS, &reply, &failure, detail,
+                                          sizeof(detail));
         pthread_mutex_lock(&api->sessions->lock);
         s->busy = false;
-        mark_ended(api->sessions, s, "deleted");
+        sbx_sessions_mark_ended(api->sessions, s, "deleted");
         pthread_mutex_unlock(&api->sessions->lock);
         if (rc < 0 && failure != ESRCH && failure != EPIPE)
-                return engine_failure(api, connection, failure, detail, NULL);
+                return sbx_sessions_engine_failure(api, connection, failure, detail, NULL);
         if (rc == 0)
                 sbx_engine_session_reply_free(&reply);
         return sbx_http_respond(api, connection, 204, JSON_CONTENT_TYPE, "", 0, NULL, 0);
@@ -1264,8 +1404,9 @@ bool sbx_sessions_route_reads_body(const char *url, const char *method)
         return strcmp(method, MHD_HTTP_METHOD_PUT) == 0 && strstr(rest, "/files/") != NULL;
 }
 
-static json_t *parse_body(struct sbx_api *api, struct MHD_Connection *connection, const void *body,
-                          size_t body_len, bool body_too_large, enum MHD_Result *answer)
+json_t *sbx_sessions_parse_body(struct sbx_api *api, struct MHD_Connection *connection,
+                                const void *body, size_t body_len, bool body_too_large,
+                                enum MHD_Result *answer)
 {
         if (body_too_large) {
                 char detail[96];
@@ -1281,9 +1422,9 @@ static json_t *parse_body(struct sbx_api *api, struct MHD_Connection *connection
                                            &parse_error);
         if (!json_is_object(parsed)) {
                 json_decref(parsed);
-                *answer = bad_request(api, connection, "body",
-                                      body_len == 0 ? "empty: send a JSON object"
-                                                    : "not a JSON object");
+                *answer = sbx_sessions_bad_request(api, connection, "body",
+                                                   body_len == 0 ? "empty: send a JSON object"
+                                                                 : "not a JSON object");
                 return NULL;
         }
         return parsed;
@@ -1318,8 +1459,8 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
                 if (strcmp(method, MHD_HTTP_METHOD_POST) == 0) {
                         if (sbx_http_draining())
                                 return sbx_http_respond_shutting_down(api, connection);
-                        json_t *parsed = parse_body(api, connection, body, body_len, body_too_large,
-                                                    &answer);
+                        json_t *parsed = sbx_sessions_parse_body(api, connection, body, body_len,
+                                                                 body_too_large, &answer);
                         if (parsed == NULL)
                                 return answer;
                         answer = handle_open(api, connection, tenant, parsed);
@@ -1331,31 +1472,25 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
                                                                    "GET, HEAD, POST");
                 json_t *list = json_array();
                 pthread_mutex_lock(&api->sessions->lock);
-                forget_old(api->sessions, sbx_wall_clock_ms());
+                sbx_sessions_forget_old(api->sessions, sbx_wall_clock_ms());
                 for (size_t i = 0; i < api->sessions->n; i++)
                         if (!api->sessions->items[i]->ended &&
+                            api->sessions->items[i]->episode == NULL &&
                             strcmp(api->sessions->items[i]->tenant, tenant->name) == 0)
-                                json_array_append_new(list, session_json(api->sessions->items[i]));
+                                json_array_append_new(list,
+                                                      sbx_sessions_json(api->sessions->items[i]));
                 pthread_mutex_unlock(&api->sessions->lock);
                 return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
                                              json_pack("{s:o}", "sessions", list), NULL, 0);
         }
 
-        /* /{id}[/...] */
-        char id[SBX_EXECUTION_ID_CHARS + 1];
-        snprintf(id, sizeof(id), "%.*s", SBX_EXECUTION_ID_CHARS, rest + 1);
-        const char *after = rest + 1 + strnlen(rest + 1, SBX_EXECUTION_ID_CHARS);
-        struct session *s = NULL;
-        if (sbx_execution_id_valid(id) && (after[0] == '\0' || after[0] == '/')) {
-                pthread_mutex_lock(&api->sessions->lock);
-                s = find(api->sessions, id, tenant->name);
-                pthread_mutex_unlock(&api->sessions->lock);
-        }
+        const char *after;
+        struct session *s = sbx_sessions_find_in_url(api->sessions, rest, tenant, false, &after);
         if (s == NULL)
-                return not_found(api, connection, NULL);
+                return sbx_sessions_not_found(api, connection, NULL);
         answer = route_session(api, connection, method, tenant, tenants, s, after, body, body_len,
                                body_too_large, after_response);
-        release(api->sessions, s);
+        sbx_sessions_release(api->sessions, s);
         return answer;
 }
 
@@ -1372,10 +1507,10 @@ static enum MHD_Result route_session(struct sbx_api *api, struct MHD_Connection 
         if (after[0] == '\0') {
                 if (read) {
                         pthread_mutex_lock(&api->sessions->lock);
-                        json_t *object = s->ended ? NULL : session_json(s);
+                        json_t *object = s->ended ? NULL : sbx_sessions_json(s);
                         pthread_mutex_unlock(&api->sessions->lock);
                         if (object == NULL)
-                                return not_found(api, connection, s);
+                                return sbx_sessions_not_found(api, connection, s);
                         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
                                                      object, NULL, 0);
                 }
@@ -1389,14 +1524,22 @@ static enum MHD_Result route_session(struct sbx_api *api, struct MHD_Connection 
                         return sbx_http_respond_method_not_allowed(api, connection, method, "POST");
                 if (sbx_http_draining())
                         return sbx_http_respond_shutting_down(api, connection);
-                json_t *parsed =
-                        parse_body(api, connection, body, body_len, body_too_large, &answer);
+                json_t *parsed = sbx_sessions_parse_body(api, connection, body, body_len,
+                                                         body_too_large, &answer);
                 if (parsed == NULL)
                         return answer;
                 answer = handle_run(api, connection, tenant, s, parsed, tenants, after_response);
                 json_decref(parsed);
                 return answer;
         }
+        return sbx_sessions_file_route(api, connection, s, method, after, body, body_len,
+                                       body_too_large);
+}
+
+enum MHD_Result sbx_sessions_file_route(struct sbx_api *api, struct MHD_Connection *connection,
+                                        struct session *s, const char *method, const char *after,
+                                        const void *body, size_t body_len, bool body_too_large)
+{
         if (strcmp(after, "/files") == 0 || strcmp(after, "/files/") == 0) {
                 const char *path =
                         MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "path");

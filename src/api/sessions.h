@@ -58,5 +58,5 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
                                    size_t body_len, bool body_too_large,
                                    struct sbx_http_after *after, bool *handled);
 
-/* Sessions open now, for the metrics. */
-size_t sbx_sessions_open_count(struct sbx_sessions *sessions);
+/* Sessions (or RL episodes: api/episodes.h) open now, for the metrics. */
+size_t sbx_sessions_open_count(struct sbx_sessions *sessions, bool episodes);

@@ -394,10 +394,55 @@ static void compile_remember(struct execution_plan *plan, const struct sbx_reque
                 sbx_warn("compile cache: %s", err.message);
 }
 
-/* The compile stage, into result->compile. 0: the artifact is the run's; -1: result is final
- * (compile_error, canceled or internal_error) and nothing is to run. */
+/* The disk a compile entry is made with: the language's compile stage's by default (its tmpfs
+ * cannot change size later, so only compiles of exactly this size can use one). */
+static uint64_t compile_entry_disk_bytes(const struct sbx_language *language)
+{
+        struct sbx_limits run, compile;
+        sbx_limits_default(&run);
+        sbx_language_compile_limits(language, &run, &compile);
+        return compile.disk_bytes;
+}
+
+/* A pool's compile entry: its sandbox and the backend that made it. */
+struct compile_entry {
+        const struct sbx_backend *backend;
+        struct sbx_sandbox *sandbox;
+};
+
+/* Runs the compile of plan in entry's sandbox (taken: it becomes NULL) when it fits the entry,
+ * else, or when the entry cannot be acquired, in a fresh sandbox. */
+static void run_compile(struct execution_plan *plan, struct sbx_result *compile,
+                        struct compile_entry *entry)
+{
+        const struct sbx_spec *spec = &plan->compile->spec;
+        if (entry->sandbox == NULL ||
+            spec->limits.disk_bytes != compile_entry_disk_bytes(plan->language)) {
+                run_sandbox(plan->backend, spec, compile, NULL);
+                return;
+        }
+        struct sbx_sandbox *sandbox = steal_pointer(&entry->sandbox);
+        struct sbx_error step_err = {0};
+        uint64_t t0 = sbx_now_us();
+        if (entry->backend->acquire(sandbox, spec, &step_err) < 0) {
+                /* Nothing of the compile ran there: a fresh sandbox does it instead. */
+                sbx_warn("compile: a warm entry failed (%s); compiling in a fresh sandbox",
+                         step_err.message);
+                entry->backend->destroy(sandbox);
+                run_sandbox(plan->backend, spec, compile, NULL);
+                return;
+        }
+        uint64_t t1 = sbx_now_us();
+        compile->timing.acquire_us = t1 - t0;
+        compile->pooled = true;
+        run_to_end(entry->backend, sandbox, true, compile, t0, t1, &step_err, NULL);
+}
+
+/* The compile stage, into result->compile; in *compile_entry when there is one that fits (it
+ * is taken then). 0: the artifact is the run's; -1: result is final (compile_error, canceled or
+ * internal_error) and nothing is to run. */
 static int compile_stage(struct execution_plan *plan, const struct sbx_request *request,
-                         struct sbx_result *result)
+                         struct sbx_result *result, struct compile_entry *compile_entry)
 {
         struct sbx_error err = {0};
         struct sbx_result *compile = calloc(1, sizeof(*compile));
@@ -411,7 +456,7 @@ static int compile_stage(struct execution_plan *plan, const struct sbx_request *
         result->compile = compile;
         bool cached = compile_cached(plan, request, compile);
         if (!cached)
-                run_sandbox(plan->backend, &plan->compile->spec, compile, NULL);
+                run_compile(plan, compile, compile_entry);
         result->timing.total_us = compile->timing.total_us;
 
         if (compile->status == SBX_STATUS_OK) {
@@ -455,7 +500,8 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
                 return -1;
         *result = (struct sbx_result){.limits = request->limits, .backend = plan.backend->name};
         memcpy(result->id, id, sizeof(id));
-        if (plan.compile != NULL && compile_stage(&plan, request, result) < 0)
+        struct compile_entry no_entry = {0};
+        if (plan.compile != NULL && compile_stage(&plan, request, result, &no_entry) < 0)
                 return 0;
         run_sandbox(plan.backend, &plan.spec, result, request);
         return 0;
@@ -499,7 +545,41 @@ struct sbx_pool_entry {
         char loader_path[64];
         struct sbx_file loader_file; /* a loader run as a file: written by init */
         struct sbx_spec spec;
+        /* A compiled language's second sandbox, for the compile stage: an exec entry with the
+         * disk of the language's default compile limits (compile_entry_disk_bytes). */
+        struct sbx_sandbox *compile_sandbox;
+        struct sbx_spec compile_spec;
 };
+
+static const char *const exec_entry_argv[] = {"/bin/true", NULL};
+
+/* Until acquire sets a request's limits, an entry lives under loose ones, so that acquire only
+ * ever lowers them: the kernel refuses to raise some hard rlimits of another process even to
+ * real root (RLIMIT_STACK, measured here), and what waits is sandboxd's own code, not a
+ * tenant's. */
+static void loose_limits(struct sbx_limits *limits, uint64_t disk_bytes)
+{
+        sbx_limits_default(limits);
+        limits->memory_bytes = 0; /* no cgroup cap; STACK hard unlimited */
+        limits->cpu_ms = 0;
+        limits->pids = 0;
+        limits->open_files = 0;
+        limits->disk_bytes = disk_bytes;
+}
+
+/* Makes and starts the sandbox of spec into *out. */
+static int start_entry_sandbox(const struct sbx_backend *backend, const struct sbx_spec *spec,
+                               struct sbx_sandbox **out, struct sbx_error *err)
+{
+        if (backend->create(spec, out, err) < 0)
+                return -1;
+        if (backend->start(*out, err) < 0) {
+                backend->destroy(*out);
+                *out = NULL;
+                return -1;
+        }
+        return 0;
+}
 
 /* The disk size pool entries are made with: their tmpfs cannot change size later, so only
  * requests for exactly this size can use one. */
@@ -556,7 +636,7 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
         /* A language with a loader (python) waits in its interpreter; every other one in an
          * exec entry, whose init waits to start the program (argv comes with the execution). */
         const struct loader *loader = loader_of(entry->language);
-        entry->argv[0] = loader ? entry->language->interpreter : "/bin/true";
+        entry->argv[0] = loader ? entry->language->interpreter : exec_entry_argv[0];
         if (loader != NULL && loader->eval_flag != NULL) {
                 entry->argv[1] = loader->eval_flag;
                 entry->argv[2] = loader->source;
@@ -580,22 +660,28 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
                 .exec_on_acquire = loader == NULL,
                 .cancel_fd = -1,
         };
-        /* Until acquire sets a request's limits, the loader lives under loose ones, so that
-         * acquire only ever lowers them: the kernel refuses to raise some hard rlimits of
-         * another process even to real root (RLIMIT_STACK, measured here), and the idle loader
-         * is sandboxd's own code, not a tenant's. */
-        sbx_limits_default(&entry->spec.limits);
-        entry->spec.limits.memory_bytes = 0; /* no cgroup cap; STACK hard unlimited */
-        entry->spec.limits.cpu_ms = 0;
-        entry->spec.limits.pids = 0;
-        entry->spec.limits.open_files = 0;
-        if (backend->create(&entry->spec, &entry->sandbox, err) < 0) {
+        loose_limits(&entry->spec.limits, pool_disk_bytes());
+        if (start_entry_sandbox(backend, &entry->spec, &entry->sandbox, err) < 0) {
                 free(entry);
                 return -1;
         }
-        if (backend->start(entry->sandbox, err) < 0) {
-                sbx_pool_entry_destroy(entry);
-                return -1;
+        /* The compile stage skips its sandbox's setup too: a second, exec-mode entry. */
+        if (sbx_language_compiles(entry->language)) {
+                entry->compile_spec = (struct sbx_spec){
+                        .argv = exec_entry_argv,
+                        .envp = sbx_request_base_environment,
+                        .network = SBX_NETWORK_NONE,
+                        .agent = true,
+                        .exec_on_acquire = true,
+                        .cancel_fd = -1,
+                };
+                loose_limits(&entry->compile_spec.limits,
+                             compile_entry_disk_bytes(entry->language));
+                if (start_entry_sandbox(backend, &entry->compile_spec, &entry->compile_sandbox,
+                                        err) < 0) {
+                        sbx_pool_entry_destroy(entry);
+                        return -1;
+                }
         }
         *out = entry;
         return 0;
@@ -607,6 +693,8 @@ void sbx_pool_entry_destroy(struct sbx_pool_entry *entry)
                 return;
         if (entry->sandbox != NULL)
                 entry->backend->destroy(entry->sandbox);
+        if (entry->compile_sandbox != NULL)
+                entry->backend->destroy(entry->compile_sandbox);
         free(entry);
 }
 
@@ -625,15 +713,18 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
         }
         const struct sbx_backend *backend = entry->backend;
         struct sbx_sandbox *sandbox = steal_pointer(&entry->sandbox);
+        struct compile_entry compile_entry = {backend, steal_pointer(&entry->compile_sandbox)};
         sbx_pool_entry_destroy(entry);
 
         *result = (struct sbx_result){
                 .limits = request->limits, .backend = backend->name, .pooled = true};
         memcpy(result->id, id, sizeof(id));
-        /* A compiled language's compile stage runs (or comes from the cache) first, in a
-         * sandbox of its own; only its artifact's run takes the entry. */
-        if (plan.compile != NULL && compile_stage(&plan, request, result) < 0) {
+        /* A compiled language's compile stage runs (or comes from the cache) first, in the
+         * entry's compile sandbox when it fits; the artifact's run takes the entry. */
+        if (plan.compile != NULL && compile_stage(&plan, request, result, &compile_entry) < 0) {
                 backend->destroy(sandbox);
+                if (compile_entry.sandbox != NULL)
+                        backend->destroy(compile_entry.sandbox);
                 return 0;
         }
         struct sbx_error step_err = {0};
@@ -642,5 +733,8 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
         uint64_t t1 = sbx_now_us();
         result->timing.acquire_us = t1 - t0;
         run_to_end(backend, sandbox, acquired, result, t0, t1, &step_err, request);
+        /* A compile cache hit left it unused: removed after the answer, off the client's wait. */
+        if (compile_entry.sandbox != NULL)
+                backend->destroy(compile_entry.sandbox);
         return 0;
 }

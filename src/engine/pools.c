@@ -24,39 +24,12 @@ bool pool_worker_idle(const struct worker *w)
 
 static void spawn_pool_worker(struct engine *e, const struct sbx_engine_pool *pool)
 {
-        int pair[2];
-        struct worker *w = engine_add_worker(e);
-        if (w == NULL || engine_control_socket_pair(pair) < 0) {
-                if (w != NULL)
-                        e->n_workers--;
-                sbx_warn("engine: pool %s: control socket: %s", pool->language,
-                         strerror(w == NULL ? ENOMEM : errno));
-                return;
-        }
-        pid_t pid = fork();
-        if (pid < 0) {
-                sbx_warn("engine: pool %s: fork: %s", pool->language, strerror(errno));
-                e->n_workers--;
-                close(pair[0]);
-                close(pair[1]);
-                return;
-        }
-        if (pid == 0) {
-                close(pair[0]);
-                const struct sbx_worker_context context = engine_worker_context(e);
-                sbx_pool_worker_run_and_exit(&context, pair[1], pool->language);
-        }
-        close(pair[1]);
-        *w = (struct worker){.pid = pid,
-                             .pidfd = engine_pidfd_open(pid),
-                             .pool = pool,
-                             .control_fd = pair[0],
-                             .spawned_us = sbx_now_us()};
-        if (w->pidfd < 0) {
-                sbx_warn("engine: pidfd_open(%d): %s; killing the pool worker", (int)pid,
-                         strerror(errno));
-                kill(pid, SIGKILL);
-        }
+        struct sbx_error err = {0};
+        struct worker *w = engine_fork_worker(e, POOL_WORKER, 0, pool, &err);
+        if (w == NULL)
+                sbx_warn("engine: pool %s: %s", pool->language, err.message);
+        else
+                w->spawned_us = sbx_now_us();
 }
 
 void pools_maintain(struct engine *e)
@@ -84,11 +57,12 @@ void pools_maintain(struct engine *e)
         }
 }
 
-struct worker *pools_find_ready(struct engine *e, const char *language)
+struct worker *pools_find_ready(struct engine *e, const char *language, bool sessions)
 {
         for (size_t i = 0; i < e->n_workers; i++) {
                 struct worker *w = &e->workers[i];
-                if (pool_worker_idle(w) && w->ready && strcmp(w->pool->language, language) == 0)
+                if (pool_worker_idle(w) && w->ready && w->pool->sessions == sessions &&
+                    strcmp(w->pool->language, language) == 0)
                         return w;
         }
         return NULL;
@@ -105,10 +79,9 @@ bool pools_assign(struct engine *e, struct worker *w, const void *buf, size_t le
                 return false;
         }
         w->request_id = request_id;
-        memcpy(w->execution_id, e->message.body.run.execution_id, sizeof(w->execution_id));
+        e->stats.pool_hits++;
         e->stats.executions_started++;
-        sbx_debug("engine: execution %s started (request %llu, pool worker %d)", w->execution_id,
-                  (unsigned long long)request_id, (int)w->pid);
+        e->pool_refill_after_us = sbx_now_us() + POOL_REFILL_DELAY_MS * 1000;
         return true;
 }
 

@@ -143,8 +143,9 @@ static void reply_empty(struct engine *e, enum sbx_message_type type, uint64_t r
 
 static void reply_stats(struct engine *e, uint64_t request_id)
 {
-        /* Each worker owns at most one sandbox and destroys it before it exits, so the workers
-         * alive bound the sandboxes alive from above. */
+        /* Each worker owns one sandbox, or one warm pool entry (a compiled language's is two
+         * sandboxes: the run's and its compile's), and destroys it before it exits: the figure
+         * counts executions and entries, as max_sandboxes does. */
         e->stats.workers_alive = e->n_workers;
         e->stats.sandboxes_alive = e->n_workers;
         struct sbx_error err = {0};
@@ -208,7 +209,9 @@ void engine_signal_worker_value(const struct worker *w, int sig, uint64_t value)
                 sbx_warn("engine: signal %d to worker %d: %s", sig, (int)w->pid, strerror(errno));
 }
 
-struct worker *engine_add_worker(struct engine *e)
+/* A new zeroed entry at the end of the workers table (grown when full), or NULL when memory
+ * runs out. */
+static struct worker *add_worker(struct engine *e)
 {
         if (e->n_workers == e->workers_allocated) {
                 size_t allocated = e->workers_allocated * 2;
@@ -223,7 +226,9 @@ struct worker *engine_add_worker(struct engine *e)
         return w;
 }
 
-int engine_control_socket_pair(int pair[2])
+/* A control socket pair for a new worker: [0] the engine's (non-blocking: the loop never waits on
+ * a worker), [1] the worker's. */
+static int control_socket_pair(int pair[2])
 {
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return -1;
@@ -235,40 +240,48 @@ int engine_control_socket_pair(int pair[2])
         return 0;
 }
 
-static void spawn_worker(struct engine *e, uint64_t request_id)
+struct worker *engine_fork_worker(struct engine *e, enum worker_kind kind, uint64_t request_id,
+                                  const struct sbx_engine_pool *pool, struct sbx_error *err)
 {
-        const struct sbx_message_run *run = &e->message.body.run;
         int pair[2];
-        struct worker *w = engine_add_worker(e);
-        if (w == NULL || engine_control_socket_pair(pair) < 0) {
+        struct worker *w = add_worker(e);
+        if (w == NULL || control_socket_pair(pair) < 0) {
+                sbx_error_set(err, w == NULL ? ENOMEM : errno, "engine: a worker's control socket");
                 if (w != NULL)
                         e->n_workers--;
-                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: start a worker: %s",
-                              strerror(w == NULL ? ENOMEM : errno));
-                return;
+                return NULL;
         }
         pid_t pid = fork();
         if (pid < 0) {
-                int saved = errno;
+                sbx_error_set(err, errno, "engine: fork a worker");
                 e->n_workers--;
                 close(pair[0]);
                 close(pair[1]);
-                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: fork a worker: %s",
-                              strerror(saved));
-                return;
+                return NULL;
         }
         if (pid == 0) {
                 close(pair[0]);
                 const struct sbx_worker_context context = engine_worker_context(e);
-                sbx_worker_run_and_exit(&context, pair[1], request_id, run);
+                switch (kind) {
+                case SESSION_WORKER:
+                        sbx_session_worker_run_and_exit(&context, pair[1], request_id,
+                                                        &e->message.body.session);
+                case POOL_WORKER:
+                        if (pool->sessions)
+                                sbx_session_pool_worker_run_and_exit(&context, pair[1],
+                                                                     pool->language);
+                        sbx_pool_worker_run_and_exit(&context, pair[1], pool->language);
+                case EXECUTION_WORKER:
+                        break;
+                }
+                sbx_worker_run_and_exit(&context, pair[1], request_id, &e->message.body.run);
         }
         close(pair[1]);
         *w = (struct worker){.request_id = request_id,
                              .pid = pid,
                              .pidfd = engine_pidfd_open(pid),
-                             .control_fd = pair[0]};
-        memcpy(w->execution_id, run->execution_id, sizeof(w->execution_id));
-        e->stats.executions_started++;
+                             .control_fd = pair[0],
+                             .pool = pool};
         if (w->pidfd < 0) {
                 /* Without a pidfd the loop would not see it end in time; the reaper still
                  * answers its request when it is gone. */
@@ -276,8 +289,28 @@ static void spawn_worker(struct engine *e, uint64_t request_id)
                          strerror(errno));
                 kill(pid, SIGKILL);
         }
+        return w;
+}
+
+static void spawn_worker(struct engine *e, uint64_t request_id)
+{
+        const struct sbx_message_run *run = &e->message.body.run;
+        struct sbx_error err = {0};
+        /* Said before the fork: an engine killed right after it leaves a worker that runs the
+         * execution and answers it (canceled), so the log, which the tests take for the ground
+         * truth of what started, must name it already. */
+        sbx_debug("engine: execution %s starting (request %llu)", run->execution_id,
+                  (unsigned long long)request_id);
+        struct worker *w = engine_fork_worker(e, EXECUTION_WORKER, request_id, NULL, &err);
+        if (w == NULL) {
+                sbx_debug("engine: execution %s not started: %s", run->execution_id, err.message);
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "%s", err.message);
+                return;
+        }
+        memcpy(w->execution_id, run->execution_id, sizeof(w->execution_id));
+        e->stats.executions_started++;
         sbx_debug("engine: execution %s started (request %llu, worker %d)", run->execution_id,
-                  (unsigned long long)request_id, (int)pid);
+                  (unsigned long long)request_id, (int)w->pid);
 }
 
 /* Answers a session operation from the loop itself (the session's worker answers the rest). */
@@ -411,6 +444,18 @@ static bool worker_listened_to(const struct worker *w)
         return w->request_id != 0 ? !w->done : w->pool != NULL && !w->ready && !w->retiring;
 }
 
+/* Whether the loop wakes for what the worker says: "R" from a starting pool worker, a session
+ * worker's "D" or hang-up (its session is over). A one-shot execution's "D" is read when the
+ * engine looks full (read_done_notices) or the worker is reaped: a wake of its own would come
+ * between the worker's "D" and its RESULT, on the answer's path (on two CPUs, the engine then
+ * preempts the worker that is about to send it). */
+static bool worker_polled(const struct worker *w)
+{
+        if (w->request_id == 0 || w->session)
+                return worker_listened_to(w);
+        return false;
+}
+
 /* Reads what the worker said on its control socket, if anything (it never blocks). */
 static void read_control(struct engine *e, struct worker *w)
 {
@@ -516,11 +561,17 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
                 return;
         }
         if (sbx_pool_request_eligible(&run->request)) {
-                struct worker *w = pools_find_ready(e, run->request.language);
-                if (w != NULL && pools_assign(e, w, buf, len, request_id)) {
-                        e->stats.pool_hits++;
-                        e->pool_refill_after_us = sbx_now_us() + POOL_REFILL_DELAY_MS * 1000;
-                        return;
+                struct worker *w = pools_find_ready(e, run->request.language, false);
+                if (w != NULL) {
+                        /* Said before the entry has it, as spawn_worker says why. */
+                        sbx_debug("engine: execution %s starting (request %llu, pool worker %d)",
+                                  run->execution_id, (unsigned long long)request_id, (int)w->pid);
+                        if (pools_assign(e, w, buf, len, request_id)) {
+                                memcpy(w->execution_id, run->execution_id, sizeof(w->execution_id));
+                                return;
+                        }
+                        sbx_debug("engine: execution %s not started by pool worker %d",
+                                  run->execution_id, (int)w->pid);
                 }
                 if (sbx_pool_supports(run->request.language))
                         e->stats.pool_misses++;
@@ -541,46 +592,43 @@ static struct worker *find_session_worker(struct engine *e, const char *session_
 static void spawn_session_worker(struct engine *e, uint64_t request_id)
 {
         const struct sbx_message_session *open = &e->message.body.session;
-        int pair[2];
-        struct worker *w = engine_add_worker(e);
-        if (w == NULL || engine_control_socket_pair(pair) < 0) {
-                if (w != NULL)
-                        e->n_workers--;
-                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: start a worker: %s",
-                              strerror(w == NULL ? ENOMEM : errno));
+        struct sbx_error err = {0};
+        struct worker *w = engine_fork_worker(e, SESSION_WORKER, request_id, NULL, &err);
+        if (w == NULL) {
+                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "%s", err.message);
                 return;
         }
-        pid_t pid = fork();
-        if (pid < 0) {
-                int saved = errno;
-                e->n_workers--;
-                close(pair[0]);
-                close(pair[1]);
-                reply_refused(e, request_id, SBX_REFUSAL_FAILED, "engine: fork a worker: %s",
-                              strerror(saved));
-                return;
-        }
-        if (pid == 0) {
-                close(pair[0]);
-                const struct sbx_worker_context context = engine_worker_context(e);
-                sbx_session_worker_run_and_exit(&context, pair[1], request_id, open);
-        }
-        close(pair[1]);
-        *w = (struct worker){.request_id = request_id,
-                             .pid = pid,
-                             .pidfd = engine_pidfd_open(pid),
-                             .control_fd = pair[0],
-                             .session = true,
-                             .last_request_id = request_id};
+        w->session = true;
+        w->last_request_id = request_id;
         memcpy(w->session_id, open->session_id, sizeof(w->session_id));
         e->stats.executions_started++;
-        if (w->pidfd < 0) {
-                sbx_warn("engine: pidfd_open(%d): %s; killing the worker", (int)pid,
-                         strerror(errno));
-                kill(pid, SIGKILL);
-        }
         sbx_debug("engine: session %s opening (request %llu, worker %d)", open->session_id,
-                  (unsigned long long)request_id, (int)pid);
+                  (unsigned long long)request_id, (int)w->pid);
+}
+
+/* OPEN: a ready entry of the language's session pool takes it (it is the session's worker from
+ * now on), when there is one. */
+static bool take_session_entry(struct engine *e, const void *buf, size_t len, uint64_t request_id)
+{
+        bool pooled_sessions = false;
+        for (size_t i = 0; i < e->n_pools; i++)
+                pooled_sessions = pooled_sessions || e->pools[i].sessions;
+        if (!pooled_sessions)
+                return false; /* no fields to look at */
+        const struct sbx_message_session *open = &e->message.body.session;
+        char language[32];
+        struct worker *w = sbx_session_open_adoptable(open, language, sizeof(language))
+                                   ? pools_find_ready(e, language, true)
+                                   : NULL;
+        if (w == NULL || !pools_assign(e, w, buf, len, request_id))
+                return false;
+        w->pool = NULL; /* a session's worker now, no longer an entry of its pool */
+        w->session = true;
+        w->last_request_id = request_id;
+        memcpy(w->session_id, open->session_id, sizeof(w->session_id));
+        sbx_debug("engine: session %s opening (request %llu, pool worker %d)", open->session_id,
+                  (unsigned long long)request_id, (int)w->pid);
+        return true;
 }
 
 static void handle_session(struct engine *e, const void *buf, size_t len, uint64_t request_id)
@@ -627,6 +675,8 @@ static void handle_session(struct engine *e, const void *buf, size_t len, uint64
                               "engine busy: %zu sandboxes running, the maximum", e->max_workers);
                 return;
         }
+        if (take_session_entry(e, buf, len, request_id))
+                return;
         spawn_session_worker(e, request_id);
 }
 
@@ -819,10 +869,10 @@ static int run_loop(struct engine *e, struct sbx_error *err)
                 size_t polled = e->n_workers;
                 for (size_t i = 0; i < polled; i++)
                         fds[n++] = (struct pollfd){.fd = e->workers[i].pidfd, .events = POLLIN};
-                /* Starting pool workers ("R") and running workers ("D"). */
+                /* Starting pool workers ("R") and session workers. */
                 nfds_t first_control = n;
                 for (size_t i = 0; i < polled; i++)
-                        if (worker_listened_to(&e->workers[i]))
+                        if (worker_polled(&e->workers[i]))
                                 fds[n++] = (struct pollfd){.fd = e->workers[i].control_fd,
                                                            .events = POLLIN};
                 nfds_t end_control = n;

@@ -39,6 +39,8 @@
  * behind is removed (backend reconcile). RUNs arriving meanwhile: REFUSED stopping. */
 #pragma once
 
+#include <stdbool.h>
+
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -52,6 +54,7 @@
 /* One warm pool: pool workers, each holding a sandbox whose loader waits for one execution. */
 struct sbx_engine_pool {
         const char *language; /* sbx_pool_supports() */
+        bool sessions;        /* its entries are sessions opened ahead of an OPEN (python, bash) */
         unsigned min_idle;    /* idle entries kept ready; 0 = the pool is off */
         unsigned max_idle;    /* never more idle entries than this */
         unsigned max_idle_s;  /* an entry idle longer is destroyed (and replaced); 0 = never */

@@ -79,13 +79,19 @@ struct engine {
         uint64_t pool_refill_after_us;
 };
 
-/* A new zeroed entry at the end of the workers table (grown when full), or NULL when memory
- * runs out. */
-struct worker *engine_add_worker(struct engine *e);
+/* What a forked worker does. */
+enum worker_kind {
+        EXECUTION_WORKER, /* runs the RUN in e->message (request_id) and exits */
+        SESSION_WORKER,   /* holds the session the OPEN in e->message (request_id) opens */
+        POOL_WORKER,      /* readies a warm sandbox of pool and waits for one RUN */
+};
 
-/* A control socket pair for a new worker: [0] the engine's (non-blocking: the loop never waits on
- * a worker), [1] the worker's. */
-int engine_control_socket_pair(int pair[2]);
+/* Forks a worker of kind with its control socket and adds it to the table: request_id (0 for a
+ * pool worker), pid, pidfd (a worker whose pidfd cannot be had is killed at once, and only
+ * reaped), control_fd, and pool set; the caller sets the rest. NULL with err when it could not:
+ * nothing was added. */
+struct worker *engine_fork_worker(struct engine *e, enum worker_kind kind, uint64_t request_id,
+                                  const struct sbx_engine_pool *pool, struct sbx_error *err);
 
 /* Signals a worker that has not been reaped (through its pidfd when it has one). */
 void engine_signal_worker(const struct worker *w, int sig);
@@ -113,11 +119,12 @@ bool pool_worker_idle(const struct worker *w);
  * longer than max_idle_s. */
 void pools_maintain(struct engine *e);
 
-/* A ready, idle pool worker for language, or NULL. */
-struct worker *pools_find_ready(struct engine *e, const char *language);
+/* A ready, idle pool worker for language (of a session pool: sessions), or NULL. */
+struct worker *pools_find_ready(struct engine *e, const char *language, bool sessions);
 
-/* Hands the RUN in buf (e->message decoded) to a ready pool worker: it runs it and answers the
- * API itself. False when the worker could not take it (it is retired). */
+/* Hands the RUN (or, to a session pool's worker, the OPEN) in buf to a ready pool worker: it
+ * runs it and answers the API itself; counted as a pool hit, and the refills wait
+ * POOL_REFILL_DELAY_MS. False when the worker could not take it (it is retired). */
 bool pools_assign(struct engine *e, struct worker *w, const void *buf, size_t len,
                   uint64_t request_id);
 

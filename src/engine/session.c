@@ -41,14 +41,19 @@ struct sbx_session {
         const char **envp;
         int agent_fd, stdout_fd, stderr_fd; /* the sandbox's: not closed here */
         struct sbx_session_reader reader;
+        /* The counters as the last run ended: an episode's operation starts from them instead
+         * of reading them again (its delta then includes what ran between operations). */
+        struct sbx_evidence last_evidence;
+        bool last_evidence_known;
         bool dead;
         char dead_reason[SBX_ERROR_MESSAGE_MAX];
 };
 
 bool sbx_session_language_supported(const char *language)
 {
-        return language != NULL &&
-               (strcmp(language, "python") == 0 || strcmp(language, "bash") == 0);
+        /* By its name: a session's language is named exactly as it is answered. */
+        const struct sbx_language *row = sbx_language_find(language);
+        return row != NULL && row->sessions && strcmp(row->name, language) == 0;
 }
 
 bool sbx_session_alive(const struct sbx_session *session)
@@ -267,6 +272,54 @@ int sbx_session_open(const struct sbx_session_options *options, struct sbx_sessi
         return 0;
 }
 
+int sbx_session_open_waiting(const char *language, struct sbx_session **out, struct sbx_error *err)
+{
+        struct sbx_session_options options = {.language = language};
+        sbx_limits_default(&options.limits);
+        options.limits.memory_bytes = 0;
+        options.limits.pids = 0;
+        options.limits.open_files = 0;
+        return sbx_session_open(&options, out, err);
+}
+
+bool sbx_session_adoptable(const struct sbx_session_options *options)
+{
+        struct sbx_limits defaults;
+        sbx_limits_default(&defaults);
+        const struct sbx_limits *wanted = &options->limits;
+        return options->n_env == 0 && wanted->disk_bytes == defaults.disk_bytes &&
+               (wanted->memory_bytes == 0 ||
+                wanted->memory_bytes >= SBX_SESSION_ADOPT_MIN_MEMORY_BYTES) &&
+               (wanted->pids == 0 || wanted->pids >= SBX_SESSION_ADOPT_MIN_PIDS);
+}
+
+int sbx_session_adopt(struct sbx_session *session, const struct sbx_session_options *options,
+                      struct sbx_error *err)
+{
+        const struct sbx_limits *wanted = &options->limits;
+        if (strcmp(options->language ? options->language : "", session->language) != 0 ||
+            !sbx_session_adoptable(options) || session->backend->session_limits == NULL)
+                return sbx_error_set(err, EINVAL, "session: this one cannot be taken over");
+        /* Nothing may have happened while it waited (its interpreter ended and came back, say):
+         * a frame waiting unread would be taken for the first run's. */
+        struct pollfd unread = {.fd = session->agent_fd, .events = POLLIN};
+        if (!sbx_session_alive(session) || poll(&unread, 1, 0) != 0)
+                return sbx_error_set(err, EPIPE, "session: the waiting agent is not as it was");
+        struct sbx_limits limits = *wanted;
+        limits.cpu_ms = 0;                    /* as sbx_session_open: a run's CPU is a delta */
+        session->last_evidence_known = false; /* the counters start again from here */
+        if (session->backend->session_limits(session->sandbox, &limits, err) < 0)
+                return -1;
+        session->spec.limits = limits;
+        for (size_t i = 0; i < options->n_files; i++) {
+                const struct sbx_file *file = &options->files[i];
+                if (sbx_session_put(session, file->path, file->data, file->size,
+                                    file->executable ? 0755 : 0644, err) < 0)
+                        return sbx_error_prefix(err, "session: files[%zu]", i);
+        }
+        return 0;
+}
+
 void sbx_session_close(struct sbx_session *session)
 {
         if (session == NULL)
@@ -292,6 +345,7 @@ struct run_state {
         json_t *error;     /* the agent's {name, value, traceback} */
         json_t *exit_code; /* bash: the cell's status */
         json_t *execution_count;
+        json_t *value;  /* an episode operation's answer */
         bool done;      /* the agent said "done" */
         bool ended;     /* the interpreter ended ("ended") */
         bool restarted; /* ... and a new one is ready */
@@ -350,6 +404,7 @@ static void run_state_free(struct run_state *state)
         json_decref(state->error);
         json_decref(state->exit_code);
         json_decref(state->execution_count);
+        json_decref(state->value);
 }
 
 /* Reads what a stream pipe has into buf (past the cap: counted as overflow). 0 at end of file
@@ -419,6 +474,8 @@ static int run_frame(struct sbx_session *session, struct run_state *state, json_
         }
         if (strcmp(op, "display") == 0) {
                 json_t *bundle = json_object_get(header, "bundle");
+                if (state->request->op != NULL)
+                        return 0; /* an episode's answer is its value: displays are dropped */
                 if (!bundle_valid(bundle)) {
                         struct sbx_error why = {0};
                         sbx_error_set(&why, EPROTO, "a malformed display frame");
@@ -454,6 +511,20 @@ static int run_frame(struct sbx_session *session, struct run_state *state, json_
                 state->error = json_is_null(error) ? NULL : json_incref(error);
                 state->exit_code = json_is_null(exit_code) ? NULL : json_incref(exit_code);
                 state->execution_count = json_incref(count);
+                json_t *value = json_object_get(header, "value");
+                size_t size = value != NULL ? json_dumpb(value, NULL, 0, JSON_COMPACT) : 0;
+                /* A batch's value is its operations' answers, bounded by the frame's header. */
+                if (state->request->op != NULL && strcmp(state->request->op, "batch") != 0 &&
+                    size > SBX_SESSION_MAX_VALUE_BYTES) {
+                        json_decref(state->error);
+                        state->error = json_pack(
+                                "{s:s,s:s,s:[]}", "name", "ValueError", "value",
+                                "the environment's answer is over the 1 MiB of JSON an episode's "
+                                "operation carries",
+                                "traceback");
+                        value = NULL;
+                }
+                state->value = json_incref(value);
                 state->done = true;
                 return 0;
         }
@@ -545,9 +616,32 @@ static void fit_in_a_message(json_t *result)
         }
 }
 
+bool sbx_session_episode_op(const char *op)
+{
+        return op != NULL && (strcmp(op, "reset") == 0 || strcmp(op, "step") == 0 ||
+                              strcmp(op, "close") == 0 || strcmp(op, "batch") == 0);
+}
+
 /* The frame that starts a run. */
 static json_t *run_header(const struct sbx_session_run_request *request, struct sbx_error *err)
 {
+        if (request->op != NULL) {
+                if (!sbx_session_episode_op(request->op) ||
+                    (request->op_fields != NULL && !json_is_object(request->op_fields))) {
+                        sbx_error_set(err, EINVAL, "not an episode operation");
+                        return NULL;
+                }
+                json_t *header = request->op_fields != NULL
+                                         ? json_copy((json_t *)request->op_fields)
+                                         : json_object();
+                if (header == NULL ||
+                    json_object_set_new(header, "op", json_string(request->op)) < 0) {
+                        json_decref(header);
+                        sbx_error_set(err, ENOMEM, "session: build the operation");
+                        return NULL;
+                }
+                return header;
+        }
         json_t *env = json_object();
         json_t *code = json_stringn(request->code, request->code_size);
         if (env == NULL || code == NULL) {
@@ -619,8 +713,12 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
 
         struct sbx_evidence before = {0}, after = {0};
         struct sbx_error evidence_err = {0};
-        bool evidence_ok =
-                session->backend->read_evidence(session->sandbox, &before, &evidence_err) == 0;
+        bool evidence_ok = true;
+        if (request->op != NULL && session->last_evidence_known)
+                before = session->last_evidence;
+        else
+                evidence_ok = session->backend->read_evidence(session->sandbox, &before,
+                                                              &evidence_err) == 0;
         int rc = send_frame(session, header, request->stdin_data, request->stdin_size, err);
         json_decref(header);
         uint64_t deadline = started + timeout_ms * 1000;
@@ -729,6 +827,8 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
         if (evidence_ok &&
             session->backend->read_evidence(session->sandbox, &after, &evidence_err) < 0)
                 evidence_ok = false;
+        session->last_evidence = after;
+        session->last_evidence_known = evidence_ok;
         uint64_t ended = sbx_now_us();
 
         struct sbx_evidence delta = {
@@ -761,6 +861,11 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
                 (json_int_t)delta.memory_peak_bytes, "session_cpu_ms",
                 (json_int_t)(evidence_ok ? after.cpu_usage_us / 1000 : 0), "timing", "total_us",
                 (json_int_t)(ended - started));
+        if (result != NULL && request->op != NULL) {
+                json_object_set(result, "value", state.value != NULL ? state.value : json_null());
+                json_object_del(result, "results");
+                json_object_del(result, "results_truncated");
+        }
         if (result != NULL && rc < 0)
                 json_object_set_new(result, "internal_error", json_string(err->message));
         if (result != NULL)

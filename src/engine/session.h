@@ -54,8 +54,38 @@ bool sbx_session_language_supported(const char *language);
 int sbx_session_open(const struct sbx_session_options *options, struct sbx_session **out,
                      struct sbx_error *err);
 
+/* The least memory cap a session opened ahead of time can be given: its agent's keeper and idle
+ * interpreter already use it (a smaller cap would kill them at once); likewise the least pids
+ * cap: its processes (init, keeper, interpreter, bash's shell) and room to restart one. */
+#define SBX_SESSION_ADOPT_MIN_MEMORY_BYTES (64ull << 20)
+#define SBX_SESSION_ADOPT_MIN_PIDS         8
+
+/* Whether a session opened ahead of time could become the one options describe (its language
+ * aside): no environment, the default disk, a memory and a pids cap it fits under. */
+bool sbx_session_adoptable(const struct sbx_session_options *options);
+
+/* Makes session, opened ahead of time with sbx_session_open_waiting, the one options describe:
+ * its caps become options' (the cgroup's and every process's rlimits), its evidence counts from
+ * now, and options' files are put into /workspace. Refused (EINVAL, nothing changed) for
+ * another language or what sbx_session_adoptable refuses (an environment: the interpreter
+ * started without it; another disk size than the default: its tmpfs has its size; caps it does
+ * not fit under), and (EPIPE) when its agent did anything while it waited: the caller opens a
+ * session of its own then. -1 with err otherwise too; the session may then be half-adopted:
+ * close it. */
+int sbx_session_adopt(struct sbx_session *session, const struct sbx_session_options *options,
+                      struct sbx_error *err);
+
+/* Opens a session of language to wait for sbx_session_adopt: the default disk, and no caps it
+ * could not be given later (no memory or pids cap; rlimits can only be lowered). */
+int sbx_session_open_waiting(const char *language, struct sbx_session **out, struct sbx_error *err);
+
 struct sbx_session_run_request {
         const char *id; /* the run's id (SBX_EXECUTION_ID_CHARS lowercase hex); NULL: a new one */
+        /* NULL: a run of code. Else an episode's operation (SBX_SESSION_EPISODE_OPS) instead,
+         * its frame op_fields' members besides "op" (borrowed; code and env unused). It ends as
+         * a run does, and its result has the agent's answer as "value". */
+        const char *op;
+        const json_t *op_fields;
         const char *code;
         size_t code_size;
         const void *stdin_data;
@@ -79,10 +109,22 @@ struct sbx_session_run_request {
 #define SBX_SESSION_STREAM_BATCH    4096
 #define SBX_SESSION_STREAM_DELAY_MS 5
 
+/* The most an episode operation's value may take, as compact JSON: past it the operation
+ * answers an error instead (the API holds a batch's answers together). */
+#define SBX_SESSION_MAX_VALUE_BYTES (1024u * 1024u)
+
+/* The operations an episode's environment answers (guest/session_agent.py, python only):
+ * "reset" {entrypoint, env_class, seed, options}, "step" {action}, "close" {}, each with an
+ * optional "index" (the environment's, in an interpreter that holds several: a shared
+ * sandbox's episodes); and "batch" {ops: [operations with their "op"]}, whose value is their
+ * answers in order, [{value} or {error}]. */
+bool sbx_session_episode_op(const char *op);
+
 /* Runs code. Returns the run's result as a JSON object (a new reference) with id,
  * execution_count, status (ok, error, exit_nonzero, timeout, memory_limit, pids_limit,
  * output_limit, disk_full, canceled, internal_error), stdout, stderr, truncated, results,
- * results_truncated, error, exit_code, restarted, usage, evidence and timing; NULL with err when
+ * results_truncated, error, exit_code, restarted, usage, evidence and timing (and an episode
+ * operation's value); NULL with err when
  * the session could not run it (dead: the result would be internal_error, and the session must
  * be closed). */
 json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_run_request *request,

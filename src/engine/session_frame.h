@@ -24,8 +24,9 @@ int sbx_session_frame_encode(const json_t *header, const void *payload, size_t p
                              void **out, size_t *out_len, struct sbx_error *err);
 
 /* The most JSON objects and arrays one header may open (a MIME bundle has a few; a traceback
- * one array), and how much one read takes. */
-#define SBX_SESSION_MAX_STRUCTURES 4096
+ * one array; an RL observation as nested lists, a 64 x 64 x 3 image say, some thousands: the
+ * agent answers an error instead of a header past it), and how much one read takes. */
+#define SBX_SESSION_MAX_STRUCTURES 65536
 #define SBX_SESSION_READ_BYTES     65536
 
 /* Accumulates bytes from a non-blocking fd and yields whole frames. */

@@ -20,6 +20,7 @@
 #include "model/limits.h"
 #include "model/request.h"
 #include "protocol/transport.h"
+#include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -173,13 +174,16 @@ static uint64_t seconds_of(const json_t *value)
 
 /* ---- Opening ------------------------------------------------------------------------------- */
 
+/* Opens the session of open's fields: by taking waiting over (a session opened ahead of time,
+ * NULL for none) when it can be (*pooled says so), else a new one (waiting is closed then). */
 static int open_session(struct session_worker *sw, const struct sbx_message_session *open,
-                        struct sbx_error *err)
+                        struct sbx_session *waiting, bool *pooled, struct sbx_error *err)
 {
+        *pooled = false;
+        int rc = -1;
         json_t *fields = parse_fields(open, err);
         if (fields == NULL)
-                return -1;
-        int rc = -1;
+                goto out;
         struct sbx_session_options options = {
                 .language = json_string_value(json_object_get(fields, "language")),
         };
@@ -229,8 +233,28 @@ static int open_session(struct session_worker *sw, const struct sbx_message_sess
         uint64_t lifetime = seconds_of(json_object_get(fields, "max_lifetime_s"));
         sw->lifetime_end_us = lifetime ? now + lifetime * 1000000 : 0;
         sw->last_activity_us = now;
+        if (waiting != NULL) {
+                struct sbx_error refusal = {0};
+                if (sbx_session_adopt(waiting, &options, &refusal) == 0) {
+                        sw->session = steal_pointer(&waiting);
+                        *pooled = true;
+                        rc = 0;
+                        goto out;
+                }
+                /* EINVAL: what it asks, a waiting session cannot become (the engine checked,
+                 * sbx_session_open_adoptable; this is the last word); anything else failed. */
+                if (refusal.code == EINVAL)
+                        sbx_debug("session %s: opens a sandbox of its own: %s", sw->session_id,
+                                  refusal.message);
+                else
+                        sbx_warn("session %s: a waiting session could not be taken over (%s); "
+                                 "opening one",
+                                 sw->session_id, refusal.message);
+                sbx_session_close(steal_pointer(&waiting));
+        }
         rc = sbx_session_open(&options, &sw->session, err);
 out:
+        sbx_session_close(waiting);
         json_decref(fields);
         return rc;
 }
@@ -259,6 +283,34 @@ static void send_event(void *ctx, const char *event, const json_t *payload)
         free(text);
 }
 
+/* A run's (or an episode operation's) timeout_ms: absent, or 1 ms to a day. */
+static bool timeout_valid(const json_t *timeout)
+{
+        return timeout == NULL || (json_is_integer(timeout) && json_integer_value(timeout) >= 1 &&
+                                   (uint64_t)json_integer_value(timeout) <= SBX_LIMIT_DAY_MS);
+}
+
+/* Runs run and answers its request with the result. A cancel meant for an earlier run must not
+ * cancel this one; one for this run that came before its message did (its caller gave up at
+ * once) means it never starts. */
+static void run_and_reply(struct session_worker *sw, uint64_t request_id,
+                          const struct sbx_session_run_request *run)
+{
+        struct sbx_error err = {0};
+        take_signals(sw);
+        if (sw->canceled_request == request_id) {
+                sbx_error_set(&err, ECANCELED, "run canceled before it began");
+                reply_error(sw, request_id, &err);
+                return;
+        }
+        json_t *result = sbx_session_run(sw->session, run, &err);
+        take_signals(sw);
+        if (result == NULL)
+                reply_error(sw, request_id, &err);
+        else
+                reply(sw, request_id, 0, result, NULL, 0);
+}
+
 static void do_run(struct session_worker *sw, uint64_t request_id, const json_t *fields,
                    const struct sbx_message_session *message)
 {
@@ -268,9 +320,7 @@ static void do_run(struct session_worker *sw, uint64_t request_id, const json_t 
         const char *env[SBX_MAX_ENV];
         size_t n_env = 0;
         if (!json_is_string(code) || json_string_length(code) > SBX_MAX_CODE_BYTES ||
-            message->data_len > SBX_MAX_STDIN_BYTES ||
-            (timeout != NULL && (!json_is_integer(timeout) || json_integer_value(timeout) < 1 ||
-                                 (uint64_t)json_integer_value(timeout) > SBX_LIMIT_DAY_MS)) ||
+            message->data_len > SBX_MAX_STDIN_BYTES || !timeout_valid(timeout) ||
             env_of(json_object_get(fields, "env"), env, &n_env, &err) < 0) {
                 if (err.code == 0)
                         sbx_error_set(&err, EINVAL, "engine: a malformed run");
@@ -298,20 +348,83 @@ static void do_run(struct session_worker *sw, uint64_t request_id, const json_t 
                 .event_ctx = sw,
         };
         sw->stream_request = request_id;
-        /* A cancel meant for an earlier run must not cancel this one; one for this run that
-         * came before its RUN did (its caller gave up at once) means it never starts. */
-        take_signals(sw);
-        if (sw->canceled_request == request_id) {
-                sbx_error_set(&err, ECANCELED, "run canceled before it began");
+        run_and_reply(sw, request_id, &run);
+}
+
+/* The most operations one batch carries (the agent's MAX_ENVS). */
+#define EPISODE_MAX_BATCH 256
+
+/* Whether args are what an episode's operation takes: reset {entrypoint, env_class, seed,
+ * options}, step {action}, close {}, each with an optional index; batch {ops: [those, each with
+ * its "op"]}. The agent checks their values again. */
+static bool episode_args_valid(const char *operation, const json_t *args, bool in_batch)
+{
+        if (!json_is_object(args))
+                return false;
+        if (strcmp(operation, "batch") == 0) {
+                const json_t *ops = json_object_get(args, "ops");
+                if (in_batch || json_object_size(args) != 1 || !json_is_array(ops) ||
+                    json_array_size(ops) > EPISODE_MAX_BATCH)
+                        return false;
+                size_t i;
+                const json_t *op;
+                json_array_foreach(ops, i, op)
+                {
+                        const char *name = json_string_value(json_object_get(op, "op"));
+                        if (!sbx_session_episode_op(name) || !episode_args_valid(name, op, true))
+                                return false;
+                }
+                return true;
+        }
+        const char *key;
+        const json_t *value;
+        json_object_foreach((json_t *)args, key, value)
+        {
+                bool known = (in_batch && strcmp(key, "op") == 0) ||
+                             (strcmp(key, "index") == 0 && json_is_integer(value) &&
+                              json_integer_value(value) >= 0 &&
+                              json_integer_value(value) < EPISODE_MAX_BATCH);
+                if (strcmp(operation, "reset") == 0) {
+                        known = known ||
+                                (strcmp(key, "entrypoint") == 0 && json_is_string(value) &&
+                                 sbx_request_path_valid(json_string_value(value))) ||
+                                (strcmp(key, "env_class") == 0 &&
+                                 (json_is_null(value) || json_is_string(value))) ||
+                                (strcmp(key, "seed") == 0 &&
+                                 (json_is_null(value) || json_is_integer(value))) ||
+                                strcmp(key, "options") == 0;
+                } else if (strcmp(operation, "step") == 0) {
+                        known = known || strcmp(key, "action") == 0;
+                }
+                if (!known)
+                        return false;
+        }
+        return strcmp(operation, "reset") != 0 ||
+               json_is_string(json_object_get(args, "entrypoint"));
+}
+
+/* An episode's reset, step or close: a run of the environment's method, answered as a run. */
+static void do_episode(struct session_worker *sw, uint64_t request_id, const json_t *fields)
+{
+        struct sbx_error err = {0};
+        const char *operation = json_string_value(json_object_get(fields, "operation"));
+        const json_t *args = json_object_get(fields, "args");
+        const json_t *timeout = json_object_get(fields, "timeout_ms");
+        if (!sbx_session_episode_op(operation) || !episode_args_valid(operation, args, false) ||
+            !timeout_valid(timeout)) {
+                sbx_error_set(&err, EINVAL, "engine: a malformed episode operation");
                 reply_error(sw, request_id, &err);
                 return;
         }
-        json_t *result = sbx_session_run(sw->session, &run, &err);
-        take_signals(sw);
-        if (result == NULL)
-                reply_error(sw, request_id, &err);
-        else
-                reply(sw, request_id, 0, result, NULL, 0);
+        struct sbx_session_run_request run = {
+                .op = operation,
+                .op_fields = args,
+                .code = "",
+                .timeout_ms = timeout ? (uint64_t)json_integer_value(timeout) : 0,
+                .not_after_us = sw->lifetime_end_us,
+                .cancel_fd = sw->cancel_fd,
+        };
+        run_and_reply(sw, request_id, &run);
 }
 
 static void do_file(struct session_worker *sw, uint64_t request_id, uint32_t op,
@@ -400,6 +513,8 @@ static const char *serve_one(struct session_worker *sw, const void *buf, size_t 
         }
         if (session->op == SBX_SESSION_RUN)
                 do_run(sw, request_id, fields, session);
+        else if (session->op == SBX_SESSION_EPISODE)
+                do_episode(sw, request_id, fields);
         else
                 do_file(sw, request_id, session->op, fields, session);
         json_decref(fields);
@@ -457,6 +572,77 @@ static const char *serve(struct session_worker *sw, uint64_t *closer)
         }
 }
 
+bool sbx_session_open_adoptable(const struct sbx_message_session *open, char *language, size_t size)
+{
+        struct sbx_error ignored = {0};
+        json_t *fields = parse_fields(open, &ignored);
+        const char *named = json_string_value(json_object_get(fields, "language"));
+        const char *env[SBX_MAX_ENV];
+        struct sbx_session_options options = {0};
+        bool adoptable =
+                named != NULL && strlen(named) < size &&
+                limits_of(json_object_get(fields, "limits"), &options.limits, &ignored) == 0 &&
+                env_of(json_object_get(fields, "env"), env, &options.n_env, &ignored) == 0 &&
+                sbx_session_adoptable(&options);
+        if (adoptable)
+                snprintf(language, size, "%s", named);
+        json_decref(fields);
+        return adoptable;
+}
+
+/* The worker's signals: SIGTERM ends the session, SBX_SESSION_WORKER_CANCEL_RUN cancels a run,
+ * both read from one signalfd (sw->cancel_fd, which a run takes as its cancel fd: take_signals
+ * tells them apart). False when it cannot be had. */
+static bool session_signals(struct session_worker *sw)
+{
+        sigset_t cancel;
+        sigemptyset(&cancel);
+        sigaddset(&cancel, SIGTERM);
+        sigaddset(&cancel, SBX_SESSION_WORKER_CANCEL_RUN);
+        if (sw->cancel_fd >= 0 &&
+            (sigprocmask(SIG_BLOCK, &cancel, NULL) < 0 ||
+             signalfd(sw->cancel_fd, &cancel, SFD_NONBLOCK | SFD_CLOEXEC) < 0)) {
+                close(sw->cancel_fd);
+                sw->cancel_fd = -1;
+        }
+        return sw->cancel_fd >= 0;
+}
+
+/* Opens the session of open (taking waiting over when it can), answers request_id, serves it to
+ * its end, and exits. */
+static _Noreturn void open_serve_and_exit(struct session_worker *sw, uint64_t request_id,
+                                          const struct sbx_message_session *open,
+                                          struct sbx_session *waiting)
+{
+        memcpy(sw->session_id, open->session_id, sizeof(sw->session_id));
+        struct sbx_error err = {0};
+        bool pooled = false;
+        if (sw->cancel_fd < 0 || open_session(sw, open, waiting, &pooled, &err) < 0) {
+                if (sw->cancel_fd < 0)
+                        sbx_error_set(&err, errno, "engine: worker: cancel signalfd");
+                sbx_worker_say_done(sw->control_fd);
+                reply_error(sw, request_id, &err);
+                _exit(0);
+        }
+        reply(sw, request_id, 0, json_pack("{s:b}", "pooled", pooled), NULL, 0);
+        sbx_info("session %s: open (request %llu%s)", sw->session_id,
+                 (unsigned long long)request_id, pooled ? ", taken from its pool" : "");
+
+        uint64_t closer = 0;
+        const char *reason = serve(sw, &closer);
+        json_t *usage = NULL;
+        if (sbx_session_evidence(sw->session, &usage, &err) < 0)
+                usage = json_null();
+        sbx_session_close(sw->session);
+        sbx_worker_say_done(sw->control_fd);
+        sbx_info("session %s: ended (%s)", sw->session_id, reason);
+        json_t *ended = json_pack("{s:s,s:o}", "reason", reason, "evidence", usage);
+        if (closer != 0)
+                reply(sw, closer, 0, json_incref(ended), NULL, 0);
+        reply(sw, 0, 0, ended, NULL, 0);
+        _exit(0);
+}
+
 _Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *context,
                                                int control_fd, uint64_t request_id,
                                                const struct sbx_message_session *open)
@@ -466,41 +652,32 @@ _Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *
                 .control_fd = control_fd,
                 .cancel_fd = sbx_worker_begin(context, control_fd, NULL),
         };
-        /* SIGTERM ends the session, SBX_SESSION_WORKER_CANCEL_RUN cancels a run: one signalfd
-         * for both, which a run takes as its cancel fd (take_signals tells them apart). */
-        sigset_t cancel;
-        sigemptyset(&cancel);
-        sigaddset(&cancel, SIGTERM);
-        sigaddset(&cancel, SBX_SESSION_WORKER_CANCEL_RUN);
-        if (sw.cancel_fd >= 0 &&
-            (sigprocmask(SIG_BLOCK, &cancel, NULL) < 0 ||
-             signalfd(sw.cancel_fd, &cancel, SFD_NONBLOCK | SFD_CLOEXEC) < 0)) {
-                close(sw.cancel_fd);
-                sw.cancel_fd = -1;
-        }
-        memcpy(sw.session_id, open->session_id, sizeof(sw.session_id));
-        struct sbx_error err = {0};
-        if (sw.cancel_fd < 0 || open_session(&sw, open, &err) < 0) {
-                if (sw.cancel_fd < 0)
-                        sbx_error_set(&err, errno, "engine: worker: cancel signalfd");
-                sbx_worker_say_done(control_fd);
-                reply_error(&sw, request_id, &err);
-                _exit(0);
-        }
-        reply(&sw, request_id, 0, json_object(), NULL, 0);
-        sbx_info("session %s: open (request %llu)", sw.session_id, (unsigned long long)request_id);
+        session_signals(&sw);
+        open_serve_and_exit(&sw, request_id, open, NULL);
+}
 
-        uint64_t closer = 0;
-        const char *reason = serve(&sw, &closer);
-        json_t *usage = NULL;
-        if (sbx_session_evidence(sw.session, &usage, &err) < 0)
-                usage = json_null();
-        sbx_session_close(sw.session);
-        sbx_worker_say_done(control_fd);
-        sbx_info("session %s: ended (%s)", sw.session_id, reason);
-        json_t *ended = json_pack("{s:s,s:o}", "reason", reason, "evidence", usage);
-        if (closer != 0)
-                reply(&sw, closer, 0, json_incref(ended), NULL, 0);
-        reply(&sw, 0, 0, ended, NULL, 0);
-        _exit(0);
+_Noreturn void sbx_session_pool_worker_run_and_exit(const struct sbx_worker_context *context,
+                                                    int control_fd, const char *language)
+{
+        struct session_worker sw = {
+                .context = context,
+                .control_fd = control_fd,
+                .cancel_fd = sbx_worker_begin(context, control_fd, NULL),
+        };
+        struct sbx_session *waiting = NULL;
+        struct sbx_error err = {0};
+        if (!session_signals(&sw) || sbx_session_open_waiting(language, &waiting, &err) < 0) {
+                sbx_warn("session pool worker (%s): %s", language,
+                         sw.cancel_fd < 0 ? "cancel signalfd" : err.message);
+                _exit(SBX_WORKER_EXIT_NO_RESULT);
+        }
+        struct sbx_message message;
+        int assigned = sbx_worker_await_assignment(control_fd, sw.cancel_fd, &message);
+        if (assigned <= 0 || message.header.type != SBX_MESSAGE_SESSION ||
+            message.body.session.op != SBX_SESSION_OPEN) {
+                /* Retired, or the engine is gone: nothing to answer. */
+                sbx_session_close(waiting);
+                _exit(assigned < 0 ? SBX_WORKER_EXIT_NO_RESULT : 0);
+        }
+        open_serve_and_exit(&sw, message.header.request_id, &message.body.session, waiting);
 }

@@ -307,6 +307,28 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
         finish_and_exit(context, control_fd, request_id, run, rc, &result, &err, &answer);
 }
 
+int sbx_worker_await_assignment(int control_fd, int cancel_fd, struct sbx_message *message)
+{
+        const char ready = SBX_WORKER_READY;
+        if (write(control_fd, &ready, 1) != 1)
+                return -1;
+        struct pollfd fds[2] = {{.fd = control_fd, .events = POLLIN},
+                                {.fd = cancel_fd, .events = POLLIN}};
+        while (poll(fds, 2, -1) < 0 && errno == EINTR)
+                ;
+        /* What arrived is taken even when SIGTERM came too (a RUN is then canceled at once and
+         * answered, a session ended at once): the engine counts on an answer from an assigned
+         * worker. The message's buffer stays with it for the worker's life. */
+        void *buf = NULL;
+        size_t len = 0;
+        struct sbx_error err = {0};
+        if ((fds[0].revents & POLLIN) == 0 ||
+            sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
+            sbx_message_decode(buf, len, message, &err) < 0)
+                return 0;
+        return 1;
+}
+
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language)
 {
@@ -320,27 +342,12 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
                 sbx_warn("pool worker (%s): %s", language, err.message);
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
         }
-        const char ready = SBX_WORKER_READY;
-        if (write(control_fd, &ready, 1) != 1) {
-                sbx_pool_entry_destroy(entry);
-                _exit(SBX_WORKER_EXIT_NO_RESULT);
-        }
-        struct pollfd fds[2] = {{.fd = control_fd, .events = POLLIN},
-                                {.fd = cancel_fd, .events = POLLIN}};
-        while (poll(fds, 2, -1) < 0 && errno == EINTR)
-                ;
-        void *buf = NULL;
-        size_t len = 0;
         struct sbx_message message;
-        /* A RUN that arrived is run even when SIGTERM came too (its execution is then canceled
-         * at once and answered): the engine counts on an answer from an assigned worker. */
-        if ((fds[0].revents & POLLIN) == 0 ||
-            sbx_message_receive(control_fd, &buf, &len, &err) <= 0 ||
-            sbx_message_decode(buf, len, &message, &err) < 0 ||
-            message.header.type != SBX_MESSAGE_RUN) {
+        int assigned = sbx_worker_await_assignment(control_fd, cancel_fd, &message);
+        if (assigned <= 0 || message.header.type != SBX_MESSAGE_RUN) {
                 /* Retired, or the engine is gone: nothing ran, nothing to answer. */
                 sbx_pool_entry_destroy(entry);
-                _exit(0);
+                _exit(assigned < 0 ? SBX_WORKER_EXIT_NO_RESULT : 0);
         }
         const struct sbx_message_run *run = &message.body.run;
         struct sbx_request request = run->request;

@@ -45,6 +45,12 @@ void sbx_worker_say_done(int control_fd);
 _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context, int control_fd,
                                        uint64_t request_id, const struct sbx_message_run *run);
 
+/* A pool worker's wait, once its entry is ready: says "R" on control_fd, then waits for the one
+ * message the engine forwards on it (decoded into *message) or for SIGTERM (cancel_fd). 1 when
+ * the message came (also when SIGTERM came too), 0 when retired or the engine is gone, -1 when
+ * "R" could not be said. */
+int sbx_worker_await_assignment(int control_fd, int cancel_fd, struct sbx_message *message);
+
 /* Makes a warm sandbox for language, says "R" on control_fd, waits for the engine to forward one
  * RUN on it (or for SIGTERM: retire, nothing run), then runs it as above. Never returns. */
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
@@ -62,3 +68,16 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
 _Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *context,
                                                int control_fd, uint64_t request_id,
                                                const struct sbx_message_session *open);
+
+/* A session pool's worker: opens a session of language with the default limits, says "R" on
+ * control_fd and waits for the engine to forward one OPEN on it (or for SIGTERM: retire). The
+ * OPEN adopts the waiting session when it can (engine/session.h, sbx_session_adopt), else opens
+ * its own; then as sbx_session_worker_run_and_exit. Never returns. */
+_Noreturn void sbx_session_pool_worker_run_and_exit(const struct sbx_worker_context *context,
+                                                    int control_fd, const char *language);
+
+/* Whether a session waiting in a session pool could become the one open asks for (its language
+ * aside: engine/session.h, sbx_session_adoptable), so that the engine hands it only such; then
+ * the language it names, into language[size]. */
+bool sbx_session_open_adoptable(const struct sbx_message_session *open, char *language,
+                                size_t size);

@@ -15,27 +15,83 @@ static const char *const jar_args[] = {"-jar", NULL};
 
 /* TypeScript is transpiled, not type-checked (what Deno, Bun and ts-node's transpile-only mode
  * do): a program that runs is not refused for a missing type declaration, and a syntax error is
- * a compile error with TypeScript's own diagnostic. */
+ * a compile error with TypeScript's own diagnostic. Every .ts source is transpiled; the
+ * entrypoint's JavaScript is the artifact, and when there are others it starts (on its first
+ * line: line numbers stay the entrypoint's) by handing node their JavaScript for the .ts files
+ * it loads (`import "./util"` or "./util.js", as TypeScript writes them), so that one artifact
+ * holds the whole program. (The script is in single quotes for the shell: it has none.) */
 #define TYPESCRIPT_TRANSPILE                                                                       \
         "/usr/bin/node -e '\n"                                                                     \
         "const ts = require(\"/usr/share/nodejs/typescript\");\n"                                  \
         "const fs = require(\"fs\");\n"                                                            \
-        "const file = process.argv[1];\n"                                                          \
-        "const out = ts.transpileModule(fs.readFileSync(file, \"utf8\"), {\n"                      \
-        "  fileName: file, reportDiagnostics: true,\n"                                             \
-        "  compilerOptions: {module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022,\n"    \
-        "                    esModuleInterop: true}});\n"                                          \
-        "const errors = out.diagnostics.filter(d => d.category === "                               \
-        "ts.DiagnosticCategory.Error);\n"                                                          \
-        "for (const d of errors) {\n"                                                              \
-        "  const at = d.file ? d.file.getLineAndCharacterOfPosition(d.start)\n"                    \
-        "                    : {line: 0, character: 0};\n"                                         \
-        "  console.error(`${file}(${at.line + 1},${at.character + 1}): error TS${d.code}: ` +\n"   \
-        "                ts.flattenDiagnosticMessageText(d.messageText, \"\\n\"));\n"              \
+        "const path = require(\"path\");\n"                                                        \
+        "/* Run first in the artifact of a program of several sources: node takes their "          \
+        "JavaScript from\n"                                                                        \
+        "   js for the .ts files it loads, and \"./util.js\" finds util.ts as TypeScript writes "  \
+        "it. */\n"                                                                                 \
+        "function hook(js) {\n"                                                                    \
+        "  const M = require(\"module\"), resolve = M._resolveFilename;\n"                         \
+        "  M._extensions[\".ts\"] = (m, f) => {\n"                                                 \
+        "    if (!(f in js)) throw new Error(f + \": not one of the compiled sources\");\n"        \
+        "    m._compile(js[f], f);\n"                                                              \
+        "  };\n"                                                                                   \
+        "  M._resolveFilename = function (r, ...a) {\n"                                            \
+        "    try { return resolve.call(this, r, ...a); } catch (e) {\n"                            \
+        "      if (!/\\.js$/.test(r)) throw e;\n"                                                  \
+        "      return resolve.call(this, r.slice(0, -3) + \".ts\", ...a);\n"                       \
+        "    }\n"                                                                                  \
+        "  };\n"                                                                                   \
         "}\n"                                                                                      \
-        "if (errors.length > 0) process.exit(1);\n"                                                \
-        "fs.writeFileSync(process.env.SBX_ARTIFACT, out.outputText);\n"                            \
-        "' \"$1\""
+        "let failed = false;\n"                                                                    \
+        "const outputs = process.argv.slice(1).map(file => {\n"                                    \
+        "  const out = ts.transpileModule(fs.readFileSync(file, \"utf8\"), {\n"                    \
+        "    fileName: file, reportDiagnostics: true,\n"                                           \
+        "    compilerOptions: {module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022,\n"  \
+        "                      esModuleInterop: true}});\n"                                        \
+        "  for (const d of out.diagnostics) {\n"                                                   \
+        "    if (d.category !== ts.DiagnosticCategory.Error) continue;\n"                          \
+        "    const at = d.file ? d.file.getLineAndCharacterOfPosition(d.start) : {line: 0, "       \
+        "character: 0};\n"                                                                         \
+        "    console.error(`${file}(${at.line + 1},${at.character + 1}): error TS${d.code}: ` +\n" \
+        "                  ts.flattenDiagnosticMessageText(d.messageText, \"\\n\"));\n"            \
+        "    failed = true;\n"                                                                     \
+        "  }\n"                                                                                    \
+        "  return [path.resolve(file), out.outputText];\n"                                         \
+        "});\n"                                                                                    \
+        "if (failed) process.exit(1);\n"                                                           \
+        "let [[, main], ...others] = outputs;\n"                                                   \
+        "if (others.length > 0) {\n"                                                               \
+        "  /* On the first line of the entrypoint, after its \"use strict\" (a directive only "    \
+        "there). */\n"                                                                             \
+        "  const strict = main.startsWith(\"\\\"use strict\\\";\") ? \"\\\"use strict\\\";\" : "   \
+        "\"\";\n"                                                                                  \
+        "  const line = hook.toString().replace(/\\/\\*[^]*?\\*\\//g, \"\").replace(/\\n\\s*/g, "  \
+        "\" \");\n"                                                                                \
+        "  main = `${strict}(${line})(${JSON.stringify(Object.fromEntries(others))});` +\n"        \
+        "         main.slice(strict.length);\n"                                                    \
+        "}\n"                                                                                      \
+        "fs.writeFileSync(process.env.SBX_ARTIFACT, main);\n"                                      \
+        "' \"$@\""
+
+/* Java: the main class is the entrypoint's public class (`public class Hello` in Main.java is
+ * copied to Hello.java first, which javac requires), else the class named as the file, in the
+ * entrypoint's package; java's single-file launcher is as lenient. */
+#define JAVA_COMPILE                                                                               \
+        "set -e\n"                                                                                 \
+        "main=$(basename \"$1\" .java)\n"                                                          \
+        "class=$(sed -n "                                                                          \
+        "'s/^public[[:space:]]\\{1,\\}\\(final[[:space:]]\\{1,\\}\\|abstract[[:space:]]"           \
+        "\\{1,\\}\\)\\{0,1\\}class[[:space:]]\\{1,\\}\\([A-Za-z_$][A-Za-z0-9_$]*\\).*/\\2/p' "     \
+        "\"$1\" "                                                                                  \
+        "| head -n 1)\n"                                                                           \
+        "package=$(sed -n "                                                                        \
+        "'s/^package[[:space:]]\\{1,\\}\\([A-Za-z0-9_$.]*\\)[[:space:]]*;.*/\\1./p' "              \
+        "\"$1\" | head -n 1)\n"                                                                    \
+        "if [ -n \"$class\" ] && [ \"$class\" != \"$main\" ]; then\n"                              \
+        "  mkdir -p /tmp/src && cp \"$1\" \"/tmp/src/$class.java\"\n"                              \
+        "  shift && set -- \"/tmp/src/$class.java\" \"$@\" && main=$class\n"                       \
+        "fi\n" JDK "javac -encoding UTF-8 -d /tmp/classes \"$@\"\n" JDK                            \
+        "jar --create --file \"$SBX_ARTIFACT\" --main-class \"$package$main\" -C /tmp/classes ."
 
 static const char *const go_env[] = {"GOCACHE=/tmp/go-cache", "GOPATH=/tmp/go", "GO111MODULE=off",
                                      "CGO_ENABLED=0", NULL};
@@ -46,14 +102,15 @@ static const char *const go_env[] = {"GOCACHE=/tmp/go-cache", "GOPATH=/tmp/go", 
 static const struct sbx_language languages[] = {
         {"python", "py python3", ".py", "main.py", "/usr/bin/python3", no_args,
          .version = (const char *const[]){"/usr/bin/python3", "--version", NULL},
-         .loader = "python"},
+         .loader = "python", .sessions = true},
         {"bash", "", ".sh .bash", "main.sh", "/bin/bash", no_args,
-         .version = (const char *const[]){"/bin/bash", "--version", NULL}},
+         .version = (const char *const[]){"/bin/bash", "--version", NULL}, .sessions = true},
         {"sh", "", "", "main.sh", "/bin/sh", no_args, .version = NULL},
         {"javascript", "js node nodejs", ".js .mjs .cjs", "main.js", "/usr/bin/node", no_args,
          .version = (const char *const[]){"/usr/bin/node", "--version", NULL}, .loader = "node"},
         {"typescript", "ts", ".ts", "main.ts", "/usr/bin/node", no_args,
-         .compile = TYPESCRIPT_TRANSPILE, .artifact = "main.js", .compile_wall_ms = SECONDS(10),
+         .compile = TYPESCRIPT_TRANSPILE, .compile_all_sources = true, .artifact = "main.js",
+         .compile_wall_ms = SECONDS(10),
          .compiler = "/usr/share/nodejs/typescript/lib/typescript.js",
          .compile_memory_bytes = MIB(512),
          .version =
@@ -82,10 +139,7 @@ static const struct sbx_language languages[] = {
                     "\"$1\"",
          .artifact = "main", .compile_wall_ms = SECONDS(30), .compile_memory_bytes = MIB(1024),
          .version = (const char *const[]){"/usr/bin/rustc", "--version", NULL}},
-        {"java", "", ".java", "Main.java", JDK "java", jar_args,
-         .compile = JDK "javac -encoding UTF-8 -d /tmp/classes \"$@\" && " JDK
-                        "jar --create --file \"$SBX_ARTIFACT\" "
-                        "--main-class \"$(basename \"$1\" .java)\" -C /tmp/classes .",
+        {"java", "", ".java", "Main.java", JDK "java", jar_args, .compile = JAVA_COMPILE,
          .compile_all_sources = true, .artifact = "main.jar", .compile_wall_ms = SECONDS(30),
          .compile_memory_bytes = MIB(1024),
          .version = (const char *const[]){JDK "java", "--version", NULL}},

@@ -37,6 +37,8 @@ struct sbx_language {
          * "python" or "node" (engine/execution.c embeds them); NULL: the language's entries are
          * exec entries, whose init starts the program. */
         const char *loader;
+        /* The session agent (guest/session_agent.py) runs it: sessions and session pools. */
+        bool sessions;
 };
 
 /* The language called name, by its name or one of its aliases, or NULL. */

@@ -73,20 +73,7 @@ bool sbx_request_env_valid(const char *entry)
 }
 
 /* Every refusal of sbx_request_check: EINVAL, and no strerror text (the message says it all). */
-static int refuse(struct sbx_error *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static int refuse(struct sbx_error *err, const char *fmt, ...)
-{
-        if (err == NULL)
-                return -1;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-        err->code = EINVAL;
-        return -1;
-}
+#define refuse(err, ...) sbx_error_plain((err), EINVAL, __VA_ARGS__)
 
 /* Code xor files, and files only with an entrypoint that is one of them. */
 static int check_program(const struct sbx_request *request, struct sbx_error *err)

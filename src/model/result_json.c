@@ -195,6 +195,7 @@ json_t *sbx_result_to_json(const struct sbx_result *r)
         if (r->compile != NULL) {
                 compile = stage_json(r->compile);
                 set_member(&compile, "cached", json_boolean(r->compile->cached));
+                set_member(&compile, "pooled", json_boolean(r->compile->pooled));
         }
         set_member(&object, "compile", compile);
         return object;

@@ -397,20 +397,7 @@ int sbx_message_encode_empty(enum sbx_message_type type, uint64_t request_id, vo
 /* ---- Decoding ------------------------------------------------------------------------------ */
 
 /* Every refusal goes through here: EBADMSG, and no strerror text (the message says it all). */
-static int malformed(struct sbx_error *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static int malformed(struct sbx_error *err, const char *fmt, ...)
-{
-        if (err == NULL)
-                return -1;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-        err->code = EBADMSG;
-        return -1;
-}
+#define malformed(err, ...) sbx_error_plain((err), EBADMSG, __VA_ARGS__)
 
 struct reader {
         const uint8_t *pos;
@@ -822,7 +809,7 @@ static int decode_session(struct reader *r, bool request, struct sbx_message_ses
         if (request) {
                 if (get_u32(r, "op", &session->op) < 0)
                         return -1;
-                if (session->op < SBX_SESSION_OPEN || session->op > SBX_SESSION_CLOSE)
+                if (session->op < SBX_SESSION_OPEN || session->op > SBX_SESSION_EPISODE)
                         return malformed(r->err, "%s: op: %u is not an operation", r->type,
                                          session->op);
         } else if (get_i32(r, "error", &session->error) < 0) {

@@ -137,14 +137,16 @@ struct sbx_message_config {
 
 /* The operations on a session (engine/session.h), in SESSION. */
 enum sbx_session_op {
-        SBX_SESSION_OPEN = 1,   /* fields: language, limits, env, files, idle_timeout_s,
-                                   max_lifetime_s; data: the files' bytes, in order */
-        SBX_SESSION_RUN = 2,    /* fields: code, env, timeout_ms; data: stdin */
-        SBX_SESSION_PUT = 3,    /* fields: path, mode; data: the file */
-        SBX_SESSION_GET = 4,    /* fields: path, max_size */
-        SBX_SESSION_LIST = 5,   /* fields: path */
-        SBX_SESSION_DELETE = 6, /* fields: path */
-        SBX_SESSION_CLOSE = 7,  /* no fields */
+        SBX_SESSION_OPEN = 1,    /* fields: language, limits, env, files, idle_timeout_s,
+                                    max_lifetime_s; data: the files' bytes, in order */
+        SBX_SESSION_RUN = 2,     /* fields: code, env, timeout_ms; data: stdin */
+        SBX_SESSION_PUT = 3,     /* fields: path, mode; data: the file */
+        SBX_SESSION_GET = 4,     /* fields: path, max_size */
+        SBX_SESSION_LIST = 5,    /* fields: path */
+        SBX_SESSION_DELETE = 6,  /* fields: path */
+        SBX_SESSION_CLOSE = 7,   /* no fields */
+        SBX_SESSION_EPISODE = 8, /* fields: operation (reset, step, close), args, timeout_ms:
+                                    an RL episode's operation (engine/session.h) */
 };
 
 /* The bounds of a session message's fields (a JSON object, which the engine checks field by

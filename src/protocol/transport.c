@@ -20,20 +20,7 @@
 
 /* A record that breaks the transport's rules: EBADMSG, and no strerror text (the message says it
  * all), as the decoder reports a malformed message. */
-static int malformed(struct sbx_error *err, const char *fmt, ...)
-        __attribute__((format(printf, 2, 3)));
-
-static int malformed(struct sbx_error *err, const char *fmt, ...)
-{
-        if (err == NULL)
-                return -1;
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err->message, sizeof(err->message), fmt, ap);
-        va_end(ap);
-        err->code = EBADMSG;
-        return -1;
-}
+#define malformed(err, ...) sbx_error_plain((err), EBADMSG, __VA_ARGS__)
 
 /* A body in a memfd must be a stable snapshot: its size and bytes can no longer change. */
 #define REQUIRED_SEALS (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_WRITE)
@@ -42,36 +29,6 @@ static int malformed(struct sbx_error *err, const char *fmt, ...)
  * that arrives must be closed, not leaked. */
 #define MAX_RECEIVED_FDS 8
 
-static int send_record(int fd, const void *buf, size_t len, int attached_fd, int flags,
-                       struct sbx_error *err)
-{
-        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
-        union {
-                struct cmsghdr header;
-                char space[CMSG_SPACE(sizeof(int))];
-        } control;
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (attached_fd >= 0) {
-                memset(&control, 0, sizeof(control));
-                msg.msg_control = control.space;
-                msg.msg_controllen = sizeof(control.space);
-                struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
-                cmsg->cmsg_level = SOL_SOCKET;
-                cmsg->cmsg_type = SCM_RIGHTS;
-                cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cmsg), &attached_fd, sizeof(int));
-        }
-        ssize_t n;
-        do
-                n = sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
-        while (n < 0 && errno == EINTR);
-        if (n < 0)
-                return sbx_error_set(err, errno, "send message");
-        if ((size_t)n != len)
-                return sbx_error_set(err, EIO, "send message: %zd of %zu bytes sent", n, len);
-        return 0;
-}
-
 static int send_message(int fd, const void *buf, size_t len, int flags, struct sbx_error *err)
 {
         if (len < SBX_MESSAGE_HEADER_BYTES)
@@ -79,7 +36,7 @@ static int send_message(int fd, const void *buf, size_t len, int flags, struct s
         if (len > SBX_MESSAGE_MAX_BYTES)
                 return sbx_error_set(err, EMSGSIZE, "send message of %zu bytes", len);
         if (len <= SBX_MESSAGE_INLINE_MAX)
-                return send_record(fd, buf, len, -1, flags, err);
+                return sbx_send_record(fd, buf, len, -1, flags, err);
 
         _cleanup_close_ int memfd =
                 memfd_create("sandboxd-message", MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -89,7 +46,7 @@ static int send_message(int fd, const void *buf, size_t len, int flags, struct s
                 return sbx_error_set(err, errno, "send message: write memfd");
         if (fcntl(memfd, F_ADD_SEALS, REQUIRED_SEALS | F_SEAL_SEAL) < 0)
                 return sbx_error_set(err, errno, "send message: seal memfd");
-        return send_record(fd, buf, SBX_MESSAGE_HEADER_BYTES, memfd, flags, err);
+        return sbx_send_record(fd, buf, SBX_MESSAGE_HEADER_BYTES, memfd, flags, err);
 }
 
 int sbx_message_send(int fd, const void *buf, size_t len, struct sbx_error *err)

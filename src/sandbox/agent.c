@@ -2,10 +2,12 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "util/buffer.h"
@@ -72,8 +74,12 @@ int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_err
         uint8_t prefix[4] = {(uint8_t)length, (uint8_t)(length >> 8), (uint8_t)(length >> 16),
                              (uint8_t)(length >> 24)};
         int rc = 0;
-        if (sbx_write_all(fd, prefix, sizeof(prefix)) < 0 ||
-            sbx_write_all(fd, header.data, length) < 0)
+        /* A compile's artifact file goes attached to the prefix (exec mode's init reads it with
+         * the prefix and hands it to the program as its fd 3). */
+        if (sbx_send_record(fd, prefix, sizeof(prefix),
+                            spec->artifact_fd > 0 ? spec->artifact_fd : -1, 0, err) < 0)
+                rc = sbx_error_prefix(err, "agent: send the execution");
+        else if (sbx_write_all(fd, header.data, length) < 0)
                 rc = sbx_error_set(err, errno, "agent: send the execution");
         sbx_buffer_free(&header);
         for (size_t i = 0; rc == 0 && i < spec->n_files; i++)
@@ -100,6 +106,55 @@ static int read_exactly(int fd, void *buf, size_t n)
                         return -1;
                 }
                 got += (size_t)r;
+        }
+        return 1;
+}
+
+/* The length prefix, and the file attached to it if any (*attached, else -1): the one recvmsg
+ * that reads the prefix's first byte carries it. As read_exactly otherwise. Any other attached
+ * file (more than one, or truncated ones) is closed and fails the read. */
+static int receive_prefix(int fd, uint8_t prefix[4], int *attached)
+{
+        *attached = -1;
+        union {
+                struct cmsghdr header;
+                char space[CMSG_SPACE(4 * sizeof(int))]; /* room to see what is too many */
+        } control;
+        struct iovec iov = {.iov_base = prefix, .iov_len = 4};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = control.space,
+                             .msg_controllen = sizeof(control.space)};
+        ssize_t n;
+        do
+                n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return -1;
+        size_t received = 0;
+        for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c != NULL; c = CMSG_NXTHDR(&msg, c)) {
+                if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
+                        continue;
+                size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                for (size_t i = 0; i < count; i++, received++) {
+                        int one;
+                        memcpy(&one, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
+                        if (received == 0)
+                                *attached = one;
+                        else
+                                close(one);
+                }
+        }
+        bool whole = received <= 1 && (msg.msg_flags & MSG_CTRUNC) == 0;
+        if (n == 0 || !whole ||
+            ((size_t)n < 4 && read_exactly(fd, prefix + n, 4 - (size_t)n) != 1)) {
+                if (*attached >= 0)
+                        close(*attached);
+                *attached = -1;
+                if (n == 0 && whole)
+                        return 0;
+                errno = EPROTO;
+                return -1;
         }
         return 1;
 }
@@ -233,21 +288,27 @@ static int receive_body(int fd, const struct sbx_spec *base, struct sbx_agent_re
 int sbx_agent_receive_execution(int fd, const struct sbx_spec *base, struct sbx_agent_received *out,
                                 struct sbx_error *err)
 {
-        *out = (struct sbx_agent_received){0};
+        *out = (struct sbx_agent_received){.spec.artifact_fd = -1};
         uint8_t prefix[4];
-        int got = read_exactly(fd, prefix, sizeof(prefix));
+        int attached = -1;
+        int got = receive_prefix(fd, prefix, &attached);
         if (got <= 0)
                 return got == 0 ? 0 : sbx_error_set(err, errno, "agent: read the execution");
         size_t length = prefix[0] | (size_t)prefix[1] << 8 | (size_t)prefix[2] << 16 |
                         (size_t)prefix[3] << 24;
+        int rc = 1;
         if (length == 0 || length > AGENT_HEADER_MAX)
-                return sbx_error_set(err, EPROTO, "agent: a header of %zu bytes", length);
-        out->header = malloc(length + 1);
-        if (out->header == NULL)
-                return sbx_error_set(err, ENOMEM, "agent: allocate the header");
-        if (receive_body(fd, base, out, length, err) < 0) {
+                rc = sbx_error_set(err, EPROTO, "agent: a header of %zu bytes", length);
+        else if ((out->header = malloc(length + 1)) == NULL)
+                rc = sbx_error_set(err, ENOMEM, "agent: allocate the header");
+        else
+                rc = receive_body(fd, base, out, length, err);
+        if (rc < 0) {
+                if (attached >= 0)
+                        close(attached);
                 sbx_agent_received_free(out);
                 return -1;
         }
+        out->spec.artifact_fd = attached;
         return 1;
 }

@@ -11,6 +11,9 @@
  *            count of limits and each (model/limits.h's rows, in their order), which an exec
  *            entry's program applies as a cold one does (a loader's came by prlimit).
  *
+ * A compile stage's artifact file (sbx_spec.artifact_fd) travels attached to the length prefix
+ * (SCM_RIGHTS); exec mode's init gives it to the program as its fd 3.
+ *
  * Plain fields, not JSON: the loader parses them with bytes.split, importing nothing (every
  * module a loader imports is paid by each pool entry). No field can hold a NUL: argv, env and
  * paths are validated before (engine/execution.h). */

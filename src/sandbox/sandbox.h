@@ -64,7 +64,8 @@ struct sbx_spec {
         int cancel_fd; /* readable = kill the sandbox and end the run (canceled); <= 0 for none */
         /* A compile stage: a file the program gets as its fd 3, to write the artifact it built
          * into (the language's compile script ends by copying it there). -1 or 0 for none; not
-         * with agent. */
+         * with agent. A compile that acquires an exec-mode entry sends it to init with the
+         * execution (sandbox/agent.h). */
         int artifact_fd;
         /* NULL, or called by the supervisor with each piece of output it keeps, as it reads it
          * (stream 1 stdout, 2 stderr): a streamed execution. */
@@ -105,9 +106,13 @@ struct sbx_backend {
         /* Sessions (spec.session), NULL where the backend has none. session_fds: the running
          * agent's channel and its stdout and stderr, [0] to [2], non-blocking and still owned by
          * the sandbox (destroy closes them). signal_program: sends sig to the sandbox's program,
-         * the agent's keeper. */
+         * the agent's keeper. session_limits: a running session sandbox's caps become limits
+         * (its cgroup's, and the rlimits of every process in it) and its evidence counts from
+         * now: a session opened ahead of time, taken by a session that asks for limits. */
         int (*session_fds)(struct sbx_sandbox *sandbox, int fds[3], struct sbx_error *err);
         int (*signal_program)(struct sbx_sandbox *sandbox, int sig, struct sbx_error *err);
+        int (*session_limits)(struct sbx_sandbox *sandbox, const struct sbx_limits *limits,
+                              struct sbx_error *err);
 };
 
 /* The backend called name (a name of model/backend.h; NULL: SBX_BACKEND_DEFAULT), or NULL. */

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 #include <sqlite3.h>
 
@@ -99,6 +100,10 @@ static const char *const audit_migrations[] = {
         " evidence TEXT"
         ") STRICT;"
         "CREATE INDEX sessions_by_tenant ON sessions (tenant, created_at);",
+        /* 4: RL episodes (api/episodes.c) are sessions of kind 'episode', whose end keeps a
+         * summary (steps, total reward, CPU); their steps are counted in metrics, not rows. */
+        ("ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'session';"
+         "ALTER TABLE sessions ADD COLUMN summary TEXT;"),
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,
@@ -177,8 +182,19 @@ static const enum column outcome_columns[] = {
         COLUMN_STDERR_SHA256, COLUMN_STDOUT,       COLUMN_STDERR,
 };
 
+/* An id whose outcome is on its way (sbx_audit_outcome_coming). */
+struct coming_outcome {
+        struct coming_outcome *next;
+        char *id;
+};
+
 struct sbx_audit {
         pthread_mutex_t lock; /* serialises every use of db and of the statements */
+        /* The outcomes on their way, and the condition a fetch of one of them waits on. Their
+         * own lock: a fetch waits without holding the database's. */
+        pthread_mutex_t coming_lock;
+        pthread_cond_t outcome_written;
+        struct coming_outcome *coming;
         sqlite3 *db;
         sqlite3_stmt *begin;     /* INSERT of begin_columns */
         sqlite3_stmt *finish;    /* UPDATE of outcome_columns WHERE id = ?1 AND running */
@@ -388,6 +404,12 @@ struct sbx_audit *sbx_audit_open(const char *directory, struct sbx_error *err)
                 return NULL;
         }
         pthread_mutex_init(&audit->lock, NULL);
+        pthread_mutex_init(&audit->coming_lock, NULL);
+        pthread_condattr_t attr;
+        pthread_condattr_init(&attr);
+        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+        pthread_cond_init(&audit->outcome_written, &attr);
+        pthread_condattr_destroy(&attr);
         /* NOMUTEX: audit->lock already serialises every call, SQLite's own mutexes would only
          * add cost. NOFOLLOW: as in audit_create_file(). */
         if (sqlite3_open_v2(path, &audit->db,
@@ -432,6 +454,14 @@ void sbx_audit_close(struct sbx_audit *audit)
         if (sqlite3_close(audit->db) != SQLITE_OK)
                 sbx_warn("audit: close: %s", sqlite3_errmsg(audit->db));
         pthread_mutex_destroy(&audit->lock);
+        while (audit->coming != NULL) {
+                struct coming_outcome *next = audit->coming->next;
+                free(audit->coming->id);
+                free(audit->coming);
+                audit->coming = next;
+        }
+        pthread_cond_destroy(&audit->outcome_written);
+        pthread_mutex_destroy(&audit->coming_lock);
         free(audit);
 }
 
@@ -562,8 +592,62 @@ int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *reco
         return rc < 0 ? -1 : 0;
 }
 
-int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *record,
-                     struct sbx_error *err)
+int sbx_audit_outcome_coming(struct sbx_audit *audit, const char *id, struct sbx_error *err)
+{
+        struct coming_outcome *coming = malloc(sizeof(*coming));
+        char *copy = strdup(id);
+        if (coming == NULL || copy == NULL) {
+                free(coming);
+                free(copy);
+                return sbx_error_set(err, ENOMEM, "audit: outcome of %s", id);
+        }
+        pthread_mutex_lock(&audit->coming_lock);
+        *coming = (struct coming_outcome){.next = audit->coming, .id = copy};
+        audit->coming = coming;
+        pthread_mutex_unlock(&audit->coming_lock);
+        return 0;
+}
+
+/* Called with coming_lock held. */
+static struct coming_outcome **find_coming(struct sbx_audit *audit, const char *id)
+{
+        struct coming_outcome **p = &audit->coming;
+        while (*p != NULL && strcmp((*p)->id, id) != 0)
+                p = &(*p)->next;
+        return p;
+}
+
+static void outcome_arrived(struct sbx_audit *audit, const char *id)
+{
+        pthread_mutex_lock(&audit->coming_lock);
+        struct coming_outcome **p = find_coming(audit, id);
+        struct coming_outcome *coming = *p;
+        if (coming != NULL) {
+                *p = coming->next;
+                pthread_cond_broadcast(&audit->outcome_written);
+        }
+        pthread_mutex_unlock(&audit->coming_lock);
+        if (coming != NULL) {
+                free(coming->id);
+                free(coming);
+        }
+}
+
+static void wait_for_outcome(struct sbx_audit *audit, const char *id)
+{
+        struct timespec deadline;
+        clock_gettime(CLOCK_MONOTONIC, &deadline);
+        deadline.tv_sec += SBX_AUDIT_OUTCOME_WAIT_MS / 1000;
+        pthread_mutex_lock(&audit->coming_lock);
+        while (*find_coming(audit, id) != NULL &&
+               pthread_cond_timedwait(&audit->outcome_written, &audit->coming_lock, &deadline) !=
+                       ETIMEDOUT)
+                ;
+        pthread_mutex_unlock(&audit->coming_lock);
+}
+
+static int audit_finish_written(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                                struct sbx_error *err)
 {
         if (record->id == NULL || record->status == NULL)
                 return sbx_error_set(err, EINVAL, "audit: outcome lacks id or status");
@@ -580,6 +664,15 @@ int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *rec
         int rc = audit_write(audit, audit->finish, columns, SBX_ARRAY_SIZE(columns), record,
                              &digests, "finish", err);
         return rc < 0 ? -1 : rc > 0;
+}
+
+int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                     struct sbx_error *err)
+{
+        int rc = audit_finish_written(audit, record, err);
+        if (record->id != NULL)
+                outcome_arrived(audit, record->id);
+        return rc;
 }
 
 int sbx_audit_finish_result(struct sbx_audit *audit, const struct sbx_result *result,
@@ -712,6 +805,7 @@ int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id,
         *out = NULL;
         if (tenant == NULL || id == NULL)
                 return 0;
+        wait_for_outcome(audit, id);
         pthread_mutex_lock(&audit->lock);
         int result = 0;
         int rc = sqlite3_bind_text(audit->select, 1, tenant, -1, SQLITE_STATIC);
@@ -781,6 +875,9 @@ static int bind_session_begin(sqlite3_stmt *statement, const void *ctx)
                 rc = bind_session_json(statement, 6, session->effective);
         if (rc == SQLITE_OK)
                 rc = bind_session_json(statement, 7, session->clamped);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_text(statement, 8, session->kind ? session->kind : "session", -1,
+                                       SQLITE_STATIC);
         return rc;
 }
 
@@ -791,8 +888,8 @@ int sbx_audit_session_begin(struct sbx_audit *audit, const struct sbx_audit_sess
                 return sbx_error_set(err, EINVAL, "audit: a session needs id, tenant, language");
         int rc = audit_session_write(audit,
                                      "INSERT INTO sessions (id, tenant, language, created_at, "
-                                     "requested, effective, clamped) VALUES (?1, ?2, ?3, ?4, ?5, "
-                                     "?6, ?7)",
+                                     "requested, effective, clamped, kind) VALUES (?1, ?2, ?3, ?4, "
+                                     "?5, ?6, ?7, ?8)",
                                      "begin session", bind_session_begin, session, err);
         return rc < 0 ? -1 : 0;
 }
@@ -807,6 +904,8 @@ static int bind_session_end(sqlite3_stmt *statement, const void *ctx)
                 rc = sqlite3_bind_text(statement, 3, session->end_reason, -1, SQLITE_STATIC);
         if (rc == SQLITE_OK)
                 rc = bind_session_json(statement, 4, session->evidence);
+        if (rc == SQLITE_OK)
+                rc = bind_session_json(statement, 5, session->summary);
         return rc;
 }
 
@@ -817,7 +916,8 @@ int sbx_audit_session_end(struct sbx_audit *audit, const struct sbx_audit_sessio
                 return sbx_error_set(err, EINVAL, "audit: a session's end needs id and reason");
         int rc = audit_session_write(audit,
                                      "UPDATE sessions SET ended_at = ?2, end_reason = ?3, "
-                                     "evidence = ?4 WHERE id = ?1 AND ended_at IS NULL",
+                                     "evidence = ?4, summary = ?5 WHERE id = ?1 AND ended_at IS "
+                                     "NULL",
                                      "end session", bind_session_end, session, err);
         return rc < 0 ? -1 : rc > 0;
 }

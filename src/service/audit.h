@@ -41,7 +41,7 @@
 #define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
-#define SBX_AUDIT_SCHEMA_VERSION 3
+#define SBX_AUDIT_SCHEMA_VERSION 4
 
 /* The status of a row whose execution has begun and not ended (yet). */
 #define SBX_AUDIT_STATUS_RUNNING "running"
@@ -96,8 +96,9 @@ int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *reco
                     struct sbx_error *err);
 
 /* Completes the running row of record->id with the outcome; computes the output sizes and hashes
- * itself. Returns 1 when it did, 0 when no row of that id is running (never begun, or completed
- * already: the first outcome stands), -1 with err when status is NULL or SQLite fails. */
+ * itself, and ends the wait of sbx_audit_outcome_coming() for it. Returns 1 when it did, 0 when no
+ * row of that id is running (never begun, or completed already: the first outcome stands), -1 with
+ * err when status is NULL or SQLite fails. */
 int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *record,
                      struct sbx_error *err);
 
@@ -107,6 +108,17 @@ int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *rec
 int sbx_audit_finish_result(struct sbx_audit *audit, const struct sbx_result *result,
                             const json_t *result_json, int64_t finished_at_ms, bool store_output,
                             struct sbx_error *err);
+
+/* Says that the outcome of id's running row is on its way: it is written after the answer went
+ * to the client (so that the client does not wait for the write), and until sbx_audit_finish()
+ * of id returns, a sbx_audit_fetch() of id waits for it (at most SBX_AUDIT_OUTCOME_WAIT_MS), so
+ * that a record read right after the answer, on any connection, has the outcome. Every call
+ * must be followed by sbx_audit_finish() of id, whether or not it succeeds. -1 with err when
+ * out of memory (then nothing waits, and the caller writes the outcome before answering). */
+int sbx_audit_outcome_coming(struct sbx_audit *audit, const char *id, struct sbx_error *err);
+
+/* Bound of a fetch's wait for an outcome on its way. */
+#define SBX_AUDIT_OUTCOME_WAIT_MS 5000
 
 /* Removes the running row of id: its execution was refused before it started. 1 when removed,
  * 0 when no row of that id is running, -1 with err. */
@@ -149,14 +161,16 @@ struct sbx_audit_session {
         int64_t ended_at_ms;
         const char *end_reason; /* deleted, idle_timeout, max_lifetime, agent_died, ... */
         const json_t *evidence; /* the kernel's counters over the session's life */
+        const char *kind;       /* "session" (NULL) or "episode" (api/episodes.c) */
+        const json_t *summary;  /* an episode's end: {steps, resets, total_reward, cpu_ms} */
 };
 
 /* The row of a session that opened (id, tenant, language, created_at_ms, requested, effective,
- * clamped). */
+ * clamped, kind). */
 int sbx_audit_session_begin(struct sbx_audit *audit, const struct sbx_audit_session *session,
                             struct sbx_error *err);
 
-/* Completes it (id, ended_at_ms, end_reason, evidence): 1 when it did, 0 when it had ended
+/* Completes it (id, ended_at_ms, end_reason, evidence, summary): 1 when it did, 0 when it had ended
  * already (the first end stands), -1 with err. */
 int sbx_audit_session_end(struct sbx_audit *audit, const struct sbx_audit_session *session,
                           struct sbx_error *err);

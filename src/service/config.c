@@ -515,6 +515,8 @@ static const struct config_key tier_keys[] = {
         /* Sessions (api/sessions.h): open at once per tenant, and their longest life. */
         {"max_sessions", NUMBER(max_sessions, 1, 65536)},
         {"max_session_lifetime_s", NUMBER(max_session_lifetime_s, 1, 30 * 24 * 3600)},
+        /* RL episodes (api/episodes.c): open at once per tenant (their life is a session's). */
+        {"max_episodes", NUMBER(max_episodes, 1, 65536)},
 };
 #undef RECORD
 
@@ -562,6 +564,7 @@ static void tier_set_defaults(struct sbx_tier *tier)
         tier->cpu_window_s = 60;
         tier->max_sessions = 8;
         tier->max_session_lifetime_s = 3600;
+        tier->max_episodes = 32;
         parse_name_list(sbx_language_names(), find_language_name, "language", tier->languages,
                         SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, &ignored);
         tier->backends[0] = sbx_backend_name_find(SBX_BACKEND_DEFAULT);
@@ -712,24 +715,29 @@ static void pools_set_defaults(struct sbx_config *config)
         config->n_pools = 1;
 }
 
+/* The section's pool: [pool.LANGUAGE], or [session_pool.LANGUAGE] (sessions). */
 static struct sbx_pool_config *current_pool(struct loader *loader)
 {
-        const char *language = loader->section + strlen("pool.");
-        for (size_t i = 0; i < loader->config->n_pools; i++)
-                if (strcmp(loader->config->pools[i].language, language) == 0)
+        bool sessions = strncmp(loader->section, "session_pool.", 13) == 0;
+        const struct sbx_language *language = sbx_language_find(strchr(loader->section, '.') + 1);
+        for (size_t i = 0; language != NULL && i < loader->config->n_pools; i++)
+                if (strcmp(loader->config->pools[i].language, language->name) == 0 &&
+                    loader->config->pools[i].sessions == sessions)
                         return &loader->config->pools[i];
         return NULL;
 }
 
-static void begin_pool(struct loader *loader, const char *language_name)
+static void begin_pool(struct loader *loader, const char *language_name, bool sessions)
 {
         /* Every language has one: python's entries wait in its interpreter, the others' in an
-         * exec entry (a set-up sandbox whose init starts the program on acquire). */
+         * exec entry (a set-up sandbox whose init starts the program on acquire). Sessions: the
+         * languages with a session agent. */
         const struct sbx_language *language = sbx_language_find(language_name);
-        if (language == NULL) {
+        if (language == NULL || (sessions && !language->sessions)) {
                 loader_fail(loader, loader->line, NULL,
-                            "no warm pool exists for language '%s' (known: %s)", language_name,
-                            sbx_language_names());
+                            sessions ? "no session pool exists for language '%s' (python, bash)"
+                                     : "no warm pool exists for language '%s' (known: %s)",
+                            language_name, sbx_language_names());
                 return;
         }
         if (current_pool(loader) == NULL) {
@@ -738,7 +746,7 @@ static void begin_pool(struct loader *loader, const char *language_name)
                         return;
                 }
                 loader->config->pools[loader->config->n_pools++] =
-                        (struct sbx_pool_config){.language = language->name};
+                        (struct sbx_pool_config){.language = language->name, .sessions = sessions};
         }
 }
 
@@ -784,12 +792,15 @@ static void begin_section(struct loader *loader, const char *name, size_t length
                 begin_tenant(loader, section + 7);
         } else if (strncmp(section, "pool.", 5) == 0) {
                 loader->kind = SECTION_POOL;
-                begin_pool(loader, section + 5);
+                begin_pool(loader, section + 5, false);
+        } else if (strncmp(section, "session_pool.", 13) == 0) {
+                loader->kind = SECTION_POOL;
+                begin_pool(loader, section + 13, true);
         } else {
                 loader->kind = SECTION_NONE;
                 loader_fail(loader, loader->line, NULL,
-                            "unknown section (expected [server], [tier.NAME], [tenant.NAME] or "
-                            "[pool.LANGUAGE])");
+                            "unknown section (expected [server], [tier.NAME], [tenant.NAME], "
+                            "[pool.LANGUAGE] or [session_pool.LANGUAGE])");
         }
 }
 

@@ -50,6 +50,7 @@ struct sbx_tier {
         uint64_t cpu_window_s;           /* ... within this rolling window */
         uint64_t max_sessions;           /* sessions open at once per tenant (default 8) */
         uint64_t max_session_lifetime_s; /* a session's longest life (default 3600) */
+        uint64_t max_episodes;           /* RL episodes open at once per tenant (default 32) */
         const char *languages[SBX_TIER_MAX_LANGUAGES]; /* static names (sbx_language_find) */
         size_t n_languages;
         const char *backends[SBX_TIER_MAX_BACKENDS]; /* static names (sbx_backend_find) */
@@ -62,12 +63,15 @@ struct sbx_tenant {
         uint8_t token_sha256[SBX_SHA256_SIZE];
 };
 
-/* A warm pool ([pool.LANGUAGE]): entries are sandboxes with the language's loader started. */
+/* A warm pool ([pool.LANGUAGE]): entries are sandboxes with the language's loader started; or,
+ * with sessions ([session_pool.LANGUAGE], python or bash), sessions opened ahead of time that an
+ * OPEN of that language takes. */
 struct sbx_pool_config {
         const char *language; /* static: the sbx_language_find() name */
-        uint64_t min_idle;    /* entries kept ready; 0 turns the pool off */
-        uint64_t max_idle;    /* at most this many idle entries */
-        uint64_t max_idle_s;  /* an entry idle longer is replaced; 0 = never */
+        bool sessions;
+        uint64_t min_idle;   /* entries kept ready; 0 turns the pool off */
+        uint64_t max_idle;   /* at most this many idle entries */
+        uint64_t max_idle_s; /* an entry idle longer is replaced; 0 = never */
 };
 
 #define SBX_CONFIG_MAX_POOLS 16 /* one per language at most */

@@ -25,6 +25,9 @@ static const struct problem_class problem_classes[] = {
         {409, "conflict", "Conflict"},
         {413, "payload-too-large", "Payload too large"},
         {415, "unsupported-media-type", "Unsupported media type"},
+        /* The request was sound but the tenant's code could not do what it asked (an RL
+         * environment whose first reset raised): the problem carries its error. */
+        {422, "environment-failed", "Environment failed"},
         {429, "quota-exceeded", "Quota exceeded"},
         {503, "engine-unavailable", "Engine unavailable"},
         {503, SBX_PROBLEM_AT_CAPACITY, "At capacity"},

@@ -22,6 +22,19 @@ int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
         return -1;
 }
 
+int sbx_error_plain(struct sbx_error *err, int errnum, const char *fmt, ...)
+{
+        if (err == NULL)
+                return -1;
+        va_list ap;
+        va_start(ap, fmt);
+        if (vsnprintf(err->message, sizeof(err->message), fmt, ap) < 0)
+                err->message[0] = '\0';
+        va_end(ap);
+        err->code = errnum;
+        return -1;
+}
+
 int sbx_error_prefix(struct sbx_error *err, const char *fmt, ...)
 {
         if (err == NULL)

@@ -19,6 +19,11 @@ struct sbx_error {
 int sbx_error_set(struct sbx_error *err, int errnum, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
 
+/* Like sbx_error_set, without the strerror text: for a refusal whose message says it all
+ * (errnum is still the code). */
+int sbx_error_plain(struct sbx_error *err, int errnum, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
 /* Prepends "<context>: " to the message already in err. Returns -1. err may be NULL. */
 int sbx_error_prefix(struct sbx_error *err, const char *fmt, ...)
         __attribute__((format(printf, 2, 3)));

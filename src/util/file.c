@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "util/cleanup.h"
@@ -146,4 +147,34 @@ int sbx_close_fds_except(const int *keep, size_t n)
                         return -1;
                 next = (unsigned)lowest + 1;
         }
+}
+
+int sbx_send_record(int fd, const void *buf, size_t len, int attached_fd, int flags,
+                    struct sbx_error *err)
+{
+        struct iovec iov = {.iov_base = (void *)buf, .iov_len = len};
+        union {
+                struct cmsghdr header;
+                char space[CMSG_SPACE(sizeof(int))];
+        } control;
+        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
+        if (attached_fd >= 0) {
+                memset(&control, 0, sizeof(control));
+                msg.msg_control = control.space;
+                msg.msg_controllen = sizeof(control.space);
+                struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+                cmsg->cmsg_level = SOL_SOCKET;
+                cmsg->cmsg_type = SCM_RIGHTS;
+                cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+                memcpy(CMSG_DATA(cmsg), &attached_fd, sizeof(int));
+        }
+        ssize_t n;
+        do
+                n = sendmsg(fd, &msg, MSG_NOSIGNAL | flags);
+        while (n < 0 && errno == EINTR);
+        if (n < 0)
+                return sbx_error_set(err, errno, "send message");
+        if ((size_t)n != len)
+                return sbx_error_set(err, EIO, "send message: %zd of %zu bytes sent", n, len);
+        return 0;
 }

@@ -21,6 +21,11 @@ int sbx_close_fds_except(const int *keep, size_t n);
 /* Writes all of len bytes to fd, retrying on EINTR and short writes. Returns 0 or -1 (errno). */
 int sbx_write_all(int fd, const void *data, size_t len);
 
+/* Sends buf[0..len) with one sendmsg (MSG_NOSIGNAL | flags) on a socket, with attached_fd
+ * attached (SCM_RIGHTS; -1 for none): all of it or -1 with err ("send message"). */
+int sbx_send_record(int fd, const void *buf, size_t len, int attached_fd, int flags,
+                    struct sbx_error *err);
+
 /* Reads fd to its end (at most max bytes, else EFBIG) into a new malloc'd buffer *data, NUL-
  * terminated after its *length bytes (length may be NULL). */
 int sbx_read_all_fd(int fd, size_t max, char **data, size_t *length, struct sbx_error *err);

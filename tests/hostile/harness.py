@@ -19,9 +19,15 @@ Declaration: payloads/<class>/<name>.toml next to its payload file
   name = "fork_bomb_sh"            unique
   class = "resource"               = the directory name
   description = "..."
-  language = "bash"                python | bash | sh | c   (c is compiled on the host with
-                                   `gcc -O2 -pthread ... -lrt` and run as `--lang sh -c 'exec ./NAME'`
-                                   with `--file BINARY:NAME`, NAME = the C file's stem)
+  language = "bash"                python | bash | sh | c | cpp | rust | go   (c is compiled on
+                                   the host with `gcc -O2 -pthread ... -lrt` and run as
+                                   `--lang sh -c 'exec ./NAME'` with `--file BINARY:NAME`, NAME =
+                                   the C file's stem; cpp, rust and go are compiled by sandboxd's
+                                   own compile stage, the payloads of class "compile": their
+                                   `limits` may set compile_timeout, compile_memory... (`sandboxd
+                                   run --compile-OPTION`), the result's compile stage is
+                                   `compile.*` in evidence paths; no outside control, no pooled
+                                   run (a compile stage is always a fresh sandbox))
   file = "fork_bomb.sh"            relative to the declaration
   limits = { pids = 16, timeout = "2s", ... }   `sandboxd run` flags without "--" (underscores ok:
                                    cpu_time -> --cpu-time, open_files -> --open-files)
@@ -90,6 +96,8 @@ Optional fields ADDED by the harness (all optional, nothing above renamed):
   stderr_max / stderr_len          like stdout_max / stdout_len
   stdout_match / stderr_match      a Python regex that must fullmatch the stream (re.DOTALL)
   stdout_absent = ["text"]         strings that must not occur in stdout or stderr
+  matches = { "compile.stderr" = "no space left" }   the string at each field path contains a
+                                   match of its Python regex (re.search)
   error_match = "setup step 'x'.*" a Python regex that must fullmatch the result's "error" (re.DOTALL;
                                    a result without "error" matches as "")
   report_checks = { "fill.bytes" = "<=16M" }   for every report line of op "fill", its field
@@ -189,8 +197,10 @@ import probes  # noqa: E402  (the harness's sibling module)
 HERE = os.path.dirname(os.path.abspath(__file__))
 PAYLOAD_DIR = os.path.join(HERE, "payloads")
 CLASSES = ("resource", "supervisor", "filesystem", "privilege", "kernel", "infoleak", "network",
-           "residue", "failclosed", "session")
-LANGUAGES = ("python", "bash", "sh", "c")
+           "residue", "failclosed", "session", "compile")
+# Compiled by sandboxd's compile stage (class "compile"), not on the host as "c" is.
+SANDBOXD_COMPILED = ("cpp", "rust", "go")
+LANGUAGES = ("python", "bash", "sh", "c") + SANDBOXD_COMPILED
 KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "args", "stdin",
                 "probes", "expect", "control", "exclusive", "cflags", "files", "stdin_file",
                 "host_timeout", "before", "fail_step", "stdin_repeat", "without_kernel", "session"}
@@ -198,7 +208,7 @@ KERNEL_FEATURES = ("landlock", "landlock_scope", "ia32", "tmpfs_user_xattr")
 VARIANT_FIELDS = {"reason", "skip", "needs", "expect", "control"}
 EXPECT_FIELDS = {"status", "evidence", "reports", "stdout_max", "stdout_len", "stderr_max",
                  "stderr_len", "stdout_match", "stderr_match", "stdout_absent", "report_checks",
-                 "error_match"}
+                 "error_match", "matches"}
 CONTROL_FIELDS = {"kind", "limits", "expect_contained", "args", "stdin", "inherit_fds"}
 SANDBOX_ENV_PATH = "/usr/local/bin:/usr/bin:/bin"
 OUTSIDE_SETPRIV = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
@@ -479,6 +489,9 @@ class Payload:
         if kind not in ("lift", "outside", "no_fail_step") and not kind.startswith("without:"):
             raise DeclarationError(f"{toml_path}: control kind must be lift, outside, "
                                    f"without:<layer> or no_fail_step, not {kind!r}")
+        if decl["language"] in SANDBOXD_COMPILED and kind == "outside":
+            raise DeclarationError(f"{toml_path}: a payload sandboxd compiles has no outside "
+                                   f"control (no compile stage runs outside a sandbox)")
         self.fail_step = decl.get("fail_step")
         if kind == "no_fail_step" and not self.fail_step:
             raise DeclarationError(f"{toml_path}: control no_fail_step needs fail_step")
@@ -1452,6 +1465,10 @@ def judge(payload, outcome, before_result, probe_clean, probe_findings):
                 "evidence": result.get("evidence") if result else None,
                 "usage": result.get("usage") if result else None,
                 "truncated": result.get("truncated") if result else None,
+                # a compile stage's, its output cut (class "compile")
+                "compile": ({k: (v[-2000:] if isinstance(v, str) else v)
+                             for k, v in result["compile"].items()}
+                            if result and result.get("compile") else None),
                 "host": host, "probes": probe_findings,
                 "probes_clean": probe_clean, "reports": reports[:50],
                 # every errno seen per op, over ALL report lines (reports above is cut at 50)
@@ -1523,6 +1540,14 @@ def judge(payload, outcome, before_result, probe_clean, probe_findings):
         if f"{stream}_match" in expect and not re.fullmatch(expect[f"{stream}_match"], text,
                                                             re.DOTALL):
             reasons.append(f"{stream} does not match {expect[stream + '_match']!r}")
+    for path, pattern in expect.get("matches", {}).items():
+        try:
+            actual = subject.resolve(path)
+        except Missing:
+            reasons.append(f"{path} missing")
+            continue
+        if not re.search(pattern, str(actual)):
+            reasons.append(f"{path} {str(actual)[:200]!r} does not contain {pattern!r}")
     if "error_match" in expect and not re.fullmatch(expect["error_match"],
                                                     result.get("error") or "", re.DOTALL):
         reasons.append(f"error {result.get('error')!r} does not match {expect['error_match']!r}")
@@ -1544,6 +1569,7 @@ def summarise(payload, evidence):
             try:
                 value = Subject({"evidence": inner, "usage": evidence.get("usage") or {},
                                  "truncated": evidence.get("truncated"),
+                                 "compile": evidence.get("compile"),
                                  "cells": evidence.get("cells"),
                                  "exit_code": evidence.get("exit_code"),
                                  "signal": evidence.get("signal")},
@@ -1633,6 +1659,7 @@ def pool_eligible(payload, languages=None):
     its loader; every other language's in an exec entry, whose init starts the program.
     languages: the payload languages to run pooled (--pooled-languages), None for all."""
     return (not payload.fail_step and not payload.session and "disk" not in payload.limits
+            and payload.language not in SANDBOXD_COMPILED
             and (languages is None or payload.language in languages))
 
 

@@ -16,6 +16,7 @@ The sandboxd-api program is the sibling of $SANDBOXD (the server finds it the sa
 ASan pass (SANDBOXD=/abs/build-asan/sandboxd) tests both sanitized programs.
 """
 
+import collections
 import contextlib
 import ctypes
 import errno
@@ -53,6 +54,7 @@ PROBLEM_SLUGS = {
     409: "conflict",
     413: "payload-too-large",
     415: "unsupported-media-type",
+    422: "environment-failed",
     429: "quota-exceeded",
     500: "internal",
     503: "engine-unavailable",
@@ -429,8 +431,15 @@ class Server:
 
     def started_executions(self):
         """The execution ids the engine started, from its log (the server must run with
-        SANDBOXD_LOG=debug): the ground truth every audit record is checked against."""
-        return set(re.findall(r'msg="engine: execution ([0-9a-f]{32}) started', self.stderr()))
+        SANDBOXD_LOG=debug): the ground truth every audit record is checked against. The engine
+        says "starting" before it hands an execution to a worker (so that a kill right after
+        cannot leave a running one unsaid) and "not started" when that failed (a pool entry
+        that could not take it is followed by a fresh worker's "starting")."""
+        log = self.stderr()
+        said = collections.Counter(
+            re.findall(r'msg="engine: execution ([0-9a-f]{32}) starting', log))
+        said.subtract(re.findall(r'msg="engine: execution ([0-9a-f]{32}) not started', log))
+        return {execution for execution, count in said.items() if count > 0}
 
     def stderr(self):
         try:
@@ -616,8 +625,9 @@ def expect_problem(response, status, *, field=None, fields=None, slug=None):
     body = response.json()
     assert isinstance(body, dict), context
     # execution_id: on a 503 for an execution that may have run (its record says what is known);
-    # end_reason: on the 404 of a session that ended.
-    assert set(body) - {"execution_id", "end_reason"} == {"type", "title", "status", "detail",
+    # end_reason: on the 404 of a session that ended; error and reset_status: on the 422 of an RL
+    # environment whose first reset did not succeed.
+    assert set(body) - {"execution_id", "end_reason", "error", "reset_status"} == {"type", "title", "status", "detail",
                                                           "errors"}, context
     if status == 503:
         assert body["type"] in {PROBLEM_TYPE_BASE + s for s in PROBLEM_503_SLUGS}, context

@@ -357,6 +357,27 @@ def test_a_pool_entry_runs_it_as_a_cold_sandbox_does(run_language, language, tmp
         assert pooled[key] == cold[key], (key, cold.describe(), pooled.describe())
     assert pooled.rc == cold.rc == 3
     assert pooled["timing"]["setup_us"] == 0
+    if LANGUAGES[language][2]:
+        # The compile stage ran in the entry's compile sandbox: made before, no setup now.
+        for key in ("status", "exit_code", "stdout", "stderr"):
+            assert pooled["compile"][key] == cold["compile"][key], (key, pooled["compile"])
+        assert (cold["compile"]["pooled"], pooled["compile"]["pooled"]) == (False, True)
+        assert pooled["compile"]["timing"]["setup_us"] == 0 < cold["compile"]["timing"]["setup_us"]
+
+
+def test_a_pooled_compile_keeps_its_caps_and_takes_the_entry_only_when_it_fits(run_language):
+    need("c")
+    # The entry's compile sandbox under the request's compile limits: the memory cap holds.
+    r = run_language("c", '#include "/dev/zero"\nint main(void) { return 0; }\n', "--pooled",
+                     "--compile-memory", "64M")
+    r.expect("compile_error", rc=1)
+    assert r["compile"]["pooled"] is True, r["compile"]
+    assert r["compile"]["status"] == "memory_limit" and r["compile"]["evidence"]["oom_kills"] > 0
+    # A compile disk the entry was not made with: a fresh sandbox, same result.
+    r = run_language("c", HELLO["c"], "--pooled", "--compile-disk", "100M")
+    r.expect("ok", rc=0)
+    assert r["compile"]["pooled"] is False and r["compile"]["limits"]["disk_mb"] == 100
+    assert r["pooled"] is True and r["stdout"] == "hello\n"
 
 
 def test_the_compile_sees_the_sandbox_not_the_host(run_language, canary_dir):
@@ -409,12 +430,76 @@ def test_every_source_of_the_language_is_compiled_and_other_files_are_there(tmp_
     assert r["stdout"] == "42\n", r.describe()
 
 
+@pytest.mark.parametrize("pooled", [False, True], ids=["cold", "pooled"])
+def test_a_typescript_program_of_several_files_imports_them_as_typescript_does(tmp_path, pooled):
+    need("typescript")
+    from conftest import run_json
+    (tmp_path / "util.ts").write_text(
+        "export function twice(x: number): number { return 2 * x; }\n"
+        "export const name: string = 'util';\n")
+    # ESM style, as TypeScript writes it: "./util.js" for util.ts.
+    (tmp_path / "other.ts").write_text(
+        "import { twice } from './util.js';\nexport default (): number => twice(2);\n")
+    (tmp_path / "unused.ts").write_text("throw new Error('never loaded');\n")
+    (tmp_path / "main.ts").write_text(
+        "import { twice, name } from './util';\nimport four from './other';\n"
+        "const x: number = twice(21);\n"
+        "console.log(x, name, four(), require.main === module);\n"
+        "require('fs').writeFileSync('/tmp/late.ts', 'console.log(1)');\n"
+        "try { require('/tmp/late.ts'); } catch (e) { console.log(String(e)); }\n"
+        "function f(): never { throw new Error('boom'); }\nf();\n")
+    r = run_json(["run", "--json", *(["--pooled"] if pooled else []),
+                  "--file", str(tmp_path / "util.ts"), "--file", str(tmp_path / "other.ts"),
+                  "--file", str(tmp_path / "unused.ts"), str(tmp_path / "main.ts")])
+    r.expect("exit_nonzero", rc=1)
+    assert r["stdout"] == ("42 util 4 true\n"
+                           "Error: /tmp/late.ts: not one of the compiled sources\n"), r.describe()
+    assert "Error: boom\n    at f (/workspace/main.js:" in r["stderr"], r["stderr"]
+    # A source that does not transpile fails the compile, imported or not.
+    (tmp_path / "unused.ts").write_text("const x: number = ;\n")
+    r = run_json(["run", "--json", "--file", str(tmp_path / "util.ts"),
+                  "--file", str(tmp_path / "other.ts"), "--file", str(tmp_path / "unused.ts"),
+                  str(tmp_path / "main.ts")])
+    r.expect("compile_error", rc=1)
+    assert "unused.ts(1,19): error TS1109" in r["compile"]["stderr"], r["compile"]
+
+
+def test_java_runs_the_entrypoints_public_class_in_its_package(run_language):
+    # javac wants a public class in a file of its name; the entrypoint's is run, as java's
+    # single-file launcher would, in the file's package.
+    r = run_language("java", "package app.x;\nimport java.util.*;\n\n"
+                             "public final class Hello {\n  public static void main(String[] a) {"
+                             " System.out.println(\"hello \" + Helper.x() + \" \" + a.length); }\n"
+                             "}\nclass Helper { static int x() { return 7; } }\n", args=["a", "b"])
+    r.expect("ok", rc=0)
+    assert r["stdout"] == "hello 7 2\n", r.describe()
+
+
 def test_a_compile_that_cannot_finish_is_a_compile_error_with_the_caps_status(run_language):
     # The preprocessor reads an endless file: the compile's own wall clock ends it.
     r = run_language("c", '#include "/dev/zero"\nint main(void) { return 0; }\n', timeout=120)
     r.expect("compile_error", rc=1)
     assert r["compile"]["status"] in ("timeout", "memory_limit", "exit_nonzero"), r["compile"]
     assert r["compile"]["status"] != "ok"
+
+
+def test_the_cli_sets_the_compile_stages_own_limits(run_language):
+    # --compile-OPTION: the compile's limits, the run's untouched; a language that does not
+    # compile refuses them, as the API's compile_limits is a 400 there.
+    r = run_language("c", HELLO["c"], "--compile-memory", "300M", "--compile-pids", "100")
+    r.expect("ok", rc=0)
+    assert (r["compile"]["limits"]["memory_mb"], r["compile"]["limits"]["pids"]) == (300, 100)
+    assert (r["limits"]["memory_mb"], r["limits"]["pids"]) == (256, 64), r.describe()
+    # A compile that never ends (the preprocessor reading /dev/zero), under a short deadline and
+    # with room enough not to meet its memory cap first.
+    r = run_language("c", '#include "/dev/zero"\nint main(void) { return 0; }\n',
+                     "--compile-timeout", "200ms", "--compile-memory", "4G")
+    r.expect("compile_error", rc=1)
+    assert r["compile"]["status"] == "timeout" and r["compile"]["evidence"]["wall_timeout"]
+    assert r["compile"]["limits"]["wall_ms"] == 200 and r["limits"]["wall_ms"] == 10000
+    from conftest import cli_run
+    proc = cli_run(["run", "--compile-memory", "300M", "-c", "print(1)"])
+    assert proc.returncode == 64 and b"python has no compile stage" in proc.stderr, proc.stderr
 
 
 def test_an_artifact_larger_than_the_runs_disk_is_refused(run_language):
@@ -660,7 +745,9 @@ def test_the_service_serves_any_language_from_a_warm_exec_entry():
         assert shell["timing"]["setup_us"] == 0
         compiled = srv.run(c_program("pooled"), "c")
         assert compiled["pooled"] is True and compiled["stdout"] == "pooled\n", compiled
-        assert compiled["compile"]["status"] == "ok"
+        # ... its compile stage in the entry's compile sandbox.
+        assert compiled["compile"]["status"] == "ok" and compiled["compile"]["pooled"] is True
+        assert compiled["compile"]["timing"]["setup_us"] == 0, compiled["compile"]
         deadline = time.monotonic() + 30
         while sample(srv.metrics(), "sandboxd_pool_entries", state="idle") < 2:
             assert time.monotonic() < deadline, "the pools never refilled"
@@ -668,6 +755,7 @@ def test_the_service_serves_any_language_from_a_warm_exec_entry():
         # The compile cache serves the pooled path too.
         again = srv.run(c_program("pooled"), "c")
         assert again["pooled"] is True and again["compile"]["cached"] is True, again
+        assert again["compile"]["pooled"] is False  # no compile ran
         # The pools refill behind the executions they served.
         metrics = srv.metrics()
         assert sample(metrics, "sandboxd_pool_hits_total") == 3, metrics

@@ -14,7 +14,7 @@ from serve_helpers import (FREE_TIER, SLOW, STANDARD_TENANTS, STANDARD_TIERS, ex
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
 PHASES = ("acquire", "setup", "run", "teardown", "total")
-BUCKETS = (".001", ".0025", ".005", ".01", ".025", ".05", ".1", ".25", ".5", "1", "2.5", "5",
+BUCKETS = (".0001", ".00025", ".0005", ".001", ".0025", ".005", ".01", ".025", ".05", ".1", ".25", ".5", "1", "2.5", "5",
            "10")
 
 

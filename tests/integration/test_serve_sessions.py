@@ -241,6 +241,13 @@ def test_bad_input():
         sid = open_session(srv)["id"]
         expect_problem(srv.request("POST", f"/v1/sessions/{sid}/run",
                                    data=json.dumps({"code": 5}), headers=srv.headers()), 400)
+        for env, detail in [({"LD_PRELOAD": "x"}, "sets itself or cannot pass"),
+                            ({"A": 1}, "values must be strings"), ([], "an object")]:
+            r = srv.request("POST", f"/v1/sessions/{sid}/run",
+                            data=json.dumps({"code": "1", "env": env}), headers=srv.headers())
+            expect_problem(r, 400)
+            assert r.json()["errors"][0]["field"] == "env", r.json()
+            assert r.json()["detail"].startswith("env: ") and detail in r.json()["detail"]
         expect_problem(srv.request("PATCH", f"/v1/sessions/{sid}", headers=srv.headers()), 405)
         # A cell that prints a forged frame only prints it.
         fake = run(srv, sid, "import sys, struct\nh = b'{\"op\": \"done\"}'\n"
@@ -274,7 +281,8 @@ def test_every_run_is_audited():
 
 def test_a_run_is_recorded_before_the_connection_takes_its_next_request():
     # The record of a run is finished after its answer is sent (the client does not wait for
-    # it), but before the same connection's next request: a client reads its own writes.
+    # it), but before the same connection's next request, and a read on another connection
+    # waits for it: a client reads its own writes.
     with running_server(tiers=TIERS, tenants=TENANTS) as srv:
         with requests.Session() as keep_alive:
             r = srv.request("POST", "/v1/sessions", session=keep_alive,
@@ -284,9 +292,55 @@ def test_a_run_is_recorded_before_the_connection_takes_its_next_request():
                 ran = srv.request("POST", f"/v1/sessions/{sid}/run", session=keep_alive,
                                   data=json.dumps({"code": f"print({i})"}),
                                   headers=srv.headers()).json()
-                record = srv.request("GET", f"/v1/executions/{ran['id']}", session=keep_alive,
+                record = srv.request("GET", f"/v1/executions/{ran['id']}",
+                                     session=keep_alive if i % 2 else None,
                                      headers=srv.headers(content_type=None)).json()
                 assert record["status"] == "ok" and record["stdout_bytes"] == len(f"{i}\n")
+
+
+def slow_outcome_writes(data_dir):
+    """Makes every write of an outcome to data_dir's store take a while (a trigger joining a
+    table of 400 rows with itself three times: 64 million rows per UPDATE), and returns how long
+    that join takes here, in seconds. The API's statements see the schema change at their next
+    step."""
+    import sqlite3
+    db = sqlite3.connect(f"{data_dir}/audit.db")
+    try:
+        db.execute("CREATE TABLE slow (x INTEGER)")
+        db.executemany("INSERT INTO slow VALUES (?)", [(i,) for i in range(400)])
+        join = "SELECT count(*) FROM slow a, slow b, slow c"
+        db.execute(f"CREATE TRIGGER slow_outcome AFTER UPDATE ON executions BEGIN {join}; END")
+        db.commit()
+        start = time.monotonic()
+        db.execute(join).fetchall()
+        return time.monotonic() - start
+    finally:
+        db.close()
+
+
+def test_a_runs_answer_does_not_wait_for_its_record_and_a_read_waits_for_it():
+    # A run's outcome is written after its answer went out; a read of the record, on any
+    # connection, waits for it (sbx_audit_outcome_coming). With the write on the answer's path
+    # the run would take as long as the write. (The store's lock, held by a write in progress,
+    # makes most reads wait as well; what the outcome wait adds is the moment between the
+    # answer and the write's start, too short for a test to hit at will.)
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=TIERS, tenants=TENANTS, data_dir=data_dir) as srv:
+            sid = open_session(srv)["id"]
+            run(srv, sid, "x = 0")
+            write = slow_outcome_writes(data_dir)
+            for i in range(3):
+                with requests.Session() as runner, requests.Session() as reader:
+                    start = time.monotonic()
+                    r = srv.request("POST", f"/v1/sessions/{sid}/run", session=runner,
+                                    data=json.dumps({"code": f"print({i})"}),
+                                    headers=srv.headers())
+                    answered = time.monotonic() - start
+                    assert r.status_code == 200, r.text
+                    record = srv.request("GET", f"/v1/executions/{r.json()['id']}", session=reader,
+                                         headers=srv.headers(content_type=None)).json()
+                    assert record["status"] == "ok" and record["stdout_bytes"] == 2, record
+                    assert answered < write / 2, (answered, write)
 
 
 def test_a_run_the_audit_store_cannot_record_is_cancelled():
@@ -501,3 +555,62 @@ def test_the_server_keeps_room_for_executions():
         assert srv.run("print('room')", tenant="globex")["stdout"] == "room\n"
         assert delete(srv, sid).status_code == 204
         open_session(srv, tenant="globex")
+
+
+def wait_for_ready_entries(srv, count):
+    from serve_helpers import sample
+    deadline = time.monotonic() + 30
+    while sample(srv.metrics(), "sandboxd_pool_entries", state="idle") < count:
+        assert time.monotonic() < deadline, "the session pool never filled"
+        time.sleep(0.05)
+
+
+SESSION_POOLS = "\n[session_pool.python]\nmin_idle = 1\nmax_idle = 1\n" \
+                "\n[session_pool.bash]\nmin_idle = 1\nmax_idle = 1\n"
+
+
+def test_a_session_pool_opens_sessions_ahead_of_time():
+    # An OPEN takes a session its pool opened ahead of time and gives it the OPEN's caps (the
+    # cgroup's and the processes' rlimits), files and timeouts; one the waiting session cannot
+    # be (an environment, another disk size, too little memory) opens its own, as without a pool.
+    with running_server(tiers=TIERS, tenants=TENANTS, pools={"python": {"min_idle": 0}},
+                        extra_config=SESSION_POOLS) as srv:
+        wait_for_ready_entries(srv, 2)
+        opened = open_session(srv, {"language": "python", "limits": {"memory_mb": 96,
+                                                                     "open_files": 100},
+                                    "files": [{"path": "data.txt", "content": "hi"}]})
+        assert opened["pooled"] is True, opened
+        sid = opened["id"]
+        run(srv, sid, "x = 1")
+        first = run(srv, sid, "import resource\nprint(x + 1, open('data.txt').read(), "
+                              "resource.getrlimit(resource.RLIMIT_NOFILE))")
+        assert first["stdout"] == "2 hi (100, 100)\n", first
+        # Its CPU counts from the take-over: not the agent's start (~30 ms of CPU here, which a
+        # session opened for the request is charged), paid before anyone asked.
+        assert first["usage"]["session_cpu_ms"] < 20, first["usage"]
+        oom = run(srv, sid, "hog = bytearray(256 * 1024 * 1024)")
+        assert oom["status"] == "memory_limit" and oom["restarted"], oom
+        assert run(srv, sid, "print(open('data.txt').read())")["stdout"] == "hi\n"
+        shell = open_session(srv, {"language": "bash", "limits": {"open_files": 90}})
+        assert shell["pooled"] is True
+        # Every process of the sandbox has the OPEN's rlimits: here the shell the agent started.
+        assert run(srv, shell["id"], "n=41; echo $((n + 1)) $(ulimit -n)")["stdout"] == "42 90\n"
+        for session in (sid, shell["id"]):
+            delete(srv, session)
+        # What a waiting session cannot be: a session of its own, with what was asked.
+        wait_for_ready_entries(srv, 2)
+        env = open_session(srv, {"language": "python", "env": {"GREETING": "hello"}})
+        assert env["pooled"] is False, env
+        assert run(srv, env["id"], "import os\nprint(os.environ['GREETING'])")["stdout"] == \
+            "hello\n"
+        small = open_session(srv, {"language": "python", "limits": {"memory_mb": 32}})
+        assert small["pooled"] is False, small
+        for session in (env["id"], small["id"]):
+            delete(srv, session)
+        few = open_session(srv, {"language": "python", "limits": {"pids": 4}})
+        assert few["pooled"] is False, few
+        delete(srv, few["id"])
+        # None of those took the waiting session: the next OPEN does, at once.
+        again = open_session(srv, {"language": "python"})
+        assert again["pooled"] is True, again
+        delete(srv, again["id"])

@@ -15,7 +15,7 @@
 #
 # Environment: BUILD (the build directory whose sandboxd is tested, default build), QEMU_MEM
 # (guest memory, default 2G), QEMU_SMP (guest CPUs, default 2), QEMU_TIMEOUT (seconds for the
-# whole run, default 420), QEMU_PYTEST_ARGS, QEMU_HOSTILE_ARGS (replace the subsets: pytest's
+# whole run, default 600), QEMU_PYTEST_ARGS, QEMU_HOSTILE_ARGS (replace the subsets: pytest's
 # arguments, relative to the tree, and the hostile harness's extra arguments),
 # SANDBOXD_TEST_CACHE (where scripts/install-deps.sh unpacked the guest kernel, default
 # /var/cache/sandboxd-test), QEMU_KERNEL_ARGS (added to the guest kernel's command line, e.g. an
@@ -23,31 +23,15 @@
 #
 # Nothing survives it: qemu runs in a session of its own, killed by its leader's pid on timeout or
 # interruption, and the run's temp directory is removed; the hostile report is kept as
-# $BUILD/qemu-hostile-report.json (or QEMU_REPORT).
+# $BUILD/qemu-hostile-report.json (or QEMU_REPORT), the integration stage's JUnit XML as
+# $BUILD/qemu-integration.xml.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 tree=$PWD
 build=${BUILD:-build}
 stages=${*:-smoke integration hostile}
-timeout_s=${QEMU_TIMEOUT:-420}
+timeout_s=${QEMU_TIMEOUT:-600}
 cache=${SANDBOXD_TEST_CACHE:-/var/cache/sandboxd-test}
-
-# The integration subset: every cgroup code path on v2 (limits: memory, pids, cpu quota, cpu
-# time, wall; the evidence read back; the kill of a whole cgroup on timeout and when the program
-# ends; reconciliation after a crash; pooled entries, whose cgroups are made ahead of the run;
-# a session's memory cap, which must kill its interpreter and not its agent: memory.oom.group).
-# Files or node ids, relative to tests/integration.
-integration_subset="test_cgroups.py test_limits.py test_pool_equivalence.py
-        test_session_cli.py::test_memory_cap_restarts_the_interpreter
-        test_serve_sessions.py::test_timeout_memory_and_a_dead_agent"
-# The hostile subset, by class: resource (every limit hit, with the cgroup's evidence, and each
-# control lifting it), supervisor (the kill of the whole cgroup on a deadline or an output cap),
-# failclosed (failclosed_cgroup: a cgroup step that fails must fail the run), session (a session's
-# cgroup killed at a cell's deadline and made again, and gone once the session ends). Left out:
-# the classes whose containment does not depend on the cgroup layout (filesystem, network,
-# privilege, infoleak, kernel) and residue (files and IPC one tenant leaves for the next; its
-# cgroup check, A's cgroups gone, is session_residue's too): 200 s more under emulation.
-hostile_classes="resource,supervisor,failclosed,session"
 
 fail() {
         echo "qemu: $*" >&2
@@ -70,33 +54,8 @@ if [ -z "$kernel_dir" ] || [ ! -f "$kernel" ]; then
 fi
 [ -x "$build/sandboxd" ] || fail "no $build/sandboxd (run make first)"
 
-results=$(mktemp -d /tmp/sandboxd-qemu.XXXXXX) || exit 1
-# Held while the run lives: a leak audit (another checkout's, meanwhile) counts only temp dirs
-# nobody holds an flock on. qemu does not inherit it (9<&- below).
-exec 9<"$results" && flock -n 9 || echo "qemu: cannot lock $results" >&2
-session=""
-
-# Kills qemu (the leader of its own session) and whatever it started, and waits until none is left.
-kill_guest() {
-        [ -n "$session" ] || return 0
-        kill -KILL "-$session" 2>/dev/null # dash: no "--"; -PID is the process group
-        i=0
-        while pgrep -s "$session" >/dev/null 2>&1 && [ $i -lt 100 ]; do
-                sleep 0.1
-                i=$((i + 1))
-        done
-        if pgrep -s "$session" >/dev/null 2>&1; then
-                echo "qemu: processes of session $session survived SIGKILL:" >&2
-                pgrep -a -s "$session" >&2
-        fi
-        wait "$session" 2>/dev/null
-}
-cleanup() {
-        kill_guest
-        rm -rf "$results"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+vm_name=qemu
+. "$tree/tests/uml/guest_run.sh"
 
 # The initramfs: busybox, /init, and the modules that mounting a 9p root over virtio-pci needs,
 # with everything they depend on (each module's depends= field; the package's modules.dep is
@@ -129,33 +88,9 @@ echo "$order" | tr ' ' '\n' | sed '/^$/d' >"$initramfs/modules/order"
 # The guest's view of the run: its settings (init.sh reads env) and, at the end, its results.
 share=$results/share
 mkdir "$share"
-pytest_args=${QEMU_PYTEST_ARGS:-}
-if [ -z "$pytest_args" ]; then
-        for test in $integration_subset; do
-                pytest_args="$pytest_args tests/integration/$test"
-        done
-        # The subset on one line, its words one space apart (it is written over several).
-        # shellcheck disable=SC2086
-        subset_line=" $(printf '%s ' $integration_subset)"
-        left_out=""
-        for file in tests/integration/test_*.py; do
-                name=${file##*/}
-                case "$subset_line" in
-                *" $name "* | *" $name::"*) ;;
-                *) left_out="$left_out $name" ;;
-                esac
-        done
-        case " $stages " in *" integration "*) ;; *) left_out="" ;; esac
-        [ -z "$left_out" ] || echo "SKIP (qemu) integration$left_out: not in the stage's subset" \
-                "(the whole suite does not fit its time under emulation; the subset covers every cgroup code path)"
-fi
-hostile_args=${QEMU_HOSTILE_ARGS:-}
-if [ -z "$hostile_args" ]; then
-        hostile_args="--class $hostile_classes"
-        case " $stages " in *" hostile "*) ;; *) hostile_classes="" ;; esac
-        [ -z "$hostile_classes" ] || echo "SKIP (qemu) hostile classes other than $hostile_classes: not in the stage's subset" \
-                "(they do not depend on the cgroup layout, and all of them do not fit its time)"
-fi
+# The stated subsets (tests/uml/guest_run.sh), unless QEMU_PYTEST_ARGS or QEMU_HOSTILE_ARGS replace
+# them.
+vm_subsets "${QEMU_PYTEST_ARGS:-}" "${QEMU_HOSTILE_ARGS:-}"
 # The harness's bounds on sandboxd's whole run as the host sees it assume this host's speed: under
 # emulation, on a host busy with other work, a pooled Python run's start alone took 1.8 s over
 # its 1 s deadline (its bound: 2.5 s); the sandbox's own timing bounds stay as they are. Pooled
@@ -190,30 +125,5 @@ setsid qemu-system-x86_64 -M q35 -accel tcg,thread=multi -cpu max \
         -device virtio-9p-pci,fsdev=results,mount_tag=results </dev/null 9<&- &
 session=$!
 
-while kill -0 "$session" 2>/dev/null; do
-        if [ $(($(date +%s) - started)) -ge "$timeout_s" ]; then
-                echo "qemu: the guest is still running after $timeout_s s: killing it" >&2
-                break
-        fi
-        sleep 1
-done
-# Also after a clean power-off: nothing of the session may outlive the run.
-kill_guest
-[ -f "$share/hostile-report.json" ] && cp "$share/hostile-report.json" "$build/${QEMU_REPORT:-qemu-hostile-report.json}"
-echo "qemu: machine: $(tr '\n' ';' <"$share/machine.txt" 2>/dev/null)"
-failed=""
-for stage in $stages; do
-        if [ -f "$share/$stage.status" ]; then
-                read -r rc seconds <"$share/$stage.status"
-                echo "qemu: stage $stage: exit $rc in $seconds s"
-                [ "$rc" = 0 ] || failed="$failed $stage"
-        else
-                echo "qemu: stage $stage: did not finish"
-                failed="$failed $stage"
-        fi
-done
-echo "qemu: total $(($(date +%s) - started)) s"
-[ -z "$failed" ] || {
-        echo "qemu: FAILED:$failed"
-        exit 1
-}
+vm_wait_guest
+vm_report "$share" "${QEMU_REPORT:-qemu-hostile-report.json}" qemu-integration.xml

@@ -8,11 +8,13 @@
 #
 # Environment: BUILD (the build directory whose sandboxd is tested, default build),
 # UML_MEM (guest memory, default 1500M), UML_TIMEOUT (seconds for the whole run, default 1200),
-# UML_PYTEST_ARGS, UML_HOSTILE_ARGS (extra arguments for pytest and the hostile harness).
+# UML_PYTEST_ARGS, UML_HOSTILE_ARGS (replace the stated subsets of tests/uml/guest_run.sh:
+# pytest's arguments, relative to the tree, and the hostile harness's extra arguments).
 #
 # Nothing survives it: the guest's host processes form one session, killed as a whole by its
 # leader's pid on timeout or interruption, and the results directory is removed; the hostile
-# report is kept as $BUILD/uml-hostile-report.json.
+# report is kept as $BUILD/uml-hostile-report.json and the integration stage's JUnit XML as
+# $BUILD/uml-integration.xml (tests/uml/guest_run.sh, shared with tests/qemu).
 set -u
 cd "$(dirname "$0")/../.."
 tree=$PWD
@@ -29,42 +31,21 @@ if [ ! -x "$build/sandboxd" ]; then
         exit 1
 fi
 
-results=$(mktemp -d /tmp/sandboxd-uml.XXXXXX) || exit 1
-# Held while the run lives: a leak audit (another checkout's, meanwhile) counts only temp dirs
-# nobody holds an flock on. The guest does not inherit it (9<&- below).
-exec 9<"$results" && flock -n 9 || echo "uml: cannot lock $results" >&2
-session=""
+vm_name=uml
+. "$tree/tests/uml/guest_run.sh"
 
-# Kills whatever is left of the guest's session (the kernel process and one host process per
-# guest address space) by its leader's pid, and waits until none is left.
-kill_guest() {
-        [ -n "$session" ] || return 0
-        kill -KILL "-$session" 2>/dev/null # dash: no "--"; -PID is the process group
-        i=0
-        while pgrep -s "$session" >/dev/null 2>&1 && [ $i -lt 100 ]; do
-                sleep 0.1
-                i=$((i + 1))
-        done
-        if pgrep -s "$session" >/dev/null 2>&1; then
-                echo "uml: processes of session $session survived SIGKILL:" >&2
-                pgrep -a -s "$session" >&2
-        fi
-        wait "$session" 2>/dev/null
-}
-cleanup() {
-        kill_guest
-        rm -rf "$results"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
+# The stated subsets (guest_run.sh), unless UML_PYTEST_ARGS or UML_HOSTILE_ARGS replace them;
+# the hostile harness's bounds on a whole run as the host sees it scaled, and pooled runs of
+# Python only, as under qemu: the guest's one CPU is several times slower than the host's.
+vm_subsets "${UML_PYTEST_ARGS:-}" "${UML_HOSTILE_ARGS:-}"
+hostile_args="--host-time-scale 3 --pooled-languages python $hostile_args"
 # What init reads (the kernel command line passes it only the results directory).
 cat >"$results/env" <<EOF
 SBX_VM_TREE='$tree'
 SBX_VM_BUILD='$build'
 SBX_VM_STAGES='$stages'
-SBX_VM_PYTEST_ARGS='${UML_PYTEST_ARGS:-}'
-SBX_VM_HOSTILE_ARGS='${UML_HOSTILE_ARGS:-}'
+SBX_VM_PYTEST_ARGS='$pytest_args'
+SBX_VM_HOSTILE_ARGS='$hostile_args'
 EOF
 
 # Can this host run it at all? Debian's UML 6.1 cannot on some hosts (seen: Linux 6.18 on a CPU
@@ -92,30 +73,5 @@ setsid linux.uml mem="${UML_MEM:-1500M}" root=/dev/root rootfstype=hostfs rootfl
         umid=sandboxd-test uml_dir="$results/uml" SBX_UML_RESULTS="$results" </dev/null 9<&- &
 session=$!
 
-while kill -0 "$session" 2>/dev/null; do
-        if [ $(($(date +%s) - started)) -ge "$timeout_s" ]; then
-                echo "uml: the guest is still running after $timeout_s s: killing it" >&2
-                break
-        fi
-        sleep 1
-done
-# Also after a clean power-off: nothing of the session may outlive the run.
-kill_guest
-[ -f "$results/hostile-report.json" ] && cp "$results/hostile-report.json" "$build/uml-hostile-report.json"
-echo "uml: machine: $(tr '\n' ';' <"$results/machine.txt" 2>/dev/null)"
-failed=""
-for stage in $stages; do
-        if [ -f "$results/$stage.status" ]; then
-                read -r rc seconds <"$results/$stage.status"
-                echo "uml: stage $stage: exit $rc in $seconds s"
-                [ "$rc" = 0 ] || failed="$failed $stage"
-        else
-                echo "uml: stage $stage: did not finish"
-                failed="$failed $stage"
-        fi
-done
-echo "uml: total $(($(date +%s) - started)) s"
-[ -z "$failed" ] || {
-        echo "uml: FAILED:$failed"
-        exit 1
-}
+vm_wait_guest
+vm_report "$results" uml-hostile-report.json uml-integration.xml

@@ -5,6 +5,7 @@
 # SBX_VM_PYTEST_ARGS and SBX_VM_HOSTILE_ARGS, when set, replace what pytest and the hostile harness
 # run.
 set -u
+set -f # pytest's node ids have brackets: words of SBX_VM_PYTEST_ARGS are not glob patterns
 stage=$1
 results=$2
 vm=${SBX_VM:-uml}
@@ -31,6 +32,8 @@ integration)
                         "no execution can finish within the test's 2 s grace on UML's one slow CPU"
                 skip "test_serve_openapi.py::test_problem_responses_match[quota]" \
                         "UML counts CPU time in 10 ms ticks: print(1) may be charged 0 ms, under the 1 ms budget the case relies on"
+                skip "test_limits.py::test_timeout_kills_sleep" \
+                        "its bound (a sleeping program is charged under 500 ms of CPU) is a host-speed one: on UML's one slow CPU python's start alone was charged 530 ms in one run"
                 ;;
         qemu)
                 skip "test_limits.py::test_timeout_kills_sleep" \
@@ -38,7 +41,8 @@ integration)
                 ;;
         esac
         # shellcheck disable=SC2086
-        SANDBOXD=$sandboxd exec $PYTEST ${SBX_VM_PYTEST_ARGS:-tests/integration} $deselect
+        SANDBOXD=$sandboxd exec $PYTEST --junit-xml "$results/integration.xml" \
+                ${SBX_VM_PYTEST_ARGS:-tests/integration} $deselect
         ;;
 hostile)
         # One payload at a time: UML's guest has one CPU, qemu's two emulated ones share the

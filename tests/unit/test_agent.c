@@ -1,5 +1,6 @@
 /* The agent channel (sandbox/agent.h): what the supervisor sends an exec entry's init is what
  * init receives, and a malformed or truncated message is refused rather than half-used. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -8,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -85,6 +88,75 @@ static void test_an_execution_arrives_whole(void **state)
         assert_null(owner.files[0].data);
         assert_string_equal(owner.spec.argv[1], "first arg"); /* kept until the exec */
         sbx_agent_received_free(&owner);
+}
+
+static void test_a_compiles_artifact_file_travels_with_it(void **state)
+{
+        (void)state;
+        const char *argv[] = {"/bin/sh", "-c", "build", NULL};
+        const char *envp[] = {NULL};
+        struct sbx_spec sent = base_spec();
+        sent.argv = argv;
+        sent.envp = envp;
+        sent.artifact_fd = memfd_create("artifact", MFD_CLOEXEC);
+        assert_true(sent.artifact_fd > 0);
+        struct sbx_agent_received owner;
+        assert_int_equal(round_trip(&sent, &owner), 1);
+        int got = owner.spec.artifact_fd;
+        assert_true(got >= 0 && got != sent.artifact_fd);
+        assert_int_equal(fcntl(got, F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+        /* The same file: what the compile writes through its copy, the worker reads. */
+        assert_int_equal(write(got, "built", 5), 5);
+        char back[8] = {0};
+        assert_int_equal(pread(sent.artifact_fd, back, sizeof(back), 0), 5);
+        assert_string_equal(back, "built");
+        close(got);
+        sbx_agent_received_free(&owner);
+        /* Without one, none arrives. */
+        sent.artifact_fd = -1;
+        assert_int_equal(round_trip(&sent, &owner), 1);
+        assert_int_equal(owner.spec.artifact_fd, -1);
+        sbx_agent_received_free(&owner);
+}
+
+/* Two files attached to the prefix: refused, and neither is kept. */
+static void test_more_than_one_attached_file_is_refused(void **state)
+{
+        (void)state;
+        int fds[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+        int two[2] = {memfd_create("a", MFD_CLOEXEC), memfd_create("b", MFD_CLOEXEC)};
+        union {
+                struct cmsghdr header;
+                char space[CMSG_SPACE(sizeof(two))];
+        } control = {0};
+        const uint8_t prefix[4] = {1, 0, 0, 0};
+        struct iovec iov = {.iov_base = (void *)prefix, .iov_len = sizeof(prefix)};
+        struct msghdr msg = {.msg_iov = &iov,
+                             .msg_iovlen = 1,
+                             .msg_control = control.space,
+                             .msg_controllen = sizeof(control.space)};
+        struct cmsghdr *cmsg = CMSG_FIRSTHDR(&msg);
+        cmsg->cmsg_level = SOL_SOCKET;
+        cmsg->cmsg_type = SCM_RIGHTS;
+        cmsg->cmsg_len = CMSG_LEN(sizeof(two));
+        memcpy(CMSG_DATA(cmsg), two, sizeof(two));
+        assert_int_equal(sendmsg(fds[0], &msg, 0), 4);
+        assert_int_equal(write(fds[0], "x", 1), 1);
+        close(fds[0]);
+        close(two[0]);
+        close(two[1]);
+        int lowest_before = dup(0);
+        close(lowest_before);
+        struct sbx_spec base = base_spec();
+        struct sbx_agent_received received;
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_agent_receive_execution(fds[1], &base, &received, &err), -1);
+        close(fds[1]);
+        /* Both received copies were closed: the lowest free fd is where it was. */
+        int lowest = dup(0);
+        assert_int_equal(lowest, lowest_before);
+        close(lowest);
 }
 
 static void test_a_retired_entry_sees_end_of_file(void **state)
@@ -232,6 +304,8 @@ int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_an_execution_arrives_whole),
+                cmocka_unit_test(test_a_compiles_artifact_file_travels_with_it),
+                cmocka_unit_test(test_more_than_one_attached_file_is_refused),
                 cmocka_unit_test(test_a_retired_entry_sees_end_of_file),
                 cmocka_unit_test(test_malformed_messages_are_refused),
         };

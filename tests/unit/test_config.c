@@ -235,6 +235,33 @@ static void test_every_key(void **state)
         sbx_config_free(&config);
 }
 
+/* [pool.LANGUAGE] and [session_pool.LANGUAGE] are two pools of one language; an alias names the
+ * same pool; a session pool exists for the languages with a session agent only. */
+static void test_pools(void **state)
+{
+        (void)state;
+        struct sbx_config config;
+        load_ok("[pool.py]\nmin_idle = 1\n[session_pool.python]\nmin_idle = 3\n"
+                "[pool.python]\nmax_idle = 5\n[session_pool.bash]\nmin_idle = 1\n",
+                &config);
+        assert_int_equal(config.n_pools, 3);
+        assert_string_equal(config.pools[0].language, "python");
+        assert_false(config.pools[0].sessions);
+        assert_int_equal(config.pools[0].min_idle, 1);
+        assert_int_equal(config.pools[0].max_idle, 5);
+        assert_string_equal(config.pools[1].language, "python");
+        assert_true(config.pools[1].sessions);
+        assert_int_equal(config.pools[1].min_idle, 3);
+        assert_int_equal(config.pools[1].max_idle, 3);
+        assert_true(config.pools[2].sessions);
+        assert_string_equal(config.pools[2].language, "bash");
+        sbx_config_free(&config);
+        assert_load_error("[session_pool.javascript]\n",
+                          "t:1: [session_pool.javascript]: no session pool exists for language "
+                          "'javascript'");
+        assert_load_error("[session_pool.ruby]\n", "t:1: [session_pool.ruby]: no session pool");
+}
+
 static void test_unknown_names(void **state)
 {
         assert_load_error("[server]\nlisten = 127.0.0.1:1\n[serve]\n",
@@ -537,6 +564,7 @@ int main(void)
                 cmocka_unit_test(test_add_tenant),
                 cmocka_unit_test(test_add_local_tenant),
                 cmocka_unit_test(test_names),
+                cmocka_unit_test(test_pools),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

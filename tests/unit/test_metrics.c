@@ -160,9 +160,9 @@ static void test_histogram_buckets_are_cumulative(void **state)
 
         /* Every phase: each bucket at least the one before, +Inf equal to _count. */
         static const char *const phases[] = {"acquire", "setup", "run", "teardown", "total"};
-        static const char *const bounds[] = {"0.001", "0.0025", "0.005", "0.01", "0.025",
-                                             "0.05",  "0.1",    "0.25",  "0.5",  "1",
-                                             "2.5",   "5",      "10",    "+Inf"};
+        static const char *const bounds[] = {
+                "0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05",
+                "0.1",    "0.25",    "0.5",    "1",     "2.5",    "5",     "10",   "+Inf"};
         for (size_t p = 0; p < 5; p++) {
                 unsigned long long previous = 0;
                 for (size_t b = 0; b < sizeof(bounds) / sizeof(bounds[0]); b++) {

@@ -110,6 +110,8 @@ struct cgroup *cgroup_new(const struct cgroup_mounts *mounts, struct sbx_error *
         }
         cg->mounts = mounts;
         cg->primary = mounts->layout == CGROUP_LAYOUT_LEGACY ? HIERARCHY_MEMORY : HIERARCHY_UNIFIED;
+        for (int f = 0; f < EVIDENCE_FILE_COUNT; f++)
+                cg->evidence_fds[f] = EVIDENCE_FD_UNOPENED;
         for (int h = 0; h < HIERARCHY_COUNT; h++) {
                 struct cgroup_dir *dir = &cg->dirs[h];
                 dir->parent_fd = dir->fd = -1;
@@ -141,6 +143,9 @@ void cgroup_free(struct cgroup *cg)
 {
         if (cg == NULL)
                 return;
+        for (int f = 0; f < EVIDENCE_FILE_COUNT; f++)
+                if (cg->evidence_fds[f] >= 0)
+                        close(cg->evidence_fds[f]);
         for (int h = 0; h < HIERARCHY_COUNT; h++) {
                 if (cg->return_fds[h] >= 0)
                         close(cg->return_fds[h]);

@@ -22,6 +22,8 @@
  *                  v1 without unified: freezer FROZEN, SIGKILL each pid, THAWED */
 #pragma once
 
+#include <sys/types.h>
+
 #include "sandbox/native/cgroup_parse.h"
 #include "sandbox/sandbox.h"
 #include "util/error.h"
@@ -75,6 +77,11 @@ int cgroup_kill_all(struct cgroup *cg, struct sbx_error *err);
 /* Reads the counters as deltas against the values read when the cgroup was created (all zero for
  * a fresh cgroup; read anyway, as HOSTILE.md asks). */
 int cgroup_read_evidence(struct cgroup *cg, struct sbx_evidence *evidence, struct sbx_error *err);
+
+/* The processes in cg (its primary hierarchy's cgroup.procs) into pids, at most max (E2BIG
+ * beyond), their number in *n. */
+int cgroup_processes(const struct cgroup *cg, pid_t *pids, size_t max, size_t *n,
+                     struct sbx_error *err);
 
 /* Takes the counters' current values as the new baseline of cgroup_read_evidence(): a pool
  * entry's start-up (the interpreter's CPU) is not its execution's. Peaks are not reset. */

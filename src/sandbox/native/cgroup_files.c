@@ -179,24 +179,80 @@ int cgroup_leave_self(struct cgroup *cg, struct sbx_error *err)
         return rc;
 }
 
+/* ---- processes ---------------------------------------------------------------------------- */
+
+int cgroup_processes(const struct cgroup *cg, pid_t *pids, size_t max, size_t *n,
+                     struct sbx_error *err)
+{
+        *n = 0;
+        _cleanup_free_ char *text = NULL;
+        if (sbx_read_text_at(dir_fd(cg, cg->primary), "cgroup.procs", &text, err) < 0)
+                return sbx_error_prefix(err, "cgroup: %s", cg->name);
+        for (char *p = text, *end; *p != '\0'; p = end) {
+                long pid = strtol(p, &end, 10);
+                if (end == p)
+                        break;
+                if (pid <= 0)
+                        continue;
+                if (*n == max)
+                        return sbx_error_set(err, E2BIG, "cgroup: %s: over %zu processes", cg->name,
+                                             max);
+                pids[(*n)++] = (pid_t)pid;
+        }
+        return 0;
+}
+
 /* ---- evidence ----------------------------------------------------------------------------- */
 
+/* Reads counter file `file` (name, in the directory dirfd) into buf (NUL-terminated): through
+ * its kept fd, opened at the first read. 1 when read, 0 when an optional file does not exist,
+ * -1 with err. */
+static int read_counter_file(struct cgroup *cg, enum evidence_file file, int dirfd,
+                             const char *name, bool optional, char *buf, size_t size,
+                             struct sbx_error *err)
+{
+        int *fd = &cg->evidence_fds[file];
+        if (*fd == EVIDENCE_FD_MISSING)
+                return 0;
+        if (*fd == EVIDENCE_FD_UNOPENED) {
+                *fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+                if (*fd < 0) {
+                        int code = errno;
+                        *fd = EVIDENCE_FD_UNOPENED;
+                        if (optional && code == ENOENT) {
+                                *fd = EVIDENCE_FD_MISSING;
+                                return 0;
+                        }
+                        if (err != NULL)
+                                sbx_error_set(err, code, "open %s", name);
+                        return -1;
+                }
+        }
+        /* These files are far smaller than buf: one read from offset 0 has all of it. */
+        ssize_t n;
+        do
+                n = pread(*fd, buf, size - 1, 0);
+        while (n < 0 && errno == EINTR);
+        if (n < 0) {
+                if (err != NULL)
+                        sbx_error_set(err, errno, "read %s", name);
+                return -1;
+        }
+        buf[n] = '\0';
+        return 1;
+}
+
 /* Reads a single-value file; an optional file that does not exist reads as 0. */
-static int read_value(int dirfd, const char *name, bool optional, uint64_t *value,
-                      struct sbx_error *err)
+static int read_value(struct cgroup *cg, enum evidence_file file, int dirfd, const char *name,
+                      bool optional, uint64_t *value, struct sbx_error *err)
 {
         *value = 0;
         if (dirfd < 0)
                 return 0;
         char text[64];
-        struct sbx_error failure;
-        if (sbx_read_file_at(dirfd, name, text, sizeof(text), &failure) < 0) {
-                if (optional && failure.code == ENOENT)
-                        return 0;
-                if (err != NULL)
-                        *err = failure;
-                return -1;
-        }
+        int got = read_counter_file(cg, file, dirfd, name, optional, text, sizeof(text), err);
+        if (got <= 0)
+                return got;
         if (cgroup_parse_value(text, value, err) < 0)
                 return sbx_error_prefix(err, "%s", name);
         return 0;
@@ -211,18 +267,18 @@ struct keyed_field {
 
 /* Reads a flat-keyed file once and takes every field from it; a missing file reads as 0 for
  * optional fields. */
-static int read_keyed(int dirfd, const char *name, const struct keyed_field *fields, size_t n,
-                      struct sbx_error *err)
+static int read_keyed(struct cgroup *cg, enum evidence_file file, int dirfd, const char *name,
+                      const struct keyed_field *fields, size_t n, struct sbx_error *err)
 {
         for (size_t i = 0; i < n; i++)
                 *fields[i].value = 0;
         if (dirfd < 0)
                 return 0;
         char text[1024];
-        struct sbx_error failure;
-        bool read_ok = sbx_read_file_at(dirfd, name, text, sizeof(text), &failure) >= 0;
+        struct sbx_error failure = {0};
+        int got = read_counter_file(cg, file, dirfd, name, false, text, sizeof(text), &failure);
         for (size_t i = 0; i < n; i++) {
-                if (read_ok &&
+                if (got > 0 &&
                     cgroup_parse_keyed(text, fields[i].key, fields[i].value, &failure) == 0)
                         continue;
                 if (fields[i].optional && failure.code == ENOENT)
@@ -236,15 +292,16 @@ static int read_keyed(int dirfd, const char *name, const struct keyed_field *fie
 }
 
 /* Reads the raw counters into evidence's fields (absolute values, microseconds for CPU). */
-static int read_counters(const struct cgroup *cg, struct sbx_evidence *raw, struct sbx_error *err)
+static int read_counters(struct cgroup *cg, struct sbx_evidence *raw, struct sbx_error *err)
 {
         memset(raw, 0, sizeof(*raw));
         int memory_fd = controller_fd(cg, HIERARCHY_MEMORY);
         int pids_fd = controller_fd(cg, HIERARCHY_PIDS);
         int cpu_fd = controller_fd(cg, HIERARCHY_CPU);
         const struct keyed_field pids_events[] = {{"max", &raw->pids_max_events, false}};
-        if (read_keyed(pids_fd, "pids.events", pids_events, 1, err) < 0 ||
-            read_value(pids_fd, "pids.peak", true, &raw->pids_peak, err) < 0)
+        if (read_keyed(cg, EVIDENCE_PIDS_EVENTS, pids_fd, "pids.events", pids_events, 1, err) < 0 ||
+            read_value(cg, EVIDENCE_PIDS_PEAK, pids_fd, "pids.peak", true, &raw->pids_peak, err) <
+                    0)
                 return -1;
         if (cg->mounts->layout == CGROUP_LAYOUT_UNIFIED) {
                 const struct keyed_field memory_events[] = {
@@ -258,9 +315,11 @@ static int read_counters(const struct cgroup *cg, struct sbx_evidence *raw, stru
                         {"throttled_usec", &raw->cpu_throttled_us, true},
                         {"nr_throttled", &raw->cpu_nr_throttled, true},
                 };
-                if (read_keyed(memory_fd, "memory.events", memory_events, 2, err) < 0 ||
-                    read_value(memory_fd, "memory.peak", true, &raw->memory_peak_bytes, err) < 0 ||
-                    read_keyed(cpu_fd, "cpu.stat", cpu_stat, 3, err) < 0)
+                if (read_keyed(cg, EVIDENCE_MEMORY_EVENTS, memory_fd, "memory.events",
+                               memory_events, 2, err) < 0 ||
+                    read_value(cg, EVIDENCE_MEMORY_PEAK, memory_fd, "memory.peak", true,
+                               &raw->memory_peak_bytes, err) < 0 ||
+                    read_keyed(cg, EVIDENCE_CPU_STAT, cpu_fd, "cpu.stat", cpu_stat, 3, err) < 0)
                         return -1;
                 return 0;
         }
@@ -271,21 +330,23 @@ static int read_counters(const struct cgroup *cg, struct sbx_evidence *raw, stru
                 {"throttled_time", &throttled_ns, false},
                 {"nr_throttled", &raw->cpu_nr_throttled, false},
         };
-        if (read_keyed(memory_fd, "memory.oom_control", oom_control, 1, err) < 0 ||
-            read_value(memory_fd, "memory.failcnt", false, &raw->memory_max_events, err) < 0 ||
-            read_value(memory_fd, "memory.max_usage_in_bytes", false, &raw->memory_peak_bytes,
+        if (read_keyed(cg, EVIDENCE_OOM_CONTROL, memory_fd, "memory.oom_control", oom_control, 1,
                        err) < 0 ||
-            read_keyed(cpu_fd, "cpu.stat", cpu_stat, 2, err) < 0)
+            read_value(cg, EVIDENCE_MEMORY_FAILCNT, memory_fd, "memory.failcnt", false,
+                       &raw->memory_max_events, err) < 0 ||
+            read_value(cg, EVIDENCE_MEMORY_MAX_USAGE, memory_fd, "memory.max_usage_in_bytes", false,
+                       &raw->memory_peak_bytes, err) < 0 ||
+            read_keyed(cg, EVIDENCE_CPU_STAT, cpu_fd, "cpu.stat", cpu_stat, 2, err) < 0)
                 return -1;
         if (cg->mounts->layout == CGROUP_LAYOUT_HYBRID) {
                 uint64_t usage_us = 0;
                 const struct keyed_field unified_cpu_stat[] = {{"usage_usec", &usage_us, false}};
-                if (read_keyed(dir_fd(cg, HIERARCHY_UNIFIED), "cpu.stat", unified_cpu_stat, 1,
-                               err) < 0)
+                if (read_keyed(cg, EVIDENCE_UNIFIED_CPU_STAT, dir_fd(cg, HIERARCHY_UNIFIED),
+                               "cpu.stat", unified_cpu_stat, 1, err) < 0)
                         return -1;
                 usage_ns = usage_us * 1000;
-        } else if (read_value(controller_fd(cg, HIERARCHY_CPUACCT), "cpuacct.usage", false,
-                              &usage_ns, err) < 0) {
+        } else if (read_value(cg, EVIDENCE_CPUACCT_USAGE, controller_fd(cg, HIERARCHY_CPUACCT),
+                              "cpuacct.usage", false, &usage_ns, err) < 0) {
                 return -1;
         }
         raw->cpu_usage_us = usage_ns / 1000;

@@ -39,6 +39,25 @@ struct cgroup_dir {
         int fd;        /* <mount>/sandboxd/<slot>; for the primary, the locked fd */
 };
 
+/* The counter files evidence is read from (cgroup_files.c), by layout. */
+enum evidence_file {
+        EVIDENCE_PIDS_EVENTS,
+        EVIDENCE_PIDS_PEAK,
+        EVIDENCE_MEMORY_EVENTS,    /* v2 */
+        EVIDENCE_MEMORY_PEAK,      /* v2 */
+        EVIDENCE_CPU_STAT,         /* v2's, or v1 cpu's */
+        EVIDENCE_OOM_CONTROL,      /* v1 */
+        EVIDENCE_MEMORY_FAILCNT,   /* v1 */
+        EVIDENCE_MEMORY_MAX_USAGE, /* v1 */
+        EVIDENCE_UNIFIED_CPU_STAT, /* hybrid: the controller-less v2's usage_usec */
+        EVIDENCE_CPUACCT_USAGE,    /* v1 */
+        EVIDENCE_FILE_COUNT,
+};
+
+/* An evidence fd that is not open yet; and one whose optional file does not exist. */
+#define EVIDENCE_FD_UNOPENED (-1)
+#define EVIDENCE_FD_MISSING  (-2)
+
 struct cgroup {
         const struct cgroup_mounts *mounts;
         enum cgroup_hierarchy primary;
@@ -51,6 +70,10 @@ struct cgroup {
         bool emptied;
         /* cgroup_enter_self: the v1 directories the calling thread came from, to go back to. */
         int return_fds[HIERARCHY_COUNT];
+        /* The counter files, opened at their first read and kept: a session's sandbox is read
+         * at every run, and a read at offset 0 makes a cgroup file anew (a third of the system
+         * calls of opening, reading to the end and closing). */
+        int evidence_fds[EVIDENCE_FILE_COUNT];
 };
 
 /* ---- pure helpers ------------------------------------------------------------------------- */

@@ -149,8 +149,9 @@ int landlock_abi_version(void)
         return abi < 0 ? 0 : abi;
 }
 
-int landlock_apply(struct sbx_error *err)
+int landlock_prepare(int *ruleset, struct sbx_error *err)
 {
+        *ruleset = -1;
         int abi = sys_landlock_create_ruleset(NULL, 0, LANDLOCK_CREATE_RULESET_VERSION);
         if (abi < 0) {
                 if (errno == ENOSYS || errno == EOPNOTSUPP) {
@@ -187,9 +188,29 @@ int landlock_apply(struct sbx_error *err)
                                       err) < 0)
                         return -1;
 
+        *ruleset = ruleset_fd;
+        ruleset_fd = -1; /* the caller's now */
+        return abi;
+}
+
+int landlock_restrict(int ruleset, struct sbx_error *err)
+{
+        if (ruleset < 0)
+                return 0; /* no Landlock on this kernel */
         /* Needs NO_NEW_PRIVS or CAP_SYS_ADMIN in our user namespace; the sandbox's root has the
          * latter at this point, and the caller sets the former right after. */
-        if (sys_landlock_restrict_self(ruleset_fd, 0) < 0)
-                return sbx_error_set(err, errno, "landlock: restrict self (ABI %d)", abi);
-        return abi;
+        int rc = sys_landlock_restrict_self(ruleset, 0);
+        int saved = errno;
+        close(ruleset);
+        if (rc < 0)
+                return sbx_error_set(err, saved, "landlock: restrict self");
+        return 0;
+}
+
+int landlock_apply(struct sbx_error *err)
+{
+        int ruleset;
+        if (landlock_prepare(&ruleset, err) < 0)
+                return -1;
+        return landlock_restrict(ruleset, err);
 }

@@ -321,13 +321,25 @@ static int set_no_new_privs(struct sbx_error *err)
         return 0;
 }
 
+/* An exec entry's Landlock ruleset, built by its init before it waits (init's memory, which the
+ * vforked program shares): the program then only restricts itself. NOT_PREPARED in a cold
+ * sandbox, whose program builds its own. */
+#define NOT_PREPARED (-2)
+static int prepared_ruleset = NOT_PREPARED;
+
+static int landlock_step(struct sbx_error *err)
+{
+        return prepared_ruleset != NOT_PREPARED ? landlock_restrict(prepared_ruleset, err)
+                                                : landlock_apply(err);
+}
+
 /* The program (pid 2): lock down, in the order of DESIGN.md, and exec. */
 static _Noreturn void program_exec_or_die(const struct sbx_spec *spec, int error_fd, int agent_fd)
 {
         STEP_OR_DIE(spec, error_fd, "exec", new_session);
         STEP_OR_DIE(spec, error_fd, "exec", reset_signals);
         if (layer_on(spec, SBX_LAYER_LANDLOCK))
-                STEP_OR_DIE(spec, error_fd, "landlock", landlock_apply);
+                STEP_OR_DIE(spec, error_fd, "landlock", landlock_step);
         if (layer_on(spec, SBX_LAYER_NO_NEW_PRIVS))
                 STEP_OR_DIE(spec, error_fd, "no_new_privs", set_no_new_privs);
         if (layer_on(spec, SBX_LAYER_RLIMITS))
@@ -435,6 +447,8 @@ static _Noreturn void init_main(const struct sbx_spec *spec, struct launch_pipes
                 _exit(1); /* the supervisor gave up: it reports why */
         sbx_closep(&p->sync_r);
 
+        if (spec->exec_on_acquire && layer_on(spec, SBX_LAYER_LANDLOCK))
+                STEP_OR_DIE(spec, error_fd, "landlock", landlock_prepare, &prepared_ruleset);
         start_and_reap(spec->exec_on_acquire ? receive_execution_or_die(spec, p, error_fd) : spec,
                        p, error_fd);
 }

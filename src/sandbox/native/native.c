@@ -27,10 +27,11 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* Live sandboxes per machine; each slot is one range of host uids and one cgroup name. Twice
- * the engine's largest max_sandboxes: idle pool entries and sandboxes still being removed after
- * their answer (engine/execution.c) come on top of the running ones. */
-#define NATIVE_MAX_SLOTS 2048
+/* Live sandboxes per machine; each slot is one range of host uids and one cgroup name. Four
+ * times the engine's largest max_sandboxes: a compiled language's execution or warm pool entry
+ * holds two (the run's and its compile's), and idle pool entries and sandboxes still being
+ * removed after their answer (engine/execution.c) come on top of the running ones. */
+#define NATIVE_MAX_SLOTS 4096
 
 _Static_assert((unsigned long long)SBX_HOST_ID_BASE +
                                (unsigned long long)NATIVE_MAX_SLOTS * SBX_HOST_IDS_PER_SLOT <
@@ -295,6 +296,32 @@ static int native_signal_program(struct sbx_sandbox *sandbox, int sig, struct sb
         return 0;
 }
 
+/* A waiting session's processes: init, the agent's keeper and interpreter, bash's shell. */
+#define SESSION_MAX_WAITING_PROCESSES 64
+
+static int native_session_limits(struct sbx_sandbox *sandbox, const struct sbx_limits *limits,
+                                 struct sbx_error *err)
+{
+        if (!sandbox->spec->session || sandbox->proc.pid <= 0)
+                return sbx_error_set(err, EINVAL, "session: not a started session sandbox");
+        /* A session's memory cap kills its interpreter only: the agent starts a new one. */
+        if (cgroup_set_limits(sandbox->cgroup, limits, false, err) < 0)
+                return sbx_error_prefix(err, "session limits");
+        /* Every process of the sandbox but init (sandboxd's own, with nothing to limit): the
+         * agent's keeper, its interpreter and what they started, whoever their parent is.
+         * Nothing of a tenant's runs yet, so none comes or goes meanwhile but the agent's. */
+        pid_t pids[SESSION_MAX_WAITING_PROCESSES];
+        size_t n = 0;
+        if (cgroup_processes(sandbox->cgroup, pids, SBX_ARRAY_SIZE(pids), &n, err) < 0)
+                return sbx_error_prefix(err, "session limits");
+        for (size_t i = 0; i < n; i++)
+                if (pids[i] != sandbox->proc.pid && rlimit_apply_to(pids[i], limits, err) < 0)
+                        return sbx_error_prefix(err, "session limits");
+        if (cgroup_reset_baseline(sandbox->cgroup, err) < 0)
+                return sbx_error_prefix(err, "session limits");
+        return 0;
+}
+
 static int native_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence *evidence,
                                 struct sbx_error *err)
 {
@@ -339,4 +366,5 @@ const struct sbx_backend sbx_native_backend = {
         .reconcile = native_reconcile,
         .session_fds = native_session_fds,
         .signal_program = native_signal_program,
+        .session_limits = native_session_limits,
 };

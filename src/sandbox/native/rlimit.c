@@ -142,10 +142,22 @@ int rlimit_apply_to(pid_t pid, const struct sbx_limits *limits, struct sbx_error
 {
         struct rlimit_setting plan[RLIMIT_PLAN_MAX];
         size_t n = rlimit_plan(limits, plan);
-        for (size_t i = 0; i < n; i++)
-                if (prlimit(pid, plan[i].resource, &plan[i].value, NULL) < 0)
+        for (size_t i = 0; i < n; i++) {
+                /* Never above the process's own hard limit, as rlimit_apply never goes above
+                 * what the sandbox inherited: the caller (root) could raise it, a cold sandbox's
+                 * program could not. */
+                struct rlimit value = plan[i].value, current;
+                if (prlimit(pid, plan[i].resource, NULL, &current) < 0)
+                        return sbx_error_set(err, errno, "rlimit: get %s of %d", plan[i].name,
+                                             (int)pid);
+                if (value.rlim_max > current.rlim_max)
+                        value.rlim_max = current.rlim_max;
+                if (value.rlim_cur > value.rlim_max)
+                        value.rlim_cur = value.rlim_max;
+                if (prlimit(pid, plan[i].resource, &value, NULL) < 0)
                         return sbx_error_set(err, errno, "rlimit: set %s of %d", plan[i].name,
                                              (int)pid);
+        }
         return 0;
 }
 
