@@ -222,9 +222,12 @@ CELL_FIELDS = ("timeout_ms",)
 SESSION_INTERRUPT_GRACE_S = 2.0
 SESSION_DEFAULT_WALL_MS = 10000
 # How much slower than this host's the host's own timing may be (--host-time-scale): upper
-# bounds on host.*wall_ms (sandboxd's whole run as the harness saw it) are multiplied by it. A
-# guest under qemu's emulation starts interpreters several times slower, and slower still when
-# the host deschedules its CPU threads; the sandbox's own usage.wall_ms bounds are not scaled.
+# bounds on host.*wall_ms (sandboxd's whole run as the harness saw it) are multiplied by it, and
+# so is the deadline (limits.timeout) of a payload that must not time out: there the deadline
+# only bounds the run, and a guest under qemu's emulation starts interpreters several times
+# slower, slower still when the host deschedules its CPU threads (host_secrets' 8 s and
+# symlink_plant's 30 s were overrun on a slower host). The sandbox's own usage.wall_ms bounds
+# and the deadline of a payload whose expected status includes timeout are not scaled.
 HOST_TIME_SCALE = 1.0
 
 print_lock = threading.Lock()
@@ -1663,6 +1666,18 @@ def pool_eligible(payload, languages=None):
             and (languages is None or payload.language in languages))
 
 
+def scaled_deadline(payload, limits):
+    """limits with the deadline scaled by HOST_TIME_SCALE when the payload must not time out (a
+    session's cells keep theirs: their deadlines are what the session class tests)."""
+    statuses = payload.expect.get("status") or []
+    if isinstance(statuses, str):
+        statuses = [statuses]
+    if HOST_TIME_SCALE == 1.0 or payload.session or not statuses or "timeout" in statuses:
+        return limits
+    deadline_s = parse_duration(limits.get("timeout", DEFAULT_TIMEOUT_S)) * HOST_TIME_SCALE
+    return dict(limits, timeout=f"{round(deadline_s * 1000)}ms")
+
+
 def run_payload(harness, payload, with_control, lock):
     entry = {"name": payload.name, "class": payload.klass, "backend": "native",
              "description": payload.description, "language": payload.language,
@@ -1677,15 +1692,16 @@ def run_payload(harness, payload, with_control, lock):
     started = time.monotonic()
     try:
         fail_step = ["--test-fail-step", payload.fail_step] if payload.fail_step else []
+        limits = scaled_deadline(payload, payload.limits)
         outcome, before, clean, findings = harness.execute(
-            payload, "sandbox", payload.limits, fail_step, payload.args, payload.stdin)
+            payload, "sandbox", limits, fail_step, payload.args, payload.stdin)
         contained, reasons, evidence = judge(payload, outcome, before, clean, findings)
         entry.update({"contained": contained, "reasons": reasons, "evidence": evidence,
                       "command": outcome.host.get("command"), "paths": ["cold"]})
         if harness.pooled and pool_eligible(payload, harness.pooled_languages):
             # The warm-pool path of the service: the same payload in a pre-started sandbox.
             p_outcome, p_before, p_clean, p_findings = harness.execute(
-                payload, "sandbox", payload.limits, ["--pooled"], payload.args, payload.stdin)
+                payload, "sandbox", limits, ["--pooled"], payload.args, payload.stdin)
             p_contained, p_reasons, p_evidence = judge(payload, p_outcome, p_before, p_clean,
                                                        p_findings)
             entry["paths"].append("pooled")
@@ -1705,6 +1721,7 @@ def run_payload(harness, payload, with_control, lock):
             kind = control["kind"]
             limits = dict(payload.limits)
             limits.update(control.get("limits", {}))
+            limits = scaled_deadline(payload, limits)
             args = [str(a) for a in control.get("args", payload.args)]
             stdin = control.get("stdin", payload.stdin)
             if kind == "outside":
@@ -1804,8 +1821,8 @@ def main():
     parser.add_argument("--pooled-languages", metavar="LANG[,LANG]",
                         help="run only these languages' payloads pooled too (default: all)")
     parser.add_argument("--host-time-scale", type=float, default=1.0,
-                        help="multiply the upper bounds on host.*wall_ms (a slow, emulated "
-                             "host; default 1)")
+                        help="multiply the upper bounds on host.*wall_ms and the deadline of "
+                             "payloads that must not time out (a slow, emulated host; default 1)")
     parser.add_argument("--list", action="store_true", help="list the payloads and exit")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="keep the whole result JSON of each run in the report")
