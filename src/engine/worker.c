@@ -283,6 +283,10 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
                 request.on_output = on_output;
                 request.output_ctx = &streamed;
         }
+        /* From here the execution is answered (run, or canceled below): the tests' ground truth
+         * of what started, which the engine's "starting" (said before the fork, so possibly of
+         * an execution an engine killed at once never handed over) only bounds. */
+        sbx_debug("worker: execution %s taken (worker %d)", run->execution_id, (int)getpid());
         struct sbx_result result;
         struct sbx_error err = {0};
         if (engine_gone) {
@@ -350,6 +354,7 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
                 _exit(assigned < 0 ? SBX_WORKER_EXIT_NO_RESULT : 0);
         }
         const struct sbx_message_run *run = &message.body.run;
+        sbx_debug("worker: execution %s taken (pool worker %d)", run->execution_id, (int)getpid());
         struct sbx_request request = run->request;
         request.cancel_fd = cancel_fd;
         request.compile_cache = context->compile_cache;

@@ -430,16 +430,19 @@ class Server:
         return problems
 
     def started_executions(self):
-        """The execution ids the engine started, from its log (the server must run with
-        SANDBOXD_LOG=debug): the ground truth every audit record is checked against. The engine
-        says "starting" before it hands an execution to a worker (so that a kill right after
-        cannot leave a running one unsaid) and "not started" when that failed (a pool entry
-        that could not take it is followed by a fresh worker's "starting")."""
+        """(taken, said) from the server's log (it must run with SANDBOXD_LOG=debug): taken, the
+        execution ids a worker took, each of which it answers (it runs it, or says canceled when
+        the engine died first): the ground truth every audit record is checked against; said,
+        those the engine said it was starting, before it forks or hands them to a pool entry (so
+        that a kill right after cannot leave a running one unsaid), less those it then said were
+        not started: a bound on the records, as an engine killed between its word and the fork
+        starts nothing."""
         log = self.stderr()
         said = collections.Counter(
             re.findall(r'msg="engine: execution ([0-9a-f]{32}) starting', log))
         said.subtract(re.findall(r'msg="engine: execution ([0-9a-f]{32}) not started', log))
-        return {execution for execution, count in said.items() if count > 0}
+        taken = set(re.findall(r'msg="worker: execution ([0-9a-f]{32}) taken', log))
+        return taken, {execution for execution, count in said.items() if count > 0}
 
     def stderr(self):
         try:

@@ -120,17 +120,20 @@ class Load:
 
 
 def check_records(results, rows, started, api_killed=False):
-    """The records are the executions the engine started; each answered one has its record, with
-    the status its client got; none is left running. With api_killed, a record may also be of an
+    """Every execution a worker took has a record, and every record is of one the engine said it
+    started (started: serve_helpers' (taken, said)); each answered one's record has the status
+    its client got; none is left running. With api_killed, a record may also be of an
     execution the API began and died before sending (its record comes first, so that nothing
     runs unrecorded): nobody was answered for it, and it says internal_error."""
-    unstarted = set(rows) - started
+    taken, said = started
+    unstarted = set(rows) - said
     if api_killed:
         unstarted = {i for i in unstarted
                      if i in results or rows[i]["status"] != "internal_error"}
-    assert started <= set(rows) and not unstarted, (
-        f"{len(started - set(rows))} started without a record, "
-        f"{len(unstarted)} recorded but never started")
+    assert taken <= said and taken <= set(rows) and not unstarted, (
+        f"{len(taken - set(rows))} taken by a worker without a record, "
+        f"{len(unstarted)} recorded but never said to start, "
+        f"{len(taken - said)} taken but never said to start")
     for execution_id, result in results.items():
         assert rows[execution_id]["status"] == result["status"], (rows[execution_id], result)
     assert not [r for r in rows.values() if r["status"] == "running"]
@@ -154,7 +157,7 @@ def test_load_refuses_nothing_it_has_room_for_and_records_every_execution():
             assert all(r["status"] == "ok" for r in results.values()), summary
             started = srv.started_executions()
             check_records(results, audit_rows(data_dir), started)
-            assert len(started) == LOAD_REQUESTS
+            assert len(started[0]) == len(started[1]) == LOAD_REQUESTS
 
 
 def fault_during_load(kill, api_killed=False):
@@ -172,7 +175,7 @@ def fault_during_load(kill, api_killed=False):
         failed = load.check_answers()
         results = load.results()
         print(f"{FAULT_REQUESTS} requests, killed after a third: {load.summary()}; "
-              f"{len(started)} started")
+              f"{len(started[0])} taken by a worker")
         with running_server(tiers=TIERS, tenants=TENANTS, server=SERVER,
                             data_dir=data_dir) as again:
             # The restart accounted for everything before it serves.
