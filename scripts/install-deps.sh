@@ -18,6 +18,7 @@ PACKAGES="
   user-mode-linux
   qemu-system-x86 busybox-static cpio xz-utils
   nodejs node-typescript golang-go rustc default-jdk-headless
+  runsc
 "
 
 # python3-matplotlib: a runtime of the sandbox (DESIGN.md: sessions plot with it), and what
@@ -34,12 +35,15 @@ PACKAGES="
 # which the sandbox runs from the host's read-only /usr; tests/integration/test_languages.py
 # runs every one.
 #
+# runsc: gVisor, the second isolation backend (src/sandbox/gvisor; `--backend gvisor`), which
+# tests/integration/test_gvisor.py runs; the benchmark compares sandboxd against it as well.
+#
 # Only the benchmark needs these: the sandboxes it compares sandboxd against (firejail, crun,
-# gVisor's runsc, bubblewrap above), a local Jupyter kernel (bench/sessions.py compares a session
+# bubblewrap above), a local Jupyter kernel (bench/sessions.py compares a session
 # cell with one) and the load/timing tools. Kept out of the default list so that building and
 # testing do not pull in container runtimes.
 BENCH_PACKAGES="
-  firejail crun runsc wrk hyperfine linux-perf python3-ipykernel python3-jupyter-client
+  firejail crun wrk hyperfine linux-perf python3-ipykernel python3-jupyter-client
 "
 
 case "${1:-}" in

@@ -18,6 +18,10 @@ run on the same machine (a second checkout's tests, a service) is never taken fo
   loop devices       backed by a file under /tmp/sandboxd*
   temp paths         /tmp/sandboxd* that no live process holds: whoever makes one keeps an flock
                      on it while using it (the hostile harness, the benchmarks)
+  gVisor             a gVisor sandbox's directory (/run/sandboxd-gvisor/<slot>: its bundle and
+                     runsc's state) or a runsc process of one, whose slot no live sandboxd holds;
+                     and any cgroup named sandboxd-* at a hierarchy's root (runsc makes /<id>
+                     when it manages cgroups itself, which src/sandbox/gvisor/gvisor.c turns off)
 
 A slot or a temp dir is briefly unlocked right after it is made (mkdir, then flock) and a
 process is briefly outside its cgroup while it starts, so a finding counts only when it is still
@@ -188,9 +192,35 @@ def _temp_paths():
     return {path: f"temp path {path}" for path in glob.glob("/tmp/sandboxd*") if not _held(path)}
 
 
+# src/sandbox/gvisor/gvisor.c: GVISOR_RUN_DIR, one directory per slot.
+GVISOR_RUN_DIR = "/run/sandboxd-gvisor"
+
+
+def _gvisor():
+    found = {}
+    for path in glob.glob(os.path.join(GVISOR_RUN_DIR, "*")):
+        if not slot_held(os.path.basename(path)):
+            found[path] = f"gVisor sandbox directory {path}"
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        root = next((a for a in argv if a.startswith(f"--root={GVISOR_RUN_DIR}/")), None)
+        if root is None or not os.path.basename(argv[0]).startswith("runsc"):
+            continue
+        slot = root[len(f"--root={GVISOR_RUN_DIR}/"):].split("/")[0]
+        if not slot_held(slot):
+            found[f"runsc {pid}"] = f"runsc process {pid} of gVisor slot {slot}: {argv[:4]}"
+    for path in glob.glob(os.path.join(CGROUP_ROOT, "*", "sandboxd-*")):
+        found[path] = f"cgroup {path} (made by runsc)"
+    return found
+
+
 def _scan(run):
     found = {}
-    for scan in (_cgroups, _sandbox_processes, _mounts, _loop_devices, _temp_paths):
+    for scan in (_cgroups, _sandbox_processes, _mounts, _loop_devices, _temp_paths, _gvisor):
         found.update(scan())
     found.update(_sandboxd_processes(run))
     return found

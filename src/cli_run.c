@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "engine/execution.h"
+#include "model/backend.h"
 #include "model/language.h"
 #include "model/result_json.h"
 #include "util/cleanup.h"
@@ -83,6 +84,8 @@ static void run_usage(FILE *out)
                      "                          compile stage (default: the run's, with at least\n"
                      "                          the language's compile wall clock, CPU time and\n"
                      "                          memory, 128 pids and 256M of disk)\n");
+        fprintf(out, "  %-24sisolation boundary: %s (default %s)\n", "--backend NAME",
+                sbx_backend_names(), SBX_BACKEND_DEFAULT);
         fprintf(out,
                 "  --stdin FILE            feed FILE ('-' for this stdin) to the program\n"
                 "  --file LOCAL[:NAME]     also put LOCAL into /workspace as NAME (default: its\n"
@@ -260,6 +263,7 @@ enum {
         OPT_TEST_WITHOUT,
         OPT_FILE,
         OPT_POOLED,
+        OPT_BACKEND,
         OPT_LIMIT, /* OPT_LIMIT + i: --OPTION of sbx_limit_fields[i] */
         /* OPT_COMPILE_LIMIT + i: --compile-OPTION of sbx_limit_fields[i] */
         OPT_COMPILE_LIMIT = OPT_LIMIT + SBX_LIMIT_COUNT,
@@ -276,6 +280,7 @@ static const struct option fixed_options[] = {
         {"test-without", required_argument, NULL, OPT_TEST_WITHOUT},
         {"file", required_argument, NULL, OPT_FILE},
         {"pooled", no_argument, NULL, OPT_POOLED},
+        {"backend", required_argument, NULL, OPT_BACKEND},
         {"help", no_argument, NULL, 'h'},
 };
 
@@ -378,6 +383,12 @@ int cli_run(int argc, char **argv)
                 case OPT_POOLED:
                         pooled = true;
                         break;
+                case OPT_BACKEND:
+                        request.backend = sbx_backend_name_find(optarg);
+                        if (request.backend == NULL)
+                                rc = sbx_error_set(&err, EINVAL, "unknown backend '%s' (known: %s)",
+                                                   optarg, sbx_backend_names());
+                        break;
                 case OPT_FILE:
                         if (n_file_args == SBX_ARRAY_SIZE(file_args))
                                 rc = sbx_error_set(&err, E2BIG, "at most %zu files",
@@ -421,6 +432,13 @@ int cli_run(int argc, char **argv)
         if (sbx_language_find(request.language) == NULL) {
                 fprintf(stderr, "sandboxd run: unknown language '%s' (known: %s)\n",
                         request.language, sbx_language_names());
+                return CLI_EXIT_USAGE;
+        }
+        if (request.backend != NULL &&
+            !sbx_backend_runs_language(request.backend, sbx_language_find(request.language))) {
+                fprintf(stderr,
+                        "sandboxd run: the %s backend does not run %s (no compile stage yet)\n",
+                        request.backend, request.language);
                 return CLI_EXIT_USAGE;
         }
         if (apply_compile_limits(&request, &compile_given, compile_set) < 0) {

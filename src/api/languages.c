@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "model/backend.h"
 #include "model/language.h"
 #include "util/cleanup.h"
 #include "util/time.h"
@@ -125,6 +126,14 @@ json_t *sbx_languages_json(const struct sbx_config *config, const struct sbx_tie
                         pooled(config, language), "version",
                         known ? json_string(versions[i]) : json_null(), "allowed",
                         sbx_tier_allows_language(tier, language->name));
+                json_t *backends = json_array();
+                for (size_t b = 0; entry != NULL && backends != NULL && b < sbx_backend_count();
+                     b++)
+                        if (sbx_backend_runs_language(sbx_backend_name_at(b), language))
+                                json_array_append_new(backends,
+                                                      json_string(sbx_backend_name_at(b)));
+                if (entry != NULL && json_object_set_new(entry, "backends", backends) < 0)
+                        json_decref(steal_pointer(&entry));
                 if (entry == NULL || json_array_append_new(list, entry) < 0) {
                         json_decref(list);
                         return NULL;

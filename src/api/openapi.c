@@ -858,7 +858,7 @@ static const char openapi_template[] = JSON_TEXT(
             "items": {
               "type": "object",
               "additionalProperties": false,
-              "required": ["name", "aliases", "extensions", "entrypoint", "compiled", "pooled", "version", "allowed"],
+              "required": ["name", "aliases", "extensions", "entrypoint", "compiled", "pooled", "version", "allowed", "backends"],
               "properties": {
                 "name": {"type": "string"},
                 "aliases": {"type": "array", "items": {"type": "string"}, "description": "Other names a request may use."},
@@ -867,7 +867,8 @@ static const char openapi_template[] = JSON_TEXT(
                 "compiled": {"type": "boolean", "description": "Runs a compile stage first (its result is the execution's compile object)."},
                 "pooled": {"type": "boolean", "description": "This server keeps warm sandboxes of it."},
                 "version": {"type": ["string", "null"], "description": "The toolchain's version, as it prints it; null when it is not installed."},
-                "allowed": {"type": "boolean", "description": "The caller's tier allows it."}
+                "allowed": {"type": "boolean", "description": "The caller's tier allows it."},
+                "backends": {"type": "array", "items": {"type": "string", "enum": null}, "description": "The backends that run it (gvisor has no compile stage yet)."}
               }
             }
           }
@@ -1150,6 +1151,10 @@ static void generate(void)
                 fill(document, "components/schemas/ExecutionRequest/properties/backend/enum",
                      backend_names()) |
                 fill(document, "components/schemas/ExecutionResult/properties/backend/enum",
+                     backend_names()) |
+                fill(document,
+                     "components/schemas/LanguageList/properties/languages/items/properties/"
+                     "backends/items/enum",
                      backend_names()) |
                 fill(document, "components/schemas/Usage",
                      members_schema(NULL, sbx_usage_json_members, sbx_usage_json_count)) |

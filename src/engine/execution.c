@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "engine/compile_cache.h"
+#include "model/backend.h"
 #include "model/language.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -601,6 +602,9 @@ bool sbx_pool_request_eligible(const struct sbx_request *request)
         if (language == NULL || request->limits.disk_bytes != pool_disk_bytes())
                 return false;
         if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
+                return false;
+        /* Warm pools are the default backend's (engine/worker.c makes their entries). */
+        if (request->backend != NULL && strcmp(request->backend, SBX_BACKEND_DEFAULT) != 0)
                 return false;
         const struct loader *loader = loader_of(language);
         if (loader == NULL)

@@ -2,10 +2,13 @@
 
 #include <string.h>
 
+#include "model/language.h"
 #include "util/cleanup.h"
 
 /* One name per backend of sandbox/backend.c; a unit test checks the two lists agree. */
-static const char *const backend_names[] = {"native"};
+#define NATIVE "native"
+#define GVISOR "gvisor"
+static const char *const backend_names[] = {NATIVE, GVISOR};
 
 const char *sbx_backend_name_find(const char *name)
 {
@@ -29,8 +32,11 @@ const char *sbx_backend_name_at(size_t index)
 
 const char *sbx_backend_names(void)
 {
-        /* One backend today: its name is the list. A second one makes this a join, as
-         * sbx_language_names does. */
-        _Static_assert(SBX_ARRAY_SIZE(backend_names) == 1, "join the backend names");
-        return backend_names[0];
+        _Static_assert(SBX_ARRAY_SIZE(backend_names) == 2, "join every backend name");
+        return NATIVE ", " GVISOR;
+}
+
+bool sbx_backend_runs_language(const char *name, const struct sbx_language *language)
+{
+        return strcmp(name, GVISOR) != 0 || !sbx_language_compiles(language);
 }

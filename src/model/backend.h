@@ -3,6 +3,7 @@
  * the engine's, in sandbox/, and the API binary links none of them. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* The backend a request that names none runs on. */
@@ -15,5 +16,11 @@ const char *sbx_backend_name_find(const char *name);
 size_t sbx_backend_count(void);
 const char *sbx_backend_name_at(size_t index);
 
-/* Every name, comma separated ("native"), for error messages. */
+/* Every name, comma separated ("native, gvisor"), for error messages. */
 const char *sbx_backend_names(void);
+
+struct sbx_language;
+
+/* Whether the backend called name (a name of this list) runs language: the gvisor backend has
+ * no compile stage yet, so it runs the interpreted languages only. */
+bool sbx_backend_runs_language(const char *name, const struct sbx_language *language);

@@ -3,11 +3,12 @@
 #include <string.h>
 
 #include "model/backend.h"
+#include "sandbox/gvisor/gvisor.h"
 #include "sandbox/native/native.h"
 #include "util/cleanup.h"
 
 /* The operations behind each name of model/backend.c. */
-static const struct sbx_backend *const backends[] = {&sbx_native_backend};
+static const struct sbx_backend *const backends[] = {&sbx_native_backend, &sbx_gvisor_backend};
 
 const struct sbx_backend *sbx_backend_find(const char *name)
 {

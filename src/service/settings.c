@@ -588,6 +588,10 @@ static int step_check_cross_fields(struct pipeline *p)
                 if (!found)
                         report(p, "entrypoint", "must be the path of one of the files");
         }
+        if (p->language != NULL && p->backend_name != NULL &&
+            !sbx_backend_runs_language(p->backend_name, p->language))
+                report(p, "backend", "backend '%s' does not run %s (it has no compile stage yet)",
+                       p->backend_name, p->language->name);
         if (finish_step(p, 400) != 0)
                 return -1;
 

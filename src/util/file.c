@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "util/file.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -177,4 +178,33 @@ int sbx_send_record(int fd, const void *buf, size_t len, int attached_fd, int fl
         if ((size_t)n != len)
                 return sbx_error_set(err, EIO, "send message: %zd of %zu bytes sent", n, len);
         return 0;
+}
+
+int sbx_remove_tree_at(int parent_fd, const char *name, struct sbx_error *err)
+{
+        if (unlinkat(parent_fd, name, 0) == 0 || errno == ENOENT)
+                return 0;
+        if (errno != EISDIR && errno != EPERM)
+                return sbx_error_set(err, errno, "remove %s", name);
+        int fd = openat(parent_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return sbx_error_set(err, errno, "open %s", name);
+        DIR *dir = fdopendir(fd);
+        if (dir == NULL) {
+                close(fd);
+                return sbx_error_set(err, errno, "opendir %s", name);
+        }
+        int rc = 0;
+        struct dirent *entry;
+        while (rc == 0 && (errno = 0, entry = readdir(dir)) != NULL) {
+                if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
+                        continue;
+                rc = sbx_remove_tree_at(fd, entry->d_name, err);
+        }
+        if (rc == 0 && errno != 0)
+                rc = sbx_error_set(err, errno, "readdir %s", name);
+        closedir(dir);
+        if (rc == 0 && unlinkat(parent_fd, name, AT_REMOVEDIR) < 0 && errno != ENOENT)
+                rc = sbx_error_set(err, errno, "rmdir %s", name);
+        return rc;
 }

@@ -33,3 +33,8 @@ int sbx_read_all_fd(int fd, size_t max, char **data, size_t *length, struct sbx_
 /* Reads the whole of dirfd/name, a kernel text file of unknown size (mountinfo, cgroup.procs),
  * into a new malloc'd NUL-terminated buffer *out. */
 int sbx_read_text_at(int dirfd, const char *name, char **out, struct sbx_error *err);
+
+/* Removes parent_fd/name and, when it is a directory, everything below it, never following a link
+ * (a link is removed, not its target). An absent name is not an error. For directories sandboxd
+ * made and owns (a gVisor sandbox's bundle and state). */
+int sbx_remove_tree_at(int parent_fd, const char *name, struct sbx_error *err);

@@ -281,8 +281,8 @@ static void test_unknown_names(void **state)
                           "t:2: [tier.x] languages: language 'python' is listed twice");
         assert_load_error("[tier.x]\nlanguages = ,\n",
                           "t:2: [tier.x] languages: list at least one language");
-        assert_load_error("[tier.x]\nbackends = native, gvisor\n",
-                          "t:2: [tier.x] backends: unknown backend 'gvisor'");
+        assert_load_error("[tier.x]\nbackends = native, firecracker\n",
+                          "t:2: [tier.x] backends: unknown backend 'firecracker'");
         assert_load_error("[tier.bad name]\n", "t:1: [tier.bad name]: tier name must be");
         assert_load_error("[tier.]\n", "t:1: [tier.]: tier name must be");
         assert_load_error("[tenant.a/b]\n", "t:1: [tenant.a/b]: tenant name must be");

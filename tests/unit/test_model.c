@@ -28,9 +28,14 @@ static void test_backend_names_have_backends(void **state)
                 assert_non_null(strstr(sbx_backend_names(), name));
         }
         assert_string_equal(sbx_backend_find(NULL)->name, SBX_BACKEND_DEFAULT);
-        assert_null(sbx_backend_name_find("gvisor"));
+        assert_null(sbx_backend_name_find("firecracker"));
         assert_null(sbx_backend_name_find(""));
-        assert_null(sbx_backend_find("gvisor"));
+        assert_null(sbx_backend_find("firecracker"));
+        assert_string_equal(sbx_backend_names(), "native, gvisor");
+        /* gVisor has no compile stage yet: interpreted languages only. */
+        assert_true(sbx_backend_runs_language("gvisor", sbx_language_find("python")));
+        assert_false(sbx_backend_runs_language("gvisor", sbx_language_find("c")));
+        assert_true(sbx_backend_runs_language("native", sbx_language_find("c")));
 }
 
 static void test_language_names_from_the_table(void **state)

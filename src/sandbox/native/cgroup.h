@@ -69,6 +69,13 @@ int cgroup_enter_self(struct cgroup *cg, struct sbx_error *err);
 /* Moves the calling thread back to the v1 cgroups it was in before cgroup_enter_self(). */
 int cgroup_leave_self(struct cgroup *cg, struct sbx_error *err);
 
+/* Child side, right after fork() (single-threaded, before exec): moves the calling process into
+ * the cgroup in every hierarchy, the unified one included, by writing "0" to each cgroup.procs.
+ * Only openat, write and close: safe in the child of a threaded process. 0, or -errno. (A whole
+ * process's move takes the threadgroup lock's RCU grace period, 7-15 ms: cgroup_enter_self is the
+ * fast way for a launch that clones; this is for a backend that execs another program, runsc.) */
+int cgroup_join_child(const struct cgroup *cg);
+
 /* Kills every process in the cgroup at once and waits (bounded, ~2 s) until none is alive;
  * fails with ETIMEDOUT when some still is. Reaps nothing: zombies do not keep a cgroup
  * populated, and the caller reaps its own child (through its pidfd). Idempotent. */

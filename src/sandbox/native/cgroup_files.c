@@ -1,5 +1,6 @@
 /* The files in a sandbox's cgroup directories: the limits written at acquire time, the v1
- * `tasks` files that attach the calling thread before it clones, and the counters read as
+ * `tasks` files that attach the calling thread before it clones (and the cgroup.procs files a
+ * forked child joins), and the counters read as
  * evidence (the mapping per layout is at the top of cgroup.h). */
 #include "sandbox/native/cgroup.h"
 
@@ -10,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "sandbox/native/cgroup_internal.h"
 #include "util/cleanup.h"
@@ -177,6 +179,23 @@ int cgroup_leave_self(struct cgroup *cg, struct sbx_error *err)
                                               cg->name);
         }
         return rc;
+}
+
+int cgroup_join_child(const struct cgroup *cg)
+{
+        for (int h = 0; h < HIERARCHY_COUNT; h++) {
+                if (!owns_directory(cg, h) || cg->dirs[h].fd < 0)
+                        continue;
+                int fd = openat(cg->dirs[h].fd, "cgroup.procs", O_WRONLY | O_CLOEXEC);
+                if (fd < 0)
+                        return -errno;
+                ssize_t n = write(fd, "0", 1);
+                int code = errno;
+                close(fd);
+                if (n != 1)
+                        return -(n < 0 ? code : EIO);
+        }
+        return 0;
 }
 
 /* ---- processes ---------------------------------------------------------------------------- */

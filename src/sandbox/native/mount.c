@@ -32,6 +32,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sandbox/view.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"
@@ -239,33 +240,28 @@ static int setup_root_tmpfs(struct mount_context *context, struct sbx_error *err
  * links (bin -> usr/bin), older ones real directories. */
 static int setup_runtime(struct mount_context *context, struct sbx_error *err)
 {
-        static const char *const usr_parts[] = {
-                "bin", "include", "lib", "lib32", "lib64", "libexec", "libx32", "sbin", "share",
-        };
-        static const char *const required[] = {"/usr/bin", "/usr/lib"};
-        static const char *const aliases[] = {"bin", "sbin", "lib", "lib32", "lib64", "libx32"};
-
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(required); i++) {
+        for (size_t i = 0; i < sbx_view_n_usr_required; i++) {
+                const char *required = sbx_view_usr_required[i];
                 struct stat st;
-                if (lstat(required[i], &st) < 0)
-                        return sbx_error_set(err, errno, "lstat %s", required[i]);
+                if (lstat(required, &st) < 0)
+                        return sbx_error_set(err, errno, "lstat %s", required);
                 if (!S_ISDIR(st.st_mode))
-                        return sbx_error_set(err, ENOTDIR, "%s is not a directory", required[i]);
+                        return sbx_error_set(err, ENOTDIR, "%s is not a directory", required);
         }
         if (make_directory("usr", 0755, err) < 0)
                 return -1;
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(usr_parts); i++) {
+        for (size_t i = 0; i < sbx_view_n_usr_parts; i++) {
                 char source[32];
                 char path[32];
-                snprintf(source, sizeof(source), "/usr/%s", usr_parts[i]);
-                snprintf(path, sizeof(path), "usr/%s", usr_parts[i]);
+                snprintf(source, sizeof(source), "/usr/%s", sbx_view_usr_parts[i]);
+                snprintf(path, sizeof(path), "usr/%s", sbx_view_usr_parts[i]);
                 if (mirror_host_entry(source, path, err) < 0)
                         return -1;
         }
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(aliases); i++) {
+        for (size_t i = 0; i < sbx_view_n_aliases; i++) {
                 char source[32];
-                snprintf(source, sizeof(source), "/%s", aliases[i]);
-                if (mirror_host_entry(source, aliases[i], err) < 0)
+                snprintf(source, sizeof(source), "/%s", sbx_view_aliases[i]);
+                if (mirror_host_entry(source, sbx_view_aliases[i], err) < 0)
                         return -1;
         }
         return 0;
@@ -280,7 +276,7 @@ static int mirror_python_config(struct sbx_error *err)
                 return sbx_error_set(err, errno, "opendir /etc");
         struct dirent *entry;
         while ((errno = 0, entry = readdir(etc)) != NULL) {
-                if (strncmp(entry->d_name, "python3", strlen("python3")) != 0)
+                if (strncmp(entry->d_name, SBX_VIEW_ETC_PREFIX, strlen(SBX_VIEW_ETC_PREFIX)) != 0)
                         continue;
                 char source[PATH_MAX];
                 char path[PATH_MAX];
@@ -301,72 +297,28 @@ static int mirror_python_config(struct sbx_error *err)
  * accounts) is generated to describe the sandbox instead. */
 static int setup_etc(struct mount_context *context, struct sbx_error *err)
 {
-        /* Distribution files, identical on every host of one release. Small files are copied,
-         * larger ones and directories bound (each bind costs setup time): ld.so.conf{,.d} are
-         * left out, since only ldconfig reads them and the loader uses ld.so.cache. */
-        static const char *const host_entries[] = {
-                "ld.so.cache",    /* the loader's library index: without it every lookup walks */
-                "alternatives",   /* Debian's links (python, java, editors...) point through it */
-                "os-release",     /* platform, distro tools; on Debian a link into /usr/lib */
-                "debian_version", /* what Debian's own tools read besides os-release */
-                "services",   /* getservbyname, getaddrinfo(..., "http"), socket.getservbyname */
-                "protocols",  /* getprotobyname, Python's socket module */
-                "mime.types", /* Python's mimetypes and others read it */
-                "ssl/certs",  /* public CA certificates only; ssl/private is never bound */
-                "ssl/openssl.cnf", /* OpenSSL reads it at start-up (Python's ssl, curl) */
-                "fonts",           /* Fontconfig's configuration (links into /usr/share) */
-                "matplotlibrc",    /* Debian's matplotlib looks for its defaults here */
-                "java-17-openjdk", /* the JDK's java.security and policy (links from /usr) */
-        };
-        /* Generated: the sandbox's own accounts (see userns.h for the ids: root is the sandbox's
-         * root, `sandbox` and nobody are unprivileged ids of its range, for chown and for
-         * subprocess(user=...)); name service from files only; the clock in UTC, as a server's;
-         * the names of its own loopback. Home is the workspace, where tools look for $HOME files.
-         */
-        static const struct {
-                const char *path;
-                const char *text;
-        } generated[] = {
-                {"etc/passwd", "root:x:0:0:root:/workspace:/bin/sh\n"
-                               "sandbox:x:1000:1000:sandbox:/workspace:/bin/sh\n"
-                               "nobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n"},
-                {"etc/group", "root:x:0:\nsandbox:x:1000:\nnogroup:x:65534:\n"},
-                {"etc/nsswitch.conf", "passwd: files\ngroup: files\nshadow: files\n"
-                                      "hosts: files dns\nnetworks: files\nprotocols: files\n"
-                                      "services: files\nethers: files\nrpc: files\n"},
-                {"etc/hosts", "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost "
-                              "ip6-loopback\n"},
-                {"etc/hostname", "sandbox\n"},
-                {"etc/timezone", "Etc/UTC\n"},
-        };
-        static const struct {
-                const char *path;
-                const char *target;
-        } links[] = {
-                /* Dangling (glibc then uses UTC as well) where tzdata is not installed. */
-                {"etc/localtime", "/usr/share/zoneinfo/Etc/UTC"},
-                {"etc/mtab", "../proc/self/mounts"}, /* df and mount read it */
-        };
-
+        /* The distribution's files: small ones copied, larger ones and directories bound (each
+         * bind costs setup time). */
         if (make_directory("etc", 0755, err) < 0)
                 return -1;
         if (make_directory("etc/ssl", 0755, err) < 0)
                 return -1;
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(host_entries); i++) {
+        for (size_t i = 0; i < sbx_view_n_etc_host_entries; i++) {
                 char source[PATH_MAX];
                 char path[PATH_MAX];
-                snprintf(source, sizeof(source), "/etc/%s", host_entries[i]);
-                snprintf(path, sizeof(path), "etc/%s", host_entries[i]);
+                snprintf(source, sizeof(source), "/etc/%s", sbx_view_etc_host_entries[i]);
+                snprintf(path, sizeof(path), "etc/%s", sbx_view_etc_host_entries[i]);
                 if (mirror_host_entry(source, path, err) < 0)
                         return -1;
         }
         if (mirror_python_config(err) < 0)
                 return -1;
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(generated); i++)
-                if (write_new_file(generated[i].path, generated[i].text, err) < 0)
+        for (size_t i = 0; i < sbx_view_n_etc_generated; i++)
+                if (write_new_file(sbx_view_etc_generated[i].path, sbx_view_etc_generated[i].text,
+                                   err) < 0)
                         return -1;
-        for (size_t i = 0; i < SBX_ARRAY_SIZE(links); i++)
-                if (make_symlink(links[i].target, links[i].path, err) < 0)
+        for (size_t i = 0; i < sbx_view_n_etc_links; i++)
+                if (make_symlink(sbx_view_etc_links[i].target, sbx_view_etc_links[i].path, err) < 0)
                         return -1;
         return 0;
 }

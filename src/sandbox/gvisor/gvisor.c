@@ -1,0 +1,431 @@
+/* The gVisor backend's operations. create: a slot and cgroups (the native backend's, under the
+ * same sandboxd parents: one slot space for both), and the sandbox's directory under
+ * GVISOR_RUN_DIR with its OCI bundle (spec.c), its files and runsc's state; start: `runsc run`,
+ * forked into the slot's cgroups; wait: the shared supervisor loop, until runsc exits; kill: the
+ * whole cgroup (runsc, its sentry, gofer and the ptrace platform's stubs); evidence: the cgroup's
+ * counters; destroy: the cgroup and the directory.
+ *
+ * runsc (Debian's, 2022-12) runs with --platform=ptrace: this release has no systrap, and its kvm
+ * platform hangs on these machines' nested hypervisor (MACHINE.md); --network=none (loopback
+ * only). The limits that bind, measured on this release:
+ *   memory   the cgroup's cap is the request's plus GVISOR_MEMORY_OVERHEAD_BYTES (the sentry and
+ *            gofer themselves); past it the kernel's OOM killer ends the whole sandbox
+ *   pids     RLIMIT_NPROC inside (spec.c): gVisor refuses the program's fork with EAGAIN. The
+ *            host's pids cgroup cannot be the bound: it counts the sentry's threads (~40 at rest)
+ *            and one ptrace stub per guest process, so it is set far above (GVISOR_HOST_PIDS) and
+ *            only stops a runaway sentry
+ *   disk     each tmpfs's size (spec.c): ENOSPC inside
+ *   cpu      the cgroup's quota and RLIMIT_CPU inside; usage is the cgroup's, as a delta (what the
+ *            sentry spends for the program is the program's)
+ * Not yet: warm pools, sessions and compile stages (create refuses them), read-only files. */
+#define _GNU_SOURCE
+#include "sandbox/gvisor/gvisor.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "sandbox/gvisor/spec.h"
+#include "sandbox/native/cgroup.h"
+#include "sandbox/supervise.h"
+#include "util/cleanup.h"
+#include "util/file.h"
+#include "util/log.h"
+#include "util/time.h"
+
+/* The runsc this backend drives, as Debian installs it. */
+#define GVISOR_RUNSC "/usr/bin/runsc"
+
+/* Every gVisor sandbox's directory, <slot>/ each: root's alone (runsc's state holds its control
+ * sockets). */
+#define GVISOR_RUN_DIR "/run/sandboxd-gvisor"
+
+/* The slot space shared with the native backend (native.c's NATIVE_MAX_SLOTS). */
+#define GVISOR_MAX_SLOTS 4096
+
+/* The sentry's and gofer's own memory on top of the program's cap: python3 -c 'print(1)' peaks
+ * at 26-28 MiB in the sandbox's cgroup, of which the interpreter is ~7 MiB natively. */
+#define GVISOR_MEMORY_OVERHEAD_BYTES (48ull << 20)
+
+/* The host's pids cap: the program's pids (bound inside by RLIMIT_NPROC), each with its ptrace
+ * stub and threads, and the sentry's and gofer's threads (pids.peak is 130 for print(1)). */
+#define GVISOR_HOST_PIDS(pids) ((pids)*4 + 256)
+
+/* runsc's exit status for a program killed by signal N is 128 + N, the shell's convention: a
+ * program that exits with such a code itself reads the same (a difference from the native
+ * backend, which has init's wait status). */
+#define GVISOR_SIGNAL_EXIT_BASE 128
+
+struct sbx_sandbox {
+        const struct sbx_spec *spec;
+        struct cgroup *cgroup;
+        char dir[64]; /* GVISOR_RUN_DIR/<slot> */
+        pid_t pid;    /* runsc run; 0 before start and once reaped */
+        int pidfd;
+        int stdin_fd, stdout_fd, stderr_fd; /* the supervisor's ends */
+};
+
+static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
+{
+        if (spec->agent || spec->session || spec->exec_on_acquire || spec->artifact_fd > 0)
+                return sbx_error_set(err, EOPNOTSUPP,
+                                     "the gvisor backend runs cold executions only: no warm pool, "
+                                     "session or compile stage yet");
+        for (size_t i = 0; i < spec->n_files; i++)
+                if (spec->files[i].read_only)
+                        return sbx_error_set(err, EOPNOTSUPP,
+                                             "the gvisor backend has no read-only files yet");
+        if (access(GVISOR_RUNSC, X_OK) < 0)
+                return sbx_error_set(err, errno,
+                                     "%s: gVisor's runsc is not installed (Debian's runsc)",
+                                     GVISOR_RUNSC);
+        return 0;
+}
+
+/* Writes the execution's files under input_fd, making their directories (paths are validated
+ * already: relative, no ".."). */
+static int write_files(const struct sbx_spec *spec, int input_fd, struct sbx_error *err)
+{
+        for (size_t i = 0; i < spec->n_files; i++) {
+                const struct sbx_file *file = &spec->files[i];
+                char path[PATH_MAX];
+                if ((size_t)snprintf(path, sizeof(path), "%s", file->path) >= sizeof(path))
+                        return sbx_error_set(err, ENAMETOOLONG, "file %s", file->path);
+                for (char *slash = strchr(path, '/'); slash != NULL;
+                     slash = strchr(slash + 1, '/')) {
+                        *slash = '\0';
+                        if (mkdirat(input_fd, path, 0755) < 0 && errno != EEXIST)
+                                return sbx_error_set(err, errno, "mkdir %s", path);
+                        *slash = '/';
+                }
+                _cleanup_close_ int fd =
+                        openat(input_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                               file->executable ? 0755 : 0644);
+                if (fd < 0 || sbx_write_all(fd, file->data, file->size) < 0)
+                        return sbx_error_set(err, errno, "write file %s", path);
+        }
+        return 0;
+}
+
+/* The sandbox's directory: bundle/ (config.json, rootfs/), input/ (the files), state/ (runsc's
+ * --root). A directory left by a crash in this slot (now ours) is removed first. */
+static int make_directory(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        if (mkdir(GVISOR_RUN_DIR, 0700) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "mkdir %s", GVISOR_RUN_DIR);
+        _cleanup_close_ int run_fd =
+                open(GVISOR_RUN_DIR, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (run_fd < 0)
+                return sbx_error_set(err, errno, "open %s", GVISOR_RUN_DIR);
+        char slot[16];
+        snprintf(slot, sizeof(slot), "%u", cgroup_slot(sandbox->cgroup));
+        if (sbx_remove_tree_at(run_fd, slot, err) < 0 || mkdirat(run_fd, slot, 0700) < 0)
+                return sbx_error_set(err, errno, "mkdir %s/%s", GVISOR_RUN_DIR, slot);
+        snprintf(sandbox->dir, sizeof(sandbox->dir), "%s/%s", GVISOR_RUN_DIR, slot);
+        _cleanup_close_ int dir_fd =
+                openat(run_fd, slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (dir_fd < 0 || mkdirat(dir_fd, "bundle", 0755) < 0 ||
+            mkdirat(dir_fd, "bundle/rootfs", 0755) < 0 || mkdirat(dir_fd, "input", 0755) < 0 ||
+            mkdirat(dir_fd, "state", 0700) < 0)
+                return sbx_error_set(err, errno, "make %s", sandbox->dir);
+        _cleanup_close_ int input_fd =
+                openat(dir_fd, "input", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        _cleanup_close_ int rootfs_fd =
+                openat(dir_fd, "bundle/rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (input_fd < 0 || rootfs_fd < 0)
+                return sbx_error_set(err, errno, "open %s", sandbox->dir);
+        if (write_files(sandbox->spec, input_fd, err) < 0)
+                return -1;
+        char input_dir[sizeof(sandbox->dir) + 8];
+        snprintf(input_dir, sizeof(input_dir), "%s/input", sandbox->dir);
+        json_t *bundle = gvisor_bundle(sandbox->spec, rootfs_fd, input_dir, err);
+        if (bundle == NULL)
+                return -1;
+        _cleanup_free_ char *text = json_dumps(bundle, JSON_COMPACT);
+        json_decref(bundle);
+        _cleanup_close_ int config_fd =
+                openat(dir_fd, "bundle/config.json",
+                       O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (text == NULL || config_fd < 0 || sbx_write_all(config_fd, text, strlen(text)) < 0)
+                return sbx_error_set(err, text == NULL ? ENOMEM : errno, "write %s/config.json",
+                                     sandbox->dir);
+        return 0;
+}
+
+static void remove_directory(struct sbx_sandbox *sandbox)
+{
+        if (sandbox->dir[0] == '\0')
+                return;
+        struct sbx_error err = {0};
+        if (sbx_remove_tree_at(AT_FDCWD, sandbox->dir, &err) < 0)
+                sbx_warn("gvisor: remove %s: %s", sandbox->dir, err.message);
+        sandbox->dir[0] = '\0';
+}
+
+static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
+                         struct sbx_error *err)
+{
+        if (check_supported(spec, err) < 0)
+                return -1;
+        struct sbx_sandbox *sandbox = calloc(1, sizeof(*sandbox));
+        if (sandbox == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate sandbox");
+        sandbox->spec = spec;
+        sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
+        struct sbx_limits host = spec->limits;
+        if (host.memory_bytes != 0)
+                host.memory_bytes += GVISOR_MEMORY_OVERHEAD_BYTES;
+        if (host.pids != 0)
+                host.pids = GVISOR_HOST_PIDS(host.pids);
+        if (cgroup_create(GVISOR_MAX_SLOTS, &sandbox->cgroup, err) < 0 ||
+            cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0) {
+                cgroup_destroy(sandbox->cgroup);
+                free(sandbox);
+                return sbx_error_prefix(err, "setup step 'cgroup'");
+        }
+        if (make_directory(sandbox, err) < 0) {
+                remove_directory(sandbox);
+                cgroup_destroy(sandbox->cgroup);
+                free(sandbox);
+                return sbx_error_prefix(err, "setup step 'bundle'");
+        }
+        *out = sandbox;
+        return 0;
+}
+
+/* The child, between fork and exec: only system calls (the engine has threads). Reports errno on
+ * report_fd when it cannot exec. */
+static _Noreturn void exec_runsc(const struct sbx_sandbox *sandbox, const int pipes[3],
+                                 int report_fd, char *const argv[])
+{
+        static char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+        int code = 0;
+        sigset_t none;
+        sigemptyset(&none);
+        for (int fd = 0; fd < 3; fd++)
+                if (dup2(pipes[fd], fd) < 0)
+                        code = errno;
+        int joined = code == 0 ? cgroup_join_child(sandbox->cgroup) : 0;
+        if (joined < 0)
+                code = -joined;
+        if (code == 0) {
+                const int keep[] = {report_fd};
+                signal(SIGPIPE, SIG_DFL);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                sbx_close_fds_except(keep, 1);
+                execve(GVISOR_RUNSC, argv, envp);
+                code = errno;
+        }
+        (void)!write(report_fd, &code, sizeof(code));
+        _exit(127);
+}
+
+static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        char root[sizeof(sandbox->dir) + 16];
+        char bundle[sizeof(sandbox->dir) + 16];
+        char id[32];
+        snprintf(root, sizeof(root), "--root=%s/state", sandbox->dir);
+        snprintf(bundle, sizeof(bundle), "--bundle=%s/bundle", sandbox->dir);
+        snprintf(id, sizeof(id), "sandboxd-%u", cgroup_slot(sandbox->cgroup));
+        /* --ignore-cgroups: without it runsc moves its sentry and gofer out of the slot's
+         * cgroups into /<id> of every v1 hierarchy, and leaves those behind. */
+        char *const argv[] = {"runsc",
+                              root,
+                              "--platform=ptrace",
+                              "--network=none",
+                              "--ignore-cgroups",
+                              "run",
+                              bundle,
+                              id,
+                              NULL};
+
+        int in[2] = {-1, -1}, out[2] = {-1, -1}, errs[2] = {-1, -1}, report[2] = {-1, -1};
+        int rc = -1;
+        if (pipe2(in, O_CLOEXEC) < 0 || pipe2(out, O_CLOEXEC) < 0 || pipe2(errs, O_CLOEXEC) < 0 ||
+            pipe2(report, O_CLOEXEC) < 0) {
+                sbx_error_set(err, errno, "setup step 'exec': pipes");
+                goto out;
+        }
+        pid_t pid = fork();
+        if (pid < 0) {
+                sbx_error_set(err, errno, "setup step 'exec': fork");
+                goto out;
+        }
+        if (pid == 0)
+                exec_runsc(sandbox, (const int[3]){in[0], out[1], errs[1]}, report[1], argv);
+        sandbox->pid = pid;
+        sandbox->pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+        sbx_closep(&report[1]);
+        int code = 0;
+        ssize_t n;
+        do
+                n = read(report[0], &code, sizeof(code));
+        while (n < 0 && errno == EINTR);
+        if (n == (ssize_t)sizeof(code)) {
+                sbx_error_set(err, code, "setup step '%s': %s",
+                              code == ENOENT || code == EACCES ? "exec" : "cgroup",
+                              "could not start runsc in the sandbox's cgroups");
+                goto out;
+        }
+        if (sandbox->pidfd < 0) {
+                sbx_error_set(err, errno, "setup step 'exec': pidfd_open");
+                goto out;
+        }
+        int flags = fcntl(in[1], F_GETFL);
+        if (flags < 0 || fcntl(in[1], F_SETFL, flags | O_NONBLOCK) < 0) {
+                sbx_error_set(err, errno, "setup step 'exec': stdin");
+                goto out;
+        }
+        sandbox->stdin_fd = take_fd(&in[1]);
+        sandbox->stdout_fd = take_fd(&out[0]);
+        sandbox->stderr_fd = take_fd(&errs[0]);
+        rc = 0;
+out:
+        for (int i = 0; i < 2; i++) {
+                sbx_closep(&in[i]);
+                sbx_closep(&out[i]);
+                sbx_closep(&errs[i]);
+                sbx_closep(&report[i]);
+        }
+        return rc;
+}
+
+static int gvisor_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
+                          struct sbx_error *err)
+{
+        (void)sandbox;
+        (void)request;
+        return sbx_error_set(err, EOPNOTSUPP, "the gvisor backend has no warm pool yet");
+}
+
+static int gvisor_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        return cgroup_kill_all(sandbox->cgroup, err);
+}
+
+static int kill_callback(void *ctx, struct sbx_error *err)
+{
+        return gvisor_kill(ctx, err);
+}
+
+/* Reaps runsc and reads the program's exit from its status. */
+static int reap(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
+{
+        int status = 0;
+        pid_t got;
+        do
+                got = waitpid(sandbox->pid, &status, __WALL);
+        while (got < 0 && errno == EINTR);
+        if (got < 0)
+                return sbx_error_set(err, errno, "wait for runsc");
+        sandbox->pid = 0;
+        if (WIFSIGNALED(status)) { /* killed with its sandbox: deadline, output cap, OOM */
+                run->exited = false;
+                run->exit_code = -1;
+                run->signal = WTERMSIG(status);
+                return 0;
+        }
+        int code = WEXITSTATUS(status);
+        if (code > GVISOR_SIGNAL_EXIT_BASE && code < GVISOR_SIGNAL_EXIT_BASE + 65) {
+                run->exited = false;
+                run->exit_code = -1;
+                run->signal = code - GVISOR_SIGNAL_EXIT_BASE;
+                return 0;
+        }
+        run->exited = true;
+        run->exit_code = code;
+        run->signal = 0;
+        return 0;
+}
+
+static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
+{
+        uint64_t started = sbx_now_us();
+        struct sbx_supervise params = {
+                .stdin_fd = sandbox->stdin_fd,
+                .stdin_data = sandbox->spec->stdin_data,
+                .stdin_size = sandbox->spec->stdin_size,
+                .stdout_fd = sandbox->stdout_fd,
+                .stderr_fd = sandbox->stderr_fd,
+                .end_fd = sandbox->pidfd, /* readable once runsc has exited */
+                .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
+                .output_cap = sandbox->spec->limits.output_bytes,
+                .kill = kill_callback,
+                .kill_ctx = sandbox,
+                .cancel_fd = sandbox->spec->cancel_fd,
+                .on_output = sandbox->spec->on_output,
+                .output_ctx = sandbox->spec->output_ctx,
+        };
+        /* sbx_supervise closes these three. */
+        sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
+        int rc = sbx_supervise(&params, run, err);
+        run->wall_us = sbx_now_us() - started;
+        /* runsc is gone when it ends the run; what it started too, unless killed half-way. */
+        struct sbx_error ignored = {0};
+        if (rc < 0 || run->wall_timeout || run->output_limit || run->canceled)
+                (void)cgroup_kill_all(sandbox->cgroup, &ignored);
+        if (reap(sandbox, run, rc == 0 ? err : &ignored) < 0)
+                rc = -1;
+        return rc;
+}
+
+static int gvisor_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence *evidence,
+                                struct sbx_error *err)
+{
+        return cgroup_read_evidence(sandbox->cgroup, evidence, err);
+}
+
+static void gvisor_destroy(struct sbx_sandbox *sandbox)
+{
+        if (sandbox == NULL)
+                return;
+        struct sbx_error err = {0};
+        if (sandbox->pid > 0) {
+                if (cgroup_kill_all(sandbox->cgroup, &err) < 0)
+                        sbx_warn("destroy: %s", err.message);
+                while (waitpid(sandbox->pid, NULL, __WALL) < 0 && errno == EINTR)
+                        ;
+        }
+        sbx_closep(&sandbox->pidfd);
+        sbx_closep(&sandbox->stdin_fd);
+        sbx_closep(&sandbox->stdout_fd);
+        sbx_closep(&sandbox->stderr_fd);
+        /* Nothing of runsc's may be alive while its state goes. */
+        if (cgroup_kill_all(sandbox->cgroup, &err) < 0)
+                sbx_warn("destroy: %s", err.message);
+        remove_directory(sandbox);
+        cgroup_destroy(sandbox->cgroup);
+        free(sandbox);
+}
+
+/* A crash's orphans: their cgroups (killed, removed: runsc and everything it started is in them);
+ * a directory a crash left is removed when its slot is next used. */
+static int gvisor_reconcile(struct sbx_error *err)
+{
+        int removed = cgroup_reconcile(err);
+        if (removed > 0)
+                sbx_warn("reconcile: removed %d orphaned sandbox(es) left by an earlier crash",
+                         removed);
+        return removed < 0 ? -1 : 0;
+}
+
+const struct sbx_backend sbx_gvisor_backend = {
+        .name = "gvisor",
+        .create = gvisor_create,
+        .start = gvisor_start,
+        .acquire = gvisor_acquire,
+        .wait = gvisor_wait,
+        .kill = gvisor_kill,
+        .read_evidence = gvisor_read_evidence,
+        .destroy = gvisor_destroy,
+        .reconcile = gvisor_reconcile,
+};

@@ -1,0 +1,276 @@
+/* The OCI bundle of a gVisor sandbox (spec.h). The mount points and links are made in the bundle's
+ * root directory on the host, which runsc mounts read-only; everything the program may write is a
+ * tmpfs inside the sandbox (gVisor's own, in the sentry's memory, so it counts toward the memory
+ * cap as well as its size). */
+#define _GNU_SOURCE
+#include "sandbox/gvisor/spec.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sandbox/native/rlimit.h"
+#include "sandbox/view.h"
+#include "util/cleanup.h"
+#include "util/file.h"
+
+/* Host trees in the sandbox: read-only (what other sandboxes run), nosuid and nodev, as the native
+ * backend's binds. */
+static json_t *bind_options(void)
+{
+        return json_pack("[s,s,s,s]", "rbind", "ro", "nosuid", "nodev");
+}
+
+static int add_mount(json_t *mounts, const char *destination, const char *type, const char *source,
+                     json_t *options, struct sbx_error *err)
+{
+        json_t *mount = json_pack("{s:s,s:s,s:s,s:o}", "destination", destination, "type", type,
+                                  "source", source, "options", options);
+        if (mount == NULL || json_array_append_new(mounts, mount) < 0)
+                return sbx_error_set(err, ENOMEM, "gvisor spec: a mount");
+        return 0;
+}
+
+/* A tmpfs of size bytes: the program sees ENOSPC past it. */
+static int add_tmpfs(json_t *mounts, const char *destination, uint64_t size, const char *mode,
+                     struct sbx_error *err)
+{
+        char size_option[48];
+        snprintf(size_option, sizeof(size_option), "size=%llu", (unsigned long long)size);
+        char mode_option[16];
+        snprintf(mode_option, sizeof(mode_option), "mode=%s", mode);
+        return add_mount(mounts, destination, "tmpfs", "tmpfs",
+                         json_pack("[s,s,s,s]", size_option, mode_option, "nosuid", "nodev"), err);
+}
+
+static int make_directory_at(int dirfd, const char *path, struct sbx_error *err)
+{
+        if (mkdirat(dirfd, path, 0755) < 0 && errno != EEXIST)
+                return sbx_error_set(err, errno, "gvisor rootfs: mkdir %s", path);
+        return 0;
+}
+
+/* Recreates the host entry source at path (relative to the root) as the native backend's tree
+ * does: a link as the same link (resolved inside the sandbox), a directory or a file as a
+ * read-only bind onto a mount point made here; an absent entry is skipped (hosts differ), anything
+ * else (a socket, a device) refused. */
+static int mirror_host_entry(json_t *mounts, int rootfs_fd, const char *source, const char *path,
+                             struct sbx_error *err)
+{
+        struct stat st;
+        if (lstat(source, &st) < 0) {
+                if (errno == ENOENT)
+                        return 0;
+                return sbx_error_set(err, errno, "gvisor rootfs: lstat %s", source);
+        }
+        if (S_ISLNK(st.st_mode)) {
+                char target[PATH_MAX];
+                ssize_t n = readlink(source, target, sizeof(target));
+                if (n < 0 || (size_t)n >= sizeof(target))
+                        return sbx_error_set(err, n < 0 ? errno : ENAMETOOLONG,
+                                             "gvisor rootfs: readlink %s", source);
+                target[n] = '\0';
+                if (symlinkat(target, rootfs_fd, path) < 0)
+                        return sbx_error_set(err, errno, "gvisor rootfs: symlink %s", path);
+                return 0;
+        }
+        if (S_ISDIR(st.st_mode)) {
+                if (make_directory_at(rootfs_fd, path, err) < 0)
+                        return -1;
+        } else if (S_ISREG(st.st_mode)) {
+                _cleanup_close_ int fd =
+                        openat(rootfs_fd, path,
+                               O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+                if (fd < 0)
+                        return sbx_error_set(err, errno, "gvisor rootfs: create %s", path);
+        } else {
+                return sbx_error_set(err, EINVAL, "%s is neither a file, a directory nor a link",
+                                     source);
+        }
+        char destination[PATH_MAX];
+        snprintf(destination, sizeof(destination), "/%s", path);
+        return add_mount(mounts, destination, "bind", source, bind_options(), err);
+}
+
+static int add_runtime(json_t *mounts, int rootfs_fd, struct sbx_error *err)
+{
+        for (size_t i = 0; i < sbx_view_n_usr_required; i++) {
+                struct stat st;
+                if (lstat(sbx_view_usr_required[i], &st) < 0 || !S_ISDIR(st.st_mode))
+                        return sbx_error_set(err, ENOTDIR, "%s is not a directory",
+                                             sbx_view_usr_required[i]);
+        }
+        if (make_directory_at(rootfs_fd, "usr", err) < 0)
+                return -1;
+        for (size_t i = 0; i < sbx_view_n_usr_parts; i++) {
+                char source[32];
+                char path[32];
+                snprintf(source, sizeof(source), "/usr/%s", sbx_view_usr_parts[i]);
+                snprintf(path, sizeof(path), "usr/%s", sbx_view_usr_parts[i]);
+                if (mirror_host_entry(mounts, rootfs_fd, source, path, err) < 0)
+                        return -1;
+        }
+        for (size_t i = 0; i < sbx_view_n_aliases; i++) {
+                char source[32];
+                snprintf(source, sizeof(source), "/%s", sbx_view_aliases[i]);
+                if (mirror_host_entry(mounts, rootfs_fd, source, sbx_view_aliases[i], err) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+static int write_generated(int rootfs_fd, const struct sbx_view_file *file, struct sbx_error *err)
+{
+        _cleanup_close_ int fd = openat(rootfs_fd, file->path,
+                                        O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd < 0 || sbx_write_all(fd, file->text, strlen(file->text)) < 0)
+                return sbx_error_set(err, errno, "gvisor rootfs: write %s", file->path);
+        return 0;
+}
+
+static int add_etc(json_t *mounts, int rootfs_fd, struct sbx_error *err)
+{
+        if (make_directory_at(rootfs_fd, "etc", err) < 0 ||
+            make_directory_at(rootfs_fd, "etc/ssl", err) < 0)
+                return -1;
+        char source[PATH_MAX];
+        char path[PATH_MAX];
+        for (size_t i = 0; i < sbx_view_n_etc_host_entries; i++) {
+                snprintf(source, sizeof(source), "/etc/%s", sbx_view_etc_host_entries[i]);
+                snprintf(path, sizeof(path), "etc/%s", sbx_view_etc_host_entries[i]);
+                if (mirror_host_entry(mounts, rootfs_fd, source, path, err) < 0)
+                        return -1;
+        }
+        _cleanup_closedir_ DIR *etc = opendir("/etc");
+        if (etc == NULL)
+                return sbx_error_set(err, errno, "opendir /etc");
+        struct dirent *entry;
+        while ((errno = 0, entry = readdir(etc)) != NULL) {
+                if (strncmp(entry->d_name, SBX_VIEW_ETC_PREFIX, strlen(SBX_VIEW_ETC_PREFIX)) != 0)
+                        continue;
+                snprintf(source, sizeof(source), "/etc/%s", entry->d_name);
+                snprintf(path, sizeof(path), "etc/%s", entry->d_name);
+                if (mirror_host_entry(mounts, rootfs_fd, source, path, err) < 0)
+                        return -1;
+        }
+        if (errno != 0)
+                return sbx_error_set(err, errno, "readdir /etc");
+        for (size_t i = 0; i < sbx_view_n_etc_generated; i++)
+                if (write_generated(rootfs_fd, &sbx_view_etc_generated[i], err) < 0)
+                        return -1;
+        for (size_t i = 0; i < sbx_view_n_etc_links; i++)
+                if (symlinkat(sbx_view_etc_links[i].target, rootfs_fd, sbx_view_etc_links[i].path) <
+                    0)
+                        return sbx_error_set(err, errno, "gvisor rootfs: symlink %s",
+                                             sbx_view_etc_links[i].path);
+        return 0;
+}
+
+static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, const char *input_dir,
+                           struct sbx_error *err)
+{
+        json_t *mounts = json_array();
+        if (mounts == NULL) {
+                sbx_error_set(err, ENOMEM, "gvisor spec: mounts");
+                return NULL;
+        }
+        static const char *const mount_points[] = {
+                "proc", "sys", "dev", "tmp", "workspace", ".sandboxd", ".sandboxd/input"};
+        int rc = 0;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_points) && rc == 0; i++)
+                rc = make_directory_at(rootfs_fd, mount_points[i], err);
+        uint64_t disk = spec->limits.disk_bytes;
+        if (rc < 0 || add_mount(mounts, "/proc", "proc", "proc", json_array(), err) < 0 ||
+            /* No /sys, as under the native backend: an empty read-only tmpfs over runsc's. */
+            add_mount(mounts, "/sys", "tmpfs", "tmpfs",
+                      json_pack("[s,s,s,s,s]", "ro", "size=4096", "nosuid", "nodev", "noexec"),
+                      err) < 0 ||
+            add_runtime(mounts, rootfs_fd, err) < 0 || add_etc(mounts, rootfs_fd, err) < 0 ||
+            add_tmpfs(mounts, "/workspace", disk, "0755", err) < 0 ||
+            add_tmpfs(mounts, "/tmp", disk, "1777", err) < 0 ||
+            add_tmpfs(mounts, "/dev/shm", disk, "1777", err) < 0 ||
+            add_mount(mounts, GVISOR_INPUT_PATH, "bind", input_dir, bind_options(), err) < 0) {
+                json_decref(mounts);
+                return NULL;
+        }
+        return mounts;
+}
+
+/* The native backend's rlimits (native/rlimit.h), by their OCI names. gVisor enforces them for
+ * the sandbox's tasks itself: RLIMIT_NPROC is what stops a fork bomb there (the host's pids cgroup
+ * counts the sentry's threads and the ptrace platform's stub processes, not the program's). */
+static json_t *rlimits_json(const struct sbx_limits *limits)
+{
+        struct rlimit_setting plan[RLIMIT_PLAN_MAX];
+        size_t n = rlimit_plan(limits, plan);
+        json_t *rlimits = json_array();
+        for (size_t i = 0; rlimits != NULL && i < n; i++) {
+                /* No cap (a zero limit): gVisor's default, as JSON cannot say RLIM_INFINITY in
+                 * jansson's signed integers. */
+                if (plan[i].value.rlim_max == RLIM_INFINITY)
+                        continue;
+                json_t *one = json_pack("{s:s,s:I,s:I}", "type", plan[i].name, "soft",
+                                        (json_int_t)plan[i].value.rlim_cur, "hard",
+                                        (json_int_t)plan[i].value.rlim_max);
+                if (one == NULL || json_array_append_new(rlimits, one) < 0) {
+                        json_decref(rlimits);
+                        return NULL;
+                }
+        }
+        return rlimits;
+}
+
+static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
+{
+        json_t *args =
+                json_pack("[s,s,s,s]", "/bin/sh", "-c", GVISOR_STAGE_SCRIPT, "sandboxd-stage");
+        json_t *env = json_array();
+        json_t *rlimits = rlimits_json(&spec->limits);
+        for (size_t i = 0; args != NULL && spec->argv[i] != NULL; i++)
+                if (json_array_append_new(args, json_string(spec->argv[i])) < 0)
+                        json_decref(steal_pointer(&args));
+        for (size_t i = 0; env != NULL && spec->envp[i] != NULL; i++)
+                if (json_array_append_new(env, json_string(spec->envp[i])) < 0)
+                        json_decref(steal_pointer(&env));
+        json_t *none = json_array();
+        json_t *process = NULL;
+        if (args != NULL && env != NULL && rlimits != NULL && none != NULL)
+                process = json_pack("{s:b,s:{s:i,s:i},s:O,s:O,s:s,s:O,s:b,s:{s:O,s:O,s:O,s:O,s:O}}",
+                                    "terminal", 0, "user", "uid", 0, "gid", 0, "args", args, "env",
+                                    env, "cwd", "/workspace", "rlimits", rlimits, "noNewPrivileges",
+                                    1, "capabilities", "bounding", none, "effective", none,
+                                    "inheritable", none, "permitted", none, "ambient", none);
+        json_decref(args);
+        json_decref(env);
+        json_decref(rlimits);
+        json_decref(none);
+        if (process == NULL)
+                sbx_error_set(err, ENOMEM, "gvisor spec: the process (arguments not UTF-8?)");
+        return process;
+}
+
+json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, const char *input_dir,
+                      struct sbx_error *err)
+{
+        json_t *process = process_json(spec, err);
+        if (process == NULL)
+                return NULL;
+        json_t *mounts = mounts_json(spec, rootfs_fd, input_dir, err);
+        if (mounts == NULL) {
+                json_decref(process);
+                return NULL;
+        }
+        json_t *bundle = json_pack(
+                "{s:s,s:o,s:{s:s,s:b},s:s,s:o,s:{s:[{s:s},{s:s},{s:s},{s:s},{s:s}]}}", "ociVersion",
+                "1.0.2", "process", process, "root", "path", "rootfs", "readonly", 1, "hostname",
+                "sandbox", "mounts", mounts, "linux", "namespaces", "type", "pid", "type",
+                "network", "type", "ipc", "type", "uts", "type", "mount");
+        if (bundle == NULL)
+                sbx_error_set(err, ENOMEM, "gvisor spec");
+        return bundle;
+}

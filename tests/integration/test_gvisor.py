@@ -1,0 +1,175 @@
+"""The gVisor backend (`--backend gvisor`, src/sandbox/gvisor): a cold execution on runsc with the
+native backend's view, every cap hit for real with the cgroup's evidence and a control under it,
+and nothing of runsc left behind (the autouse leak check covers its directories, processes and
+the cgroups runsc would make itself)."""
+
+import json
+import os
+import signal
+
+import pytest
+
+from serve_helpers import NO_POOL, expect_json, expect_problem, running_server
+
+RUNSC = "/usr/bin/runsc"
+
+pytestmark = pytest.mark.skipif(
+    not os.access(RUNSC, os.X_OK),
+    reason=f"{RUNSC} is missing (scripts/install-deps.sh installs Debian's runsc)")
+
+GVISOR = ("--backend", "gvisor")
+
+
+def listing(r):
+    r.expect("ok", rc=0)
+    return json.loads(r["stdout"])
+
+
+def test_the_same_view_as_the_native_backend(run):
+    code = ("import json, os\n"
+            "print(json.dumps({'root': sorted(os.listdir('/')), 'cwd': os.getcwd(),\n"
+            "  'etc': sorted(os.listdir('/etc')), 'uid': os.getuid(),\n"
+            "  'sys': os.listdir('/sys') if os.path.isdir('/sys') else None,\n"
+            "  'home': os.environ.get('HOME'), 'usr': sorted(os.listdir('/usr'))}))")
+    native, gvisor = listing(run(code)), listing(run(code, "python", *GVISOR))
+    # The files' read-only staging directory, and /sys: an empty read-only mount over runsc's
+    # own sysfs (the native backend has none).
+    assert set(gvisor["root"]) - set(native["root"]) <= {".sandboxd", "sys"}, (native, gvisor)
+    assert set(native["root"]) <= set(gvisor["root"])
+    assert gvisor["sys"] == []
+    for key in ("cwd", "etc", "uid", "home", "usr"):
+        assert gvisor[key] == native[key], key
+    assert "shadow" not in gvisor["etc"] and "local" not in gvisor["usr"]
+
+
+def test_program_files_args_stdin_and_exit_code(run_file, run, tmp_path):
+    helper = tmp_path / "helper.sh"
+    helper.write_text("#!/bin/sh\necho helper ran\n")
+    helper.chmod(0o755)
+    r = run_file("main.py",
+                 "import subprocess, sys\n"
+                 "print(sys.argv[1:], open('helper.sh').read().splitlines()[0])\n"
+                 "print(subprocess.run(['./helper.sh'], capture_output=True, text=True).stdout,"
+                 " end='')\n"
+                 "sys.exit(3)\n",
+                 *GVISOR, "--file", str(helper), args=("a", "b c"))
+    r.expect("exit_nonzero")
+    assert r["exit_code"] == 3 and r["signal"] is None
+    assert r["stdout"] == "['a', 'b c'] #!/bin/sh\nhelper ran\n"
+    assert r["backend"] == "gvisor"
+    r = run("import sys; print(sys.stdin.read().upper(), end='')", "python", *GVISOR,
+            stdin="hello gvisor\n", stdin_via="pipe")
+    r.expect("ok", rc=0)
+    assert r["stdout"] == "HELLO GVISOR\n"
+
+
+def test_memory_cap_kills_the_sandbox_with_evidence(run):
+    hog = "x = []\nwhile True: x.append(bytearray(1 << 20))"
+    r = run(hog, "python", *GVISOR, "--memory", "64M", "--timeout", "20s")
+    r.expect("memory_limit")
+    assert r["evidence"]["oom_kills"] >= 1 and r["signal"] == signal.SIGKILL
+    control = run("x = bytearray(16 << 20); print(len(x))", "python", *GVISOR, "--memory", "64M")
+    control.expect("ok", rc=0)
+    assert control["evidence"]["oom_kills"] == 0
+
+
+def test_fork_bomb_is_refused_inside(run):
+    # The host's pids cgroup cannot be the bound (it counts the sentry's threads and the ptrace
+    # platform's stubs): RLIMIT_NPROC inside gVisor is, at pids + the native plan's margin of 8.
+    bomb = ("import os, time\nn = 0\ntry:\n"
+            "    while True:\n"
+            "        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n"
+            "        n += 1\n"
+            "except OSError as e:\n    print(n, e.errno)\n")
+    r = run(bomb, "python", *GVISOR, "--pids", "16", "--timeout", "20s")
+    r.expect("ok", rc=0)
+    forked, errno = map(int, r["stdout"].split())
+    assert errno == 11 and 8 <= forked < 16 + 8, r["stdout"]
+    control = run(bomb.replace("while True", "while n < 4"), "python", *GVISOR, "--pids", "16")
+    control.expect("ok", rc=0)
+    assert control["stdout"] == ""  # four forks, none refused
+
+
+def test_deadline_and_output_cap_kill_the_whole_sandbox(run):
+    r = run("print('spinning', flush=True)\nwhile True: pass", "python", *GVISOR,
+            "--timeout", "2s")
+    r.expect("timeout", rc=124)
+    assert r["evidence"]["wall_timeout"] and r["signal"] == signal.SIGKILL
+    assert r["stdout"] == "spinning\n"
+    assert 2000 <= r["usage"]["wall_ms"] <= 6000  # runsc, its sentry: the autouse check
+    r = run("print('y' * 5000)", "python", *GVISOR, "--output", "1000")
+    r.expect("output_limit")
+    assert r["truncated"]["stdout"] and len(r["stdout"]) == 1000
+
+
+def test_disk_cap_is_enospc_inside(run):
+    code = ("import errno\nfor path in ('/workspace/f', '/tmp/f', '/dev/shm/f'):\n"
+            "    try:\n        open(path, 'wb').write(b'x' * ({size} << 20))\n"
+            "        print(path, 'ok')\n"
+            "    except OSError as e:\n        print(path, errno.errorcode[e.errno])\n")
+    # Each is a tmpfs of its own under gVisor (one shared one natively); a file past the cap
+    # meets the tmpfs's size (ENOSPC) or RLIMIT_FSIZE, set to the same size (EFBIG), first.
+    r = run(code.format(size=12), "python", *GVISOR, "--disk", "8M")
+    r.expect("ok", rc=0)
+    words = r["stdout"].split()
+    assert words[0::2] == ["/workspace/f", "/tmp/f", "/dev/shm/f"], words
+    assert set(words[1::2]) <= {"ENOSPC", "EFBIG"}, words
+    control = run(code.format(size=4), "python", *GVISOR, "--disk", "8M")
+    assert control["stdout"].split()[1::2] == ["ok", "ok", "ok"]
+
+
+def test_no_network_but_loopback_and_nothing_of_the_host(run, canary_dir):
+    path, token = canary_dir
+    code = ("import socket, os\n"
+            "s = socket.socket(); s.bind(('127.0.0.1', 0)); s.listen()\n"
+            "c = socket.create_connection(s.getsockname()); print('loopback ok')\n"
+            "try:\n    socket.create_connection(('1.1.1.1', 80), timeout=3)\n"
+            "    print('network reached')\nexcept OSError as e:\n    print('network', e.errno)\n"
+            f"for p in ('/etc/shadow', '/root', {str(path)!r}, '/run', '/usr/local'):\n"
+            "    print(p, os.path.exists(p))\n")
+    r = run(code, "python", *GVISOR)
+    r.expect("ok", rc=0)
+    lines = r["stdout"].splitlines()
+    assert lines[0] == "loopback ok" and lines[1].startswith("network ")
+    assert all(line.endswith(" False") for line in lines[2:]), lines
+    assert token not in r["stdout"]
+
+
+def test_files_outside_workspace_are_read_only(run):
+    code = ("import errno\nfor path in ('/usr/bin/python3', '/etc/passwd', '/.sandboxd/input/x',"
+            " '/newfile'):\n"
+            "    try:\n        open(path, 'ab').close(); print(path, 'writable')\n"
+            "    except OSError as e:\n        print(path, errno.errorcode[e.errno])\n")
+    r = run(code, "python", *GVISOR)
+    r.expect("ok", rc=0)
+    for line in r["stdout"].splitlines():
+        assert line.split()[1] in ("EROFS", "EACCES", "EPERM"), line
+
+
+def test_what_it_cannot_run_yet_is_refused(cli):
+    compiled = cli("run", *GVISOR, "--lang", "c", "-c", "int main(void) { return 0; }")
+    assert compiled.returncode == 64 and b"no compile stage" in compiled.stderr
+    pooled = cli("run", *GVISOR, "--pooled", "-c", "print(1)")
+    assert pooled.returncode != 0 and b"warm" in pooled.stderr
+    unknown = cli("run", "--backend", "nope", "-c", "print(1)")
+    assert unknown.returncode == 64 and b"known: native, gvisor" in unknown.stderr
+
+
+def test_a_tier_selects_it_over_http():
+    tiers = {"both": {"languages": "python, c", "backends": "native, gvisor"},
+             "native_only": {"languages": "python"}}
+    with running_server(tiers=tiers, tenants={"acme": "both", "initech": "native_only"},
+                        pools=NO_POOL) as srv:
+        body = {"language": "python", "code": "import os\nprint(sorted(os.listdir('/sys')))",
+                "backend": "gvisor"}
+        result = expect_json(srv.post_execution(body))
+        assert result["status"] == "ok" and result["backend"] == "gvisor"
+        assert result["stdout"] == "[]\n" and result["usage"]["cpu_ms"] > 0
+        native = expect_json(srv.post_execution(dict(body, backend="native")))
+        assert native["backend"] == "native" and native["status"] == "exit_nonzero"  # no /sys
+        expect_problem(srv.post_execution(body, tenant="initech"), 403, field="backend")
+        compiled = {"language": "c", "code": "int main(void) { return 0; }", "backend": "gvisor"}
+        expect_problem(srv.post_execution(compiled), 400, field="backend")
+        languages = {entry["name"]: entry["backends"]
+                     for entry in expect_json(srv.get("/v1/languages", headers=srv.headers()))["languages"]}
+        assert languages["python"] == ["native", "gvisor"] and languages["c"] == ["native"]
