@@ -1,5 +1,9 @@
 #include "sandbox/view.h"
 
+#include <dirent.h>
+#include <errno.h>
+#include <string.h>
+
 #include "util/cleanup.h"
 
 const char *const sbx_view_usr_parts[] = {
@@ -57,3 +61,24 @@ const struct sbx_view_link sbx_view_etc_links[] = {
         {"etc/mtab", "../proc/self/mounts"}, /* df and mount read it */
 };
 const size_t sbx_view_n_etc_links = SBX_ARRAY_SIZE(sbx_view_etc_links);
+
+int sbx_view_each_etc_entry(int (*each)(const char *name, void *ctx, struct sbx_error *err),
+                            void *ctx, struct sbx_error *err)
+{
+        for (size_t i = 0; i < sbx_view_n_etc_host_entries; i++)
+                if (each(sbx_view_etc_host_entries[i], ctx, err) < 0)
+                        return -1;
+        _cleanup_closedir_ DIR *etc = opendir("/etc");
+        if (etc == NULL)
+                return sbx_error_set(err, errno, "opendir /etc");
+        struct dirent *entry;
+        while ((errno = 0, entry = readdir(etc)) != NULL) {
+                if (strncmp(entry->d_name, SBX_VIEW_ETC_PREFIX, strlen(SBX_VIEW_ETC_PREFIX)) != 0)
+                        continue;
+                if (each(entry->d_name, ctx, err) < 0)
+                        return -1;
+        }
+        if (errno != 0)
+                return sbx_error_set(err, errno, "readdir /etc");
+        return 0;
+}

@@ -7,6 +7,8 @@
 
 #include <stddef.h>
 
+#include "util/error.h"
+
 /* /usr/NAME bound read-only, nosuid, nodev (FHS 4.1-4.8, games aside; not /usr/local, the host's
  * own installs, nor /usr/src, its kernel trees). */
 extern const char *const sbx_view_usr_parts[];
@@ -21,10 +23,18 @@ extern const char *const sbx_view_aliases[];
 extern const size_t sbx_view_n_aliases;
 
 /* /etc/NAME from the host: the distribution's, identical on every host of one release; plus
- * every /etc/python3* entry (sbx_view_etc_prefix). */
+ * every /etc/python3* entry (Debian's python3 and python3.X configuration: the interpreter's
+ * sitecustomize lives there). */
 extern const char *const sbx_view_etc_host_entries[];
 extern const size_t sbx_view_n_etc_host_entries;
 #define SBX_VIEW_ETC_PREFIX "python3"
+
+/* Calls each(name, ctx, err) for every /etc entry of the host the sandbox sees: the names of
+ * sbx_view_etc_host_entries, then those /etc/python3* names the host has ("ssl/certs",
+ * "python3.11"; whether each exists is the callback's to find out). Stops at the first that
+ * returns -1, and returns -1 then (or when /etc cannot be read), else 0. */
+int sbx_view_each_etc_entry(int (*each)(const char *name, void *ctx, struct sbx_error *err),
+                            void *ctx, struct sbx_error *err);
 
 /* Written by sandboxd: path relative to the root ("etc/passwd"), and its text. */
 struct sbx_view_file {

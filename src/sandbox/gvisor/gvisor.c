@@ -35,6 +35,7 @@
 
 #include "sandbox/gvisor/spec.h"
 #include "sandbox/native/cgroup.h"
+#include "sandbox/native/native.h"
 #include "sandbox/supervise.h"
 #include "util/cleanup.h"
 #include "util/file.h"
@@ -407,15 +408,12 @@ static void gvisor_destroy(struct sbx_sandbox *sandbox)
         free(sandbox);
 }
 
-/* A crash's orphans: their cgroups (killed, removed: runsc and everything it started is in them);
- * a directory a crash left is removed when its slot is next used. */
+/* A crash's orphans are cgroups of the one slot space (runsc and everything it started is in
+ * them): the native backend's reconcile removes every one; a directory a crash left is removed
+ * when its slot is next used. */
 static int gvisor_reconcile(struct sbx_error *err)
 {
-        int removed = cgroup_reconcile(err);
-        if (removed > 0)
-                sbx_warn("reconcile: removed %d orphaned sandbox(es) left by an earlier crash",
-                         removed);
-        return removed < 0 ? -1 : 0;
+        return sbx_native_backend.reconcile(err);
 }
 
 const struct sbx_backend sbx_gvisor_backend = {

@@ -5,7 +5,6 @@
 #define _GNU_SOURCE
 #include "sandbox/gvisor/spec.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -133,33 +132,30 @@ static int write_generated(int rootfs_fd, const struct sbx_view_file *file, stru
         return 0;
 }
 
+struct etc_context {
+        json_t *mounts;
+        int rootfs_fd;
+};
+
+/* One /etc entry of the view (sandbox/view.h), mirrored from the host. */
+static int mirror_etc_entry(const char *name, void *ctx, struct sbx_error *err)
+{
+        const struct etc_context *etc = ctx;
+        char source[PATH_MAX];
+        char path[PATH_MAX];
+        snprintf(source, sizeof(source), "/etc/%s", name);
+        snprintf(path, sizeof(path), "etc/%s", name);
+        return mirror_host_entry(etc->mounts, etc->rootfs_fd, source, path, err);
+}
+
 static int add_etc(json_t *mounts, int rootfs_fd, struct sbx_error *err)
 {
         if (make_directory_at(rootfs_fd, "etc", err) < 0 ||
             make_directory_at(rootfs_fd, "etc/ssl", err) < 0)
                 return -1;
-        char source[PATH_MAX];
-        char path[PATH_MAX];
-        for (size_t i = 0; i < sbx_view_n_etc_host_entries; i++) {
-                snprintf(source, sizeof(source), "/etc/%s", sbx_view_etc_host_entries[i]);
-                snprintf(path, sizeof(path), "etc/%s", sbx_view_etc_host_entries[i]);
-                if (mirror_host_entry(mounts, rootfs_fd, source, path, err) < 0)
-                        return -1;
-        }
-        _cleanup_closedir_ DIR *etc = opendir("/etc");
-        if (etc == NULL)
-                return sbx_error_set(err, errno, "opendir /etc");
-        struct dirent *entry;
-        while ((errno = 0, entry = readdir(etc)) != NULL) {
-                if (strncmp(entry->d_name, SBX_VIEW_ETC_PREFIX, strlen(SBX_VIEW_ETC_PREFIX)) != 0)
-                        continue;
-                snprintf(source, sizeof(source), "/etc/%s", entry->d_name);
-                snprintf(path, sizeof(path), "etc/%s", entry->d_name);
-                if (mirror_host_entry(mounts, rootfs_fd, source, path, err) < 0)
-                        return -1;
-        }
-        if (errno != 0)
-                return sbx_error_set(err, errno, "readdir /etc");
+        struct etc_context etc = {mounts, rootfs_fd};
+        if (sbx_view_each_etc_entry(mirror_etc_entry, &etc, err) < 0)
+                return -1;
         for (size_t i = 0; i < sbx_view_n_etc_generated; i++)
                 if (write_generated(rootfs_fd, &sbx_view_etc_generated[i], err) < 0)
                         return -1;

@@ -19,7 +19,6 @@
 
 #include "sandbox/native/mount.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -267,27 +266,15 @@ static int setup_runtime(struct mount_context *context, struct sbx_error *err)
         return 0;
 }
 
-/* Binds every host /etc/python3* entry (Debian's python3 and python3.X configuration: the
- * interpreter's sitecustomize lives there). */
-static int mirror_python_config(struct sbx_error *err)
+/* One /etc entry of the view (sandbox/view.h), mirrored from the host. */
+static int mirror_etc_entry(const char *name, void *ctx, struct sbx_error *err)
 {
-        _cleanup_closedir_ DIR *etc = opendir("/etc");
-        if (etc == NULL)
-                return sbx_error_set(err, errno, "opendir /etc");
-        struct dirent *entry;
-        while ((errno = 0, entry = readdir(etc)) != NULL) {
-                if (strncmp(entry->d_name, SBX_VIEW_ETC_PREFIX, strlen(SBX_VIEW_ETC_PREFIX)) != 0)
-                        continue;
-                char source[PATH_MAX];
-                char path[PATH_MAX];
-                snprintf(source, sizeof(source), "/etc/%s", entry->d_name);
-                snprintf(path, sizeof(path), "etc/%s", entry->d_name);
-                if (mirror_host_entry(source, path, err) < 0)
-                        return -1;
-        }
-        if (errno != 0)
-                return sbx_error_set(err, errno, "readdir /etc");
-        return 0;
+        (void)ctx;
+        char source[PATH_MAX];
+        char path[PATH_MAX];
+        snprintf(source, sizeof(source), "/etc/%s", name);
+        snprintf(path, sizeof(path), "etc/%s", name);
+        return mirror_host_entry(source, path, err);
 }
 
 /* Step: /etc, curated: what the dynamic loader, libc and the interpreters and libraries programs
@@ -303,15 +290,7 @@ static int setup_etc(struct mount_context *context, struct sbx_error *err)
                 return -1;
         if (make_directory("etc/ssl", 0755, err) < 0)
                 return -1;
-        for (size_t i = 0; i < sbx_view_n_etc_host_entries; i++) {
-                char source[PATH_MAX];
-                char path[PATH_MAX];
-                snprintf(source, sizeof(source), "/etc/%s", sbx_view_etc_host_entries[i]);
-                snprintf(path, sizeof(path), "etc/%s", sbx_view_etc_host_entries[i]);
-                if (mirror_host_entry(source, path, err) < 0)
-                        return -1;
-        }
-        if (mirror_python_config(err) < 0)
+        if (sbx_view_each_etc_entry(mirror_etc_entry, NULL, err) < 0)
                 return -1;
         for (size_t i = 0; i < sbx_view_n_etc_generated; i++)
                 if (write_new_file(sbx_view_etc_generated[i].path, sbx_view_etc_generated[i].text,
