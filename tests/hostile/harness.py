@@ -90,6 +90,12 @@ Optional fields ADDED by the harness (all optional, nothing above renamed):
                                    (what another layer still guarantees), control not run
     [without_kernel.FEATURE.expect]   replaces those keys of [expect]
     [without_kernel.FEATURE.control]  replaces those keys of [control]
+  [backend.gvisor]                 how the payload is judged on the gVisor backend (--backends),
+                                   where it differs from the native one (every difference is a
+                                   finding, explained here and in README's findings):
+    reason = "..."                 required: what differs, and what still contains the payload
+    skip = true                    it cannot apply to that backend (not run there)
+    [backend.gvisor.expect]        replaces those keys of [expect] for that backend's run
   fail_step = "seccomp"            run the payload with `--test-fail-step STEP` (fail-closed tests);
                                    also its [before] run and its without:<layer> control, if any
   [expect]
@@ -175,6 +181,7 @@ flipped. A payload passes when it is contained and its control flipped. Exit sta
 
 import argparse
 import concurrent.futures
+import copy
 import ctypes
 import fcntl
 import json
@@ -203,7 +210,12 @@ SANDBOXD_COMPILED = ("cpp", "rust", "go")
 LANGUAGES = ("python", "bash", "sh", "c") + SANDBOXD_COMPILED
 KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "args", "stdin",
                 "probes", "expect", "control", "exclusive", "cflags", "files", "stdin_file",
-                "host_timeout", "before", "fail_step", "stdin_repeat", "without_kernel", "session"}
+                "host_timeout", "before", "fail_step", "stdin_repeat", "without_kernel", "session",
+                "backend"}
+# The backends a payload runs on besides the native one (--backends): `sandboxd run --backend`.
+OTHER_BACKENDS = ("gvisor",)
+BACKEND_FIELDS = {"reason", "skip", "expect"}
+RUNSC = "/usr/bin/runsc"  # src/sandbox/gvisor/gvisor.c
 KERNEL_FEATURES = ("landlock", "landlock_scope", "ia32", "tmpfs_user_xattr")
 VARIANT_FIELDS = {"reason", "skip", "needs", "expect", "control"}
 EXPECT_FIELDS = {"status", "evidence", "reports", "stdout_max", "stdout_len", "stderr_max",
@@ -539,6 +551,16 @@ class Payload:
             unknown = set(variant) - VARIANT_FIELDS
             if unknown:
                 self.warnings.append(f"unknown without_kernel.{feature} fields {sorted(unknown)}")
+        # By backend name: {"reason", "skip" or "expect"}: how the payload is judged there.
+        self.backends = dict(decl.get("backend", {}))
+        for name, variant in self.backends.items():
+            if name not in OTHER_BACKENDS:
+                raise DeclarationError(f"{toml_path}: backend.{name}: not one of {OTHER_BACKENDS}")
+            if not isinstance(variant, dict) or not variant.get("reason"):
+                raise DeclarationError(f"{toml_path}: backend.{name} needs a reason")
+            unknown = set(variant) - BACKEND_FIELDS
+            if unknown:
+                self.warnings.append(f"unknown backend.{name} fields {sorted(unknown)}")
         self.variants = []  # (feature, reason) that apply on this kernel: apply_kernel()
         self.skip_reason = None
         self.control_skip_reason = None
@@ -767,6 +789,7 @@ class Harness:
         self.pooled = not args.no_pooled
         self.pooled_languages = (set(args.pooled_languages.split(","))
                                  if args.pooled_languages else None)
+        self.backends = [b for b in (args.backends or "").split(",") if b and b != "native"]
         self.workdir = tempfile.mkdtemp(prefix="sandboxd-hostile-")
         os.chmod(self.workdir, 0o711)  # the outside control's uid must traverse to its own dir
         # In use while this process lives: the leak audit passes over held temp dirs.
@@ -1678,6 +1701,28 @@ def scaled_deadline(payload, limits):
     return dict(limits, timeout=f"{round(deadline_s * 1000)}ms")
 
 
+def backend_eligible(payload, backend):
+    """Whether the payload runs on backend too, and why not: a session, a setup step forced to
+    fail (the native backend's steps) and sandboxd's compile stage are the native backend's
+    alone today; a payload may say it cannot apply ([backend.NAME] skip)."""
+    variant = payload.backends.get(backend, {})
+    if variant.get("skip"):
+        return False, variant["reason"]
+    if payload.session or payload.fail_step or payload.language in SANDBOXD_COMPILED:
+        return False, "sessions, fail steps and compile stages are the native backend's alone"
+    return True, None
+
+
+def judged_on(payload, backend):
+    """The payload as judged on backend: its [expect] with the backend's replacements."""
+    variant = payload.backends.get(backend, {})
+    if not variant.get("expect"):
+        return payload
+    judged = copy.copy(payload)
+    judged.expect = dict(payload.expect, **variant["expect"])
+    return judged
+
+
 def run_payload(harness, payload, with_control, lock):
     entry = {"name": payload.name, "class": payload.klass, "backend": "native",
              "description": payload.description, "language": payload.language,
@@ -1711,6 +1756,24 @@ def run_payload(harness, payload, with_control, lock):
             if not p_contained:
                 entry["contained"] = False
                 entry["reasons"] = entry["reasons"] + [f"pooled: {r}" for r in p_reasons]
+        for backend in harness.backends:
+            eligible, why_not = backend_eligible(payload, backend)
+            if not eligible:
+                entry.setdefault("backends_skipped", {})[backend] = why_not
+                continue
+            # The same payload on another isolation boundary: a disagreement is a finding.
+            judged = judged_on(payload, backend)
+            b_outcome, b_before, b_clean, b_findings = harness.execute(
+                payload, "sandbox", limits, ["--backend", backend], payload.args, payload.stdin)
+            b_contained, b_reasons, b_evidence = judge(judged, b_outcome, b_before, b_clean,
+                                                       b_findings)
+            entry["paths"].append(backend)
+            entry[backend] = {"contained": b_contained, "reasons": b_reasons,
+                              "evidence": b_evidence, "command": b_outcome.host.get("command"),
+                              "variant": payload.backends.get(backend, {}).get("reason")}
+            if not b_contained:
+                entry["contained"] = False
+                entry["reasons"] = entry["reasons"] + [f"{backend}: {r}" for r in b_reasons]
         if harness.verbose and outcome.result:
             entry["result"] = outcome.result
         if with_control and payload.control_skip_reason:
@@ -1768,6 +1831,10 @@ def run_payload(harness, payload, with_control, lock):
     else:
         control_text = "control=" + ("flipped" if entry["control_flipped"] else "NOT-FLIPPED")
     summary = summarise(payload, entry["evidence"]) if entry.get("evidence") else ""
+    for backend in harness.backends:
+        if backend in entry.get("paths", []):
+            control_text += f"  {backend}=" + ("agrees" if entry[backend]["contained"]
+                                               else "DISAGREES")
     line = f"{payload.klass:<11} {payload.name:<28} {verdict:<9} {summary}  {control_text}" \
            f"  ({entry['duration_s']}s)"
     for feature, reason in payload.variants:
@@ -1820,6 +1887,9 @@ def main():
     parser.add_argument("-j", type=int, default=2, help="payloads in parallel (default 2)")
     parser.add_argument("--pooled-languages", metavar="LANG[,LANG]",
                         help="run only these languages' payloads pooled too (default: all)")
+    parser.add_argument("--backends", default=None, metavar="NAME[,NAME]",
+                        help="the backends every eligible payload runs on (default: native, and "
+                             "gvisor where runsc is installed)")
     parser.add_argument("--host-time-scale", type=float, default=1.0,
                         help="multiply the upper bounds on host.*wall_ms and the deadline of "
                              "payloads that must not time out (a slow, emulated host; default 1)")
@@ -1829,6 +1899,17 @@ def main():
     args = parser.parse_args()
     global HOST_TIME_SCALE
     HOST_TIME_SCALE = args.host_time_scale
+    if args.backends is None:
+        args.backends = "native"
+        if os.access(RUNSC, os.X_OK):
+            args.backends += ",gvisor"
+        else:
+            say(f"SKIP the gvisor backend's runs: {RUNSC} is missing (scripts/install-deps.sh "
+                f"installs Debian's runsc)")
+    unknown = set(args.backends.split(",")) - {"native", *OTHER_BACKENDS}
+    if unknown:
+        print(f"harness.py: unknown backend {', '.join(sorted(unknown))}", file=sys.stderr)
+        return 2
     if os.geteuid() != 0:
         print("harness.py: must run as root", file=sys.stderr)
         return 2
@@ -1920,6 +2001,15 @@ def main():
     variant = sum(1 for e in entries if e.get("without_kernel") and not e.get("skipped"))
     say(f"duration {duration:.1f}s, {len(selected)} payloads, controls "
         f"{'skipped' if args.no_controls else 'run'}")
+    for backend in harness.backends:
+        ran = [e for e in entries if backend in e.get("paths", [])]
+        agree = sum(1 for e in ran if e[backend]["contained"])
+        not_run = [e.get("backends_skipped", {}).get(backend) for e in entries
+                   if backend not in e.get("paths", []) and e.get("class") != "audit"]
+        pending = sum(1 for why in not_run if why and why.startswith("pending"))
+        say(f"{backend}: {len(ran)} payloads run, {agree} agree with the native backend; "
+            f"not run: {pending} pending a fix or an explanation (their [backend.{backend}]), "
+            f"{len(not_run) - pending} that cannot apply there")
     say(f"{passed} passed ({variant} judged without a kernel feature, {skipped} skipped), "
         f"{failed} failed")
     return 1 if failed else 0

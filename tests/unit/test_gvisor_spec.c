@@ -13,8 +13,10 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <sys/capability.h>
 
 #include "sandbox/gvisor/spec.h"
+#include "sandbox/native/caps.h"
 #include "util/file.h"
 
 #define MIB (1024ull * 1024ull)
@@ -101,12 +103,24 @@ static void test_the_process(void **state)
         assert_string_equal(json_string_value(json_object_get(process, "cwd")), "/workspace");
         assert_true(json_is_true(json_object_get(process, "noNewPrivileges")));
         assert_false(json_is_true(json_object_get(process, "terminal")));
-        /* No capability in any set. */
-        const char *key;
-        const json_t *set;
-        json_object_foreach((json_t *)json_object_get(process, "capabilities"), key, set)
-                assert_int_equal(json_array_size(set), 0);
-        assert_int_equal(json_object_size(json_object_get(process, "capabilities")), 5);
+        /* The native root's capabilities, nothing inheritable or ambient. */
+        const json_t *caps = json_object_get(process, "capabilities");
+        assert_int_equal(json_object_size(caps), 5);
+        const char *const root_sets[] = {"bounding", "effective", "permitted"};
+        for (size_t i = 0; i < 3; i++) {
+                uint64_t mask = 0;
+                size_t index;
+                const json_t *name;
+                json_array_foreach(json_object_get(caps, root_sets[i]), index, name)
+                {
+                        cap_value_t cap;
+                        assert_int_equal(cap_from_name(json_string_value(name), &cap), 0);
+                        mask |= 1ULL << cap;
+                }
+                assert_int_equal(mask, CAPS_ROOT_SET_MASK);
+        }
+        assert_int_equal(json_array_size(json_object_get(caps, "inheritable")), 0);
+        assert_int_equal(json_array_size(json_object_get(caps, "ambient")), 0);
 }
 
 static void test_rlimits_are_the_native_plan(void **state)

@@ -57,8 +57,10 @@
 #define GVISOR_MEMORY_OVERHEAD_BYTES (48ull << 20)
 
 /* The host's pids cap: the program's pids (bound inside by RLIMIT_NPROC), each with its ptrace
- * stub and threads, and the sentry's and gofer's threads (pids.peak is 130 for print(1)). */
-#define GVISOR_HOST_PIDS(pids) ((pids)*4 + 256)
+ * stubs and threads, and the sentry's and gofer's threads (pids.peak is 130 for print(1), and a
+ * shell script of 16 pids reached 4 x 16 + 256 and was refused a stub: a sentry refused a thread
+ * may die). */
+#define GVISOR_HOST_PIDS(pids) ((pids)*16 + 512)
 
 /* runsc's exit status for a program killed by signal N is 128 + N, the shell's convention: a
  * program that exits with such a code itself reads the same (a difference from the native

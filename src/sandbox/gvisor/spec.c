@@ -221,6 +221,10 @@ static json_t *rlimits_json(const struct sbx_limits *limits)
         return rlimits;
 }
 
+const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES] = {
+        "CAP_CHOWN", "CAP_DAC_OVERRIDE", "CAP_FOWNER", "CAP_KILL", "CAP_SETGID", "CAP_SETUID",
+};
+
 static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
 {
         json_t *args =
@@ -234,17 +238,21 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
                 if (json_array_append_new(env, json_string(spec->envp[i])) < 0)
                         json_decref(steal_pointer(&env));
         json_t *none = json_array();
+        json_t *root_set = json_array();
+        for (size_t i = 0; root_set != NULL && i < GVISOR_ROOT_CAPABILITIES; i++)
+                json_array_append_new(root_set, json_string(gvisor_root_capabilities[i]));
         json_t *process = NULL;
-        if (args != NULL && env != NULL && rlimits != NULL && none != NULL)
+        if (args != NULL && env != NULL && rlimits != NULL && none != NULL && root_set != NULL)
                 process = json_pack("{s:b,s:{s:i,s:i},s:O,s:O,s:s,s:O,s:b,s:{s:O,s:O,s:O,s:O,s:O}}",
                                     "terminal", 0, "user", "uid", 0, "gid", 0, "args", args, "env",
                                     env, "cwd", "/workspace", "rlimits", rlimits, "noNewPrivileges",
-                                    1, "capabilities", "bounding", none, "effective", none,
-                                    "inheritable", none, "permitted", none, "ambient", none);
+                                    1, "capabilities", "bounding", root_set, "effective", root_set,
+                                    "inheritable", none, "permitted", root_set, "ambient", none);
         json_decref(args);
         json_decref(env);
         json_decref(rlimits);
         json_decref(none);
+        json_decref(root_set);
         if (process == NULL)
                 sbx_error_set(err, ENOMEM, "gvisor spec: the process (arguments not UTF-8?)");
         return process;

@@ -2,11 +2,11 @@
  * root directory, made by sandboxd for each sandbox. The view is the native backend's
  * (sandbox/view.h): the host's runtime parts bound read-only, nosuid, nodev; a curated /etc with
  * generated accounts; tmpfs of disk_bytes each at /workspace, /tmp and /dev/shm; an empty
- * read-only /sys (runsc would mount its own sysfs); no network but loopback; no capabilities,
- * no_new_privs; the rlimits of the native backend's plan (native/rlimit.h). No cgroupsPath:
- * runsc runs inside the slot's cgroups, which gvisor.c moves it into (runsc 2022-12 given a
- * cgroupsPath makes directories in every v1 hierarchy and never joins the hybrid layout's unified
- * one, where sandboxd reads CPU). */
+ * read-only /sys (runsc would mount its own sysfs); no network but loopback; the native root's
+ * capabilities, no_new_privs; the rlimits of the native backend's plan (native/rlimit.h). No
+ * cgroupsPath: runsc runs inside the slot's cgroups, which gvisor.c moves it into (runsc 2022-12
+ * given a cgroupsPath makes directories in every v1 hierarchy and never joins the hybrid layout's
+ * unified one, where sandboxd reads CPU). */
 #pragma once
 
 #include <jansson.h>
@@ -19,8 +19,22 @@
 #define GVISOR_INPUT_PATH "/.sandboxd/input"
 
 /* The stage script: the container's process is /bin/sh -c GVISOR_STAGE_SCRIPT sandboxd-stage
- * ARGV..., which copies the files (modes kept) and execs ARGV in /workspace. */
-#define GVISOR_STAGE_SCRIPT "cp -pR " GVISOR_INPUT_PATH "/. /workspace/ && exec \"$@\""
+ * ARGV..., which copies the files (modes kept) and runs ARGV in /workspace with the environment
+ * it was given (the shell's own PWD unset) and no_new_privs (runsc 2022-12 does not set it from
+ * the spec's noNewPrivileges; its exec honours setuid bits all the same, inside its own kernel:
+ * hostile payload setuid_filecaps). The shell stays pid 1, the sandbox's init, as the native
+ * backend's init is: the program is not pid 1 (kill(-1), ptrace and signals to pid 1 see what they
+ * see natively), and when it exits, the shell exits with its status and the sandbox ends with
+ * everything it started. */
+#define GVISOR_STAGE_SCRIPT                                                                        \
+        "cp -pR " GVISOR_INPUT_PATH "/. /workspace/ || exit 125; unset PWD; "                      \
+        "setpriv --no-new-privs -- \"$@\"; exit $?"
+
+/* The capabilities the sandbox's root keeps, by their OCI names: the native backend's set
+ * (native/caps.h, CAPS_ROOT_SET_MASK; a unit test checks they agree), so that chown and
+ * subprocess(user=...) work as there. */
+#define GVISOR_ROOT_CAPABILITIES 6
+extern const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES];
 
 /* Makes the bundle's root directory in rootfs_fd (an empty directory): the mount points, the
  * host's top-level links into /usr, the /etc links and generated files; and returns the runtime
