@@ -130,7 +130,9 @@ static int make_directory(struct sbx_sandbox *sandbox, struct sbx_error *err)
                 return sbx_error_set(err, errno, "open %s", GVISOR_RUN_DIR);
         char slot[16];
         snprintf(slot, sizeof(slot), "%u", cgroup_slot(sandbox->cgroup));
-        if (sbx_remove_tree_at(run_fd, slot, err) < 0 || mkdirat(run_fd, slot, 0700) < 0)
+        if (sbx_remove_tree_at(run_fd, slot, err) < 0)
+                return -1;
+        if (mkdirat(run_fd, slot, 0700) < 0)
                 return sbx_error_set(err, errno, "mkdir %s/%s", GVISOR_RUN_DIR, slot);
         snprintf(sandbox->dir, sizeof(sandbox->dir), "%s/%s", GVISOR_RUN_DIR, slot);
         _cleanup_close_ int dir_fd =
