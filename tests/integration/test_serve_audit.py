@@ -141,8 +141,10 @@ def test_rejected_request_leaves_no_record(srv):
     shape is unknown."""
     before = len(audit_rows(srv.data_dir))
     expect_problem(srv.post_execution({"language": "cobol", "code": "x"}), 400)
+    expect_problem(srv.post_execution({"language": "python", "code": "x",
+                                       "backend": "firecracker"}), 400)
     expect_problem(srv.post_execution({"language": "python", "code": "x", "backend": "gvisor"}),
-                   400)
+                   403)  # a backend the tier does not allow
     expect_problem(srv.post_execution({"language": "python", "code": "x"}, token="sbx_nope"), 401)
     expect_problem(srv.get_execution("1" * 32), 404)
     assert len(audit_rows(srv.data_dir)) == before
