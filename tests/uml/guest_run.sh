@@ -21,7 +21,10 @@ session=""
 # test_pool_equivalence.py that hit a cap, each kind of entry, not its cases about a program's
 # bytes, exit paths or node's module loading, ~100 s more there that test no cgroup; a
 # session's memory cap, which must kill its interpreter and not its agent: memory.oom.group;
-# an RL episode's, whose step reads the counters through files kept open).
+# an RL episode's, whose step reads the counters through files kept open). Not bash_pids: bash
+# gives up a refused fork when its 1 s retry sleep is cut short, a host-speed bound that qemu's
+# emulation missed once (exit 254); a pooled entry's pids cap stays covered by fork_limit (the same
+# cgroup file, set at acquire), and the hostile resource class's fork bombs hit it in both guests.
 # Files or node ids, relative to tests/integration (read with globbing off: ids have brackets).
 integration_subset="test_cgroups.py test_limits.py
         test_pool_equivalence.py::test_pooled_equals_cold[memory_bomb]
@@ -30,7 +33,6 @@ integration_subset="test_cgroups.py test_limits.py
         test_pool_equivalence.py::test_pooled_equals_cold[output_flood]
         test_pool_equivalence.py::test_node_loader_equals_cold[timeout]
         test_pool_equivalence.py::test_an_exec_entry_equals_cold[bash_memory]
-        test_pool_equivalence.py::test_an_exec_entry_equals_cold[bash_pids]
         test_pool_equivalence.py::test_an_exec_entry_equals_cold[bash_timeout]
         test_pool_equivalence.py::test_pool_entry_has_every_layer
         test_session_cli.py::test_memory_cap_restarts_the_interpreter
