@@ -53,7 +53,7 @@
 #define GVISOR_MAX_SLOTS 4096
 
 /* The sentry's and gofer's own memory on top of the program's cap: python3 -c 'print(1)' peaks
- * at 26-28 MiB in the sandbox's cgroup, of which the interpreter is ~7 MiB natively. */
+ * at 26-28 MiB in the sandbox's cgroup, of which the interpreter is 4-5 MiB natively. */
 #define GVISOR_MEMORY_OVERHEAD_BYTES (48ull << 20)
 
 /* The host's pids cap: the program's pids (bound inside by RLIMIT_NPROC), each with its ptrace
