@@ -8,6 +8,12 @@
 #   then each file's bytes in order. argv[0] is this interpreter; flags hold "x" when the file
 #   is executable.
 #
+# Under the gVisor backend no fd but 0, 1 and 2 reaches the sandbox, and sandboxd starts it with
+# the argument "stdio": the channel is stdin, "R" goes to stdout before anything else, and the
+# header ends with the rlimits to set, which the loader sets itself (no prlimit reaches into
+# gVisor's kernel): their count, then each resource's number, soft and hard value. The rest of
+# stdin is the program's.
+#
 # It writes the files into /workspace, closes fd 3 and runs the program as `python3 main.py`
 # would: as __main__, with sys.argv, __file__, sys.path[0], stdin, exceptions (traceback on
 # stderr, exit 1), sys.exit codes, threads, atexit handlers and output flushing the same. A
@@ -21,12 +27,14 @@ import atexit
 import os
 import sys
 
-AGENT_FD = 3
+STDIO = sys.argv[1:] == ["stdio"]
+AGENT_FD = 0 if STDIO else 3
 
 
 def read_exactly(size):
     chunks = []
     while size > 0:
+        # Never more than asked: on stdin, what follows the execution is the program's.
         chunk = os.read(AGENT_FD, min(size, 1 << 20))
         if not chunk:
             raise EOFError("agent channel closed")
@@ -48,6 +56,9 @@ def receive():
     files = [(next(fields), int(next(fields)), b"x" in next(fields))
              for _ in range(int(next(fields)))]
     main = os.fsdecode(next(fields))
+    items(next(fields))  # the limits: applied already, by the cgroup and prlimit or below
+    if STDIO:
+        set_rlimits([int(next(fields)) for _ in range(3 * int(next(fields)))])
     source = None
     for path, size, executable in files:
         data = read_exactly(size)
@@ -59,8 +70,20 @@ def receive():
             out.write(data)
         if os.fsdecode(target) == main:
             source = data
-    os.close(AGENT_FD)
+    if not STDIO:
+        os.close(AGENT_FD)
     return argv, env, main, source
+
+
+def set_rlimits(numbers):
+    # resource is imported here only: a native entry's limits came by prlimit. A limit already
+    # as asked is left alone: gVisor refuses (EPERM) any setrlimit of SIGPENDING, which the
+    # entry's spec has set as every execution's.
+    import resource
+    for i in range(0, len(numbers), 3):
+        limit = tuple(n if n < 1 << 63 else resource.RLIM_INFINITY for n in numbers[i + 1:i + 3])
+        if resource.getrlimit(numbers[i]) != limit:
+            resource.setrlimit(numbers[i], limit)
 
 
 def user_traceback(exc, main):
@@ -132,5 +155,5 @@ def run(argv, env, main, source):
         return 1
 
 
-os.write(AGENT_FD, b"R")
+os.write(1 if STDIO else AGENT_FD, b"R")
 finish(run(*receive()))

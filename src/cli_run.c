@@ -499,7 +499,8 @@ int cli_run(int argc, char **argv)
                 struct sbx_pool_entry *entry = NULL;
                 if (!sbx_pool_request_eligible(&request)) {
                         fprintf(stderr, "sandboxd run: --pooled: this request cannot use a warm "
-                                        "pool (language, disk size, test flags or PYTHON* env)\n");
+                                        "pool (language on its backend, disk size, test flags "
+                                        "or PYTHON* env)\n");
                         return CLI_EXIT_USAGE;
                 }
                 rc = sbx_pool_entry_create(request.language, request.backend, &entry, &err);

@@ -273,6 +273,7 @@ int cli_serve(int argc, char **argv)
                         continue; /* off */
                 pools[n_pools++] = (struct sbx_engine_pool){
                         .language = config.pools[i].language,
+                        .backend = config.pools[i].backend,
                         .sessions = config.pools[i].sessions,
                         .min_idle = (unsigned)config.pools[i].min_idle,
                         .max_idle = (unsigned)config.pools[i].max_idle,

@@ -603,8 +603,9 @@ bool sbx_pool_request_eligible(const struct sbx_request *request)
                 return false;
         if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
                 return false;
-        /* Warm pools are the default backend's (engine/worker.c makes their entries). */
-        if (request->backend != NULL && strcmp(request->backend, SBX_BACKEND_DEFAULT) != 0)
+        const char *backend = request->backend != NULL ? request->backend : SBX_BACKEND_DEFAULT;
+        if (sbx_backend_name_find(backend) == NULL ||
+            !sbx_backend_pools_language(backend, language))
                 return false;
         const struct loader *loader = loader_of(language);
         if (loader == NULL)
@@ -629,9 +630,10 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
         if (!sbx_pool_supports(language_name))
                 return sbx_error_set(err, EINVAL, "no warm pool for language '%s'", language_name);
         const struct sbx_backend *backend = sbx_backend_find(backend_name);
-        if (backend == NULL || backend->acquire == NULL)
-                return sbx_error_set(err, EINVAL, "backend '%s' has no warm pools",
-                                     backend_name ? backend_name : "");
+        if (backend == NULL || backend->acquire == NULL ||
+            !sbx_backend_pools_language(backend->name, sbx_language_find(language_name)))
+                return sbx_error_set(err, EINVAL, "backend '%s' has no warm pool for '%s'",
+                                     backend_name ? backend_name : "", language_name);
         struct sbx_pool_entry *entry = calloc(1, sizeof(*entry));
         if (entry == NULL)
                 return sbx_error_set(err, ENOMEM, "allocate a pool entry");
@@ -707,9 +709,12 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
 {
         char id[SBX_EXECUTION_ID_CHARS + 1];
         _cleanup_(plan_free) struct execution_plan plan = {0};
-        if (!sbx_pool_request_eligible(request)) {
+        /* Never another boundary than the one asked for. */
+        const char *backend_name = request->backend ? request->backend : SBX_BACKEND_DEFAULT;
+        if (!sbx_pool_request_eligible(request) ||
+            strcmp(entry->backend->name, backend_name) != 0) {
                 sbx_pool_entry_destroy(entry);
-                return sbx_error_set(err, EINVAL, "request cannot use a warm pool entry");
+                return sbx_error_set(err, EINVAL, "request cannot use this warm pool entry");
         }
         if (sbx_execution_id_new(id, err) < 0 || plan_execution(request, &plan, err) < 0) {
                 sbx_pool_entry_destroy(entry);

@@ -29,18 +29,18 @@ struct sbx_pool_entry;
 /* Whether language can have a warm pool (every known one can). */
 bool sbx_pool_supports(const char *language);
 
-/* Whether request can run in a pool entry: a known language, the pool's disk size, no test
- * hooks; for a loader's language also a memory cap its waiting interpreter fits under (32 MiB
- * for python, 96 MiB for node) and no PYTHON* or NODE_* variables (they act at interpreter
- * start-up). Others run cold. */
+/* Whether request can run in a pool entry: a known language its backend has entries for
+ * (sbx_backend_pools_language), the pool's disk size, no test hooks; for a loader's language also a
+ * memory cap its waiting interpreter fits under (32 MiB for python, 96 MiB for node) and no PYTHON*
+ * or NODE_* variables (they act at interpreter start-up). Others run cold. */
 bool sbx_pool_request_eligible(const struct sbx_request *request);
 
 /* Creates and starts a pool entry for language on backend (NULL = native). */
 int sbx_pool_entry_create(const char *language, const char *backend, struct sbx_pool_entry **out,
                           struct sbx_error *err);
 
-/* Runs request in entry, which it consumes (destroyed afterwards, also on failure). Returns like
- * sbx_execute; result->pooled is true. */
+/* Runs request in entry, which it consumes (destroyed afterwards, also on failure): an eligible
+ * request of the entry's backend. Returns like sbx_execute; result->pooled is true. */
 int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_request *request,
                            struct sbx_result *result, struct sbx_error *err);
 

@@ -27,7 +27,7 @@ static void spawn_pool_worker(struct engine *e, const struct sbx_engine_pool *po
         struct sbx_error err = {0};
         struct worker *w = engine_fork_worker(e, POOL_WORKER, 0, pool, &err);
         if (w == NULL)
-                sbx_warn("engine: pool %s: %s", pool->language, err.message);
+                sbx_warn("engine: pool %s (%s): %s", pool->language, pool->backend, err.message);
         else
                 w->spawned_us = sbx_now_us();
 }
@@ -57,12 +57,14 @@ void pools_maintain(struct engine *e)
         }
 }
 
-struct worker *pools_find_ready(struct engine *e, const char *language, bool sessions)
+struct worker *pools_find_ready(struct engine *e, const char *language, const char *backend,
+                                bool sessions)
 {
         for (size_t i = 0; i < e->n_workers; i++) {
                 struct worker *w = &e->workers[i];
                 if (pool_worker_idle(w) && w->ready && w->pool->sessions == sessions &&
-                    strcmp(w->pool->language, language) == 0)
+                    strcmp(w->pool->language, language) == 0 &&
+                    strcmp(w->pool->backend, backend) == 0)
                         return w;
         }
         return NULL;

@@ -54,6 +54,7 @@
 /* One warm pool: pool workers, each holding a sandbox whose loader waits for one execution. */
 struct sbx_engine_pool {
         const char *language; /* sbx_pool_supports() */
+        const char *backend;  /* a name of model/backend.h (sbx_backend_pools_language) */
         bool sessions;        /* its entries are sessions opened ahead of an OPEN (python, bash) */
         unsigned min_idle;    /* idle entries kept ready; 0 = the pool is off */
         unsigned max_idle;    /* never more idle entries than this */

@@ -51,10 +51,12 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
  * "R" could not be said. */
 int sbx_worker_await_assignment(int control_fd, int cancel_fd, struct sbx_message *message);
 
-/* Makes a warm sandbox for language, says "R" on control_fd, waits for the engine to forward one
- * RUN on it (or for SIGTERM: retire, nothing run), then runs it as above. Never returns. */
+/* Makes a warm sandbox for language on backend, says "R" on control_fd, waits for the engine to
+ * forward one RUN on it (or for SIGTERM: retire, nothing run), then runs it as above. Never
+ * returns. */
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
-                                            int control_fd, const char *language);
+                                            int control_fd, const char *language,
+                                            const char *backend);
 
 /* What a session worker takes as "cancel the run of request R" (SIGTERM ends the session): the
  * engine queues it with R as its value (engine_signal_worker_value), because the cancel may come

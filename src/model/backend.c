@@ -40,3 +40,10 @@ bool sbx_backend_runs_language(const char *name, const struct sbx_language *lang
 {
         return strcmp(name, GVISOR) != 0 || !sbx_language_compiles(language);
 }
+
+bool sbx_backend_pools_language(const char *name, const struct sbx_language *language)
+{
+        if (strcmp(name, GVISOR) != 0)
+                return true;
+        return language->loader != NULL && strcmp(language->loader, "python") == 0;
+}

@@ -24,3 +24,8 @@ struct sbx_language;
 /* Whether the backend called name (a name of this list) runs language: the gvisor backend has
  * no compile stage yet, so it runs the interpreted languages only. */
 bool sbx_backend_runs_language(const char *name, const struct sbx_language *language);
+
+/* Whether the backend called name (a name of this list) has warm-pool entries for language: the
+ * native backend for every language; the gvisor backend for the languages whose loader takes its
+ * execution on stdin (sandbox/agent.h), Python's: no exec entries there yet. */
+bool sbx_backend_pools_language(const char *name, const struct sbx_language *language);

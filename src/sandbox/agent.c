@@ -10,9 +10,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "sandbox/native/rlimit.h"
 #include "util/buffer.h"
-#include "util/parse.h"
 #include "util/file.h"
+#include "util/parse.h"
 
 /* The header never holds file contents, only names and numbers, and every request field in it is
  * bounded (SBX_MAX_* of engine/execution.h): 4 MiB is far beyond any valid one. */
@@ -30,7 +31,8 @@ static int put_number(struct sbx_buffer *header, uint64_t value)
         return put_field(header, text);
 }
 
-static int build_header(const struct sbx_spec *spec, struct sbx_buffer *header)
+static int build_header(const struct sbx_spec *spec, enum sbx_agent_channel channel,
+                        struct sbx_buffer *header)
 {
         size_t n_argv = 0, n_env = 0;
         while (spec->argv[n_argv] != NULL)
@@ -56,16 +58,29 @@ static int build_header(const struct sbx_spec *spec, struct sbx_buffer *header)
         rc = rc < 0 ? rc : put_number(header, SBX_LIMIT_COUNT);
         for (size_t i = 0; i < SBX_LIMIT_COUNT && rc == 0; i++)
                 rc = put_number(header, sbx_limit_get(&spec->limits, &sbx_limit_fields[i]));
+        if (channel == SBX_AGENT_STDIN) {
+                struct rlimit_setting plan[RLIMIT_PLAN_MAX];
+                size_t n = rlimit_plan(&spec->limits, plan);
+                rc = rc < 0 ? rc : put_number(header, n);
+                for (size_t i = 0; i < n && rc == 0; i++) {
+                        rc = put_number(header, (uint64_t)plan[i].resource);
+                        rc = rc < 0 ? rc : put_number(header, plan[i].value.rlim_cur);
+                        rc = rc < 0 ? rc : put_number(header, plan[i].value.rlim_max);
+                }
+        }
         return rc < 0 || header->overflow ? -1 : 0;
 }
 
-int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_error *err)
+int sbx_agent_send_execution(int fd, enum sbx_agent_channel channel, const struct sbx_spec *spec,
+                             struct sbx_error *err)
 {
         if (spec->argv[0] == NULL)
                 return sbx_error_set(err, EINVAL, "agent: no program in argv");
+        if (channel == SBX_AGENT_STDIN && spec->artifact_fd > 0)
+                return sbx_error_set(err, EINVAL, "agent: no file travels on a stdin channel");
         struct sbx_buffer header;
         sbx_buffer_init(&header, AGENT_HEADER_MAX);
-        if (build_header(spec, &header) < 0) {
+        if (build_header(spec, channel, &header) < 0) {
                 sbx_buffer_free(&header);
                 return sbx_error_set(err, E2BIG, "agent: the execution does not fit a header");
         }
@@ -76,10 +91,14 @@ int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_err
         int rc = 0;
         /* A compile's artifact file goes attached to the prefix (exec mode's init reads it with
          * the prefix and hands it to the program as its fd 3). */
-        if (sbx_send_record(fd, prefix, sizeof(prefix),
-                            spec->artifact_fd > 0 ? spec->artifact_fd : -1, 0, err) < 0)
+        if (channel == SBX_AGENT_STDIN) {
+                if (sbx_write_all(fd, prefix, sizeof(prefix)) < 0)
+                        rc = sbx_error_set(err, errno, "agent: send the execution");
+        } else if (sbx_send_record(fd, prefix, sizeof(prefix),
+                                   spec->artifact_fd > 0 ? spec->artifact_fd : -1, 0, err) < 0) {
                 rc = sbx_error_prefix(err, "agent: send the execution");
-        else if (sbx_write_all(fd, header.data, length) < 0)
+        }
+        if (rc == 0 && sbx_write_all(fd, header.data, length) < 0)
                 rc = sbx_error_set(err, errno, "agent: send the execution");
         sbx_buffer_free(&header);
         for (size_t i = 0; rc == 0 && i < spec->n_files; i++)

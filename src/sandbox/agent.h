@@ -7,9 +7,12 @@
  *            interpreter, which a loader has running already, or the program to exec), the
  *            count of environment entries and each "NAME=value", the count of files and each
  *            file's path, size and flags ("x" executable, "r" read-only, both, or none), the
- *            program file's path (argv[1], or argv[0] when there is no argv[1]), and last the
+ *            program file's path (argv[1], or argv[0] when there is no argv[1]), then the
  *            count of limits and each (model/limits.h's rows, in their order), which an exec
  *            entry's program applies as a cold one does (a loader's came by prlimit).
+ *            On a stdin channel the header ends with the rlimits the loader sets itself
+ *            (native/rlimit.h's plan): their count, then each one's resource number, soft and
+ *            hard value (RLIM_INFINITY as 18446744073709551615).
  *
  * A compile stage's artifact file (sbx_spec.artifact_fd) travels attached to the length prefix
  * (SCM_RIGHTS); exec mode's init gives it to the program as its fd 3.
@@ -22,8 +25,17 @@
 #include "sandbox/sandbox.h"
 #include "util/error.h"
 
+/* The channel's kind: the native backend's socket (the sandbox's fd 3), or a gVisor sandbox's
+ * stdin, a pipe, which is all that reaches into runsc's sandbox (no fd passes with the prefix;
+ * the rlimits travel in the header, as no prlimit reaches into gVisor's kernel). */
+enum sbx_agent_channel {
+        SBX_AGENT_SOCKET,
+        SBX_AGENT_STDIN,
+};
+
 /* Writes spec's execution to fd (blocking; the loader reads as it goes). */
-int sbx_agent_send_execution(int fd, const struct sbx_spec *spec, struct sbx_error *err);
+int sbx_agent_send_execution(int fd, enum sbx_agent_channel channel, const struct sbx_spec *spec,
+                             struct sbx_error *err);
 
 /* An execution as exec mode's init received it: spec is a copy of init's own with the message's
  * argv, environment, files and limits, whose memory the other members own. */

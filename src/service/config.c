@@ -696,7 +696,7 @@ static int tenant_key(struct loader *loader, const char *key, const char *value)
                              &loader->config->tenants[loader->config->n_tenants - 1], key, value);
 }
 
-/* ---- [pool.LANGUAGE] ------------------------------------------------------------------- */
+/* ---- [pool.LANGUAGE], [pool.LANGUAGE.BACKEND] ------------------------------------------ */
 
 #define RECORD struct sbx_pool_config
 static const struct config_key pool_keys[] = {
@@ -710,34 +710,62 @@ static const struct config_key pool_keys[] = {
  * fresh `make run` answers Python fast; a [pool.python] section changes it. */
 static void pools_set_defaults(struct sbx_config *config)
 {
-        config->pools[0] = (struct sbx_pool_config){
-                .language = "python", .min_idle = 2, .max_idle = 4, .max_idle_s = 300};
+        config->pools[0] = (struct sbx_pool_config){.language = "python",
+                                                    .backend = SBX_BACKEND_DEFAULT,
+                                                    .min_idle = 2,
+                                                    .max_idle = 4,
+                                                    .max_idle_s = 300};
         config->n_pools = 1;
 }
 
-/* The section's pool: [pool.LANGUAGE], or [session_pool.LANGUAGE] (sessions). */
+/* The pool a section names: [pool.LANGUAGE] (the default backend's), [pool.LANGUAGE.BACKEND],
+ * or [session_pool.LANGUAGE] (sessions). false for a name that is none of them. */
+static bool pool_section(const char *section, const struct sbx_language **language,
+                         const char **backend, bool *sessions)
+{
+        *sessions = strncmp(section, "session_pool.", 13) == 0;
+        const char *name = strchr(section, '.') + 1;
+        const char *dot = strchr(name, '.');
+        char language_name[32];
+        snprintf(language_name, sizeof(language_name), "%.*s",
+                 (int)(dot != NULL ? (size_t)(dot - name) : strlen(name)), name);
+        *language = sbx_language_find(language_name);
+        *backend = dot != NULL ? sbx_backend_name_find(dot + 1) : SBX_BACKEND_DEFAULT;
+        return *language != NULL && *backend != NULL && !(*sessions && dot != NULL);
+}
+
 static struct sbx_pool_config *current_pool(struct loader *loader)
 {
-        bool sessions = strncmp(loader->section, "session_pool.", 13) == 0;
-        const struct sbx_language *language = sbx_language_find(strchr(loader->section, '.') + 1);
-        for (size_t i = 0; language != NULL && i < loader->config->n_pools; i++)
-                if (strcmp(loader->config->pools[i].language, language->name) == 0 &&
-                    loader->config->pools[i].sessions == sessions)
+        const struct sbx_language *language;
+        const char *backend;
+        bool sessions;
+        if (!pool_section(loader->section, &language, &backend, &sessions))
+                return NULL;
+        for (size_t i = 0; i < loader->config->n_pools; i++) {
+                const struct sbx_pool_config *pool = &loader->config->pools[i];
+                if (strcmp(pool->language, language->name) == 0 &&
+                    strcmp(pool->backend, backend) == 0 && pool->sessions == sessions)
                         return &loader->config->pools[i];
+        }
         return NULL;
 }
 
-static void begin_pool(struct loader *loader, const char *language_name, bool sessions)
+static void begin_pool(struct loader *loader)
 {
-        /* Every language has one: python's entries wait in its interpreter, the others' in an
-         * exec entry (a set-up sandbox whose init starts the program on acquire). Sessions: the
-         * languages with a session agent. */
-        const struct sbx_language *language = sbx_language_find(language_name);
-        if (language == NULL || (sessions && !language->sessions)) {
+        /* Every language has one on the native backend: python's entries wait in its
+         * interpreter, the others' in an exec entry (a set-up sandbox whose init starts the
+         * program on acquire); other backends' are sbx_backend_pools_language's. Sessions: the
+         * languages with a session agent, on the native backend. */
+        const struct sbx_language *language;
+        const char *backend;
+        bool sessions;
+        if (!pool_section(loader->section, &language, &backend, &sessions) ||
+            (sessions && !language->sessions) || !sbx_backend_pools_language(backend, language)) {
                 loader_fail(loader, loader->line, NULL,
-                            sessions ? "no session pool exists for language '%s' (python, bash)"
-                                     : "no warm pool exists for language '%s' (known: %s)",
-                            language_name, sbx_language_names());
+                            sessions ? "no session pool exists for [%s] (python, bash)"
+                                     : "no warm pool exists for [%s] (languages: %s; backends: "
+                                       "%s; the gvisor backend's: python)",
+                            loader->section, sbx_language_names(), sbx_backend_names());
                 return;
         }
         if (current_pool(loader) == NULL) {
@@ -745,8 +773,8 @@ static void begin_pool(struct loader *loader, const char *language_name, bool se
                         loader_fail(loader, loader->line, NULL, "too many pools");
                         return;
                 }
-                loader->config->pools[loader->config->n_pools++] =
-                        (struct sbx_pool_config){.language = language->name, .sessions = sessions};
+                loader->config->pools[loader->config->n_pools++] = (struct sbx_pool_config){
+                        .language = language->name, .backend = backend, .sessions = sessions};
         }
 }
 
@@ -792,15 +820,16 @@ static void begin_section(struct loader *loader, const char *name, size_t length
                 begin_tenant(loader, section + 7);
         } else if (strncmp(section, "pool.", 5) == 0) {
                 loader->kind = SECTION_POOL;
-                begin_pool(loader, section + 5, false);
+                begin_pool(loader);
         } else if (strncmp(section, "session_pool.", 13) == 0) {
                 loader->kind = SECTION_POOL;
-                begin_pool(loader, section + 13, true);
+                begin_pool(loader);
         } else {
                 loader->kind = SECTION_NONE;
                 loader_fail(loader, loader->line, NULL,
                             "unknown section (expected [server], [tier.NAME], [tenant.NAME], "
-                            "[pool.LANGUAGE] or [session_pool.LANGUAGE])");
+                            "[pool.LANGUAGE], [pool.LANGUAGE.BACKEND] or "
+                            "[session_pool.LANGUAGE])");
         }
 }
 

@@ -63,11 +63,13 @@ struct sbx_tenant {
         uint8_t token_sha256[SBX_SHA256_SIZE];
 };
 
-/* A warm pool ([pool.LANGUAGE]): entries are sandboxes with the language's loader started; or,
+/* A warm pool ([pool.LANGUAGE], or [pool.LANGUAGE.BACKEND] on another backend than the default):
+ * entries are sandboxes with the language's loader started; or,
  * with sessions ([session_pool.LANGUAGE], python or bash), sessions opened ahead of time that an
  * OPEN of that language takes. */
 struct sbx_pool_config {
         const char *language; /* static: the sbx_language_find() name */
+        const char *backend;  /* static: the sbx_backend_name_find() name */
         bool sessions;
         uint64_t min_idle;   /* entries kept ready; 0 turns the pool off */
         uint64_t max_idle;   /* at most this many idle entries */

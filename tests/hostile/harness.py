@@ -9,7 +9,8 @@ control and fail when a control does not flip the verdict.
 
 Every payload runs cold (`sandboxd run`); a payload that a warm pool can take (Python's loader,
 any other language's exec entry) also runs through a pool entry (`sandboxd run --pooled`: the
-service's warm path), judged the same way. A
+service's warm path), judged the same way; on another backend (--backends) too, cold and,
+for the languages that backend has entries for, pooled. A
 session payload (`session = true`, below) runs its cells through `sandboxd session`.
 
 Stdlib only. Must run as root (cgroups, setpriv, canaries).
@@ -216,6 +217,9 @@ KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "a
 OTHER_BACKENDS = ("gvisor",)
 BACKEND_FIELDS = {"reason", "skip", "expect"}
 RUNSC = "/usr/bin/runsc"  # src/sandbox/gvisor/gvisor.c
+# The languages each other backend has warm-pool entries for (sbx_backend_pools_language): their
+# payloads run pooled there too, as BACKEND-pooled.
+BACKEND_POOLED_LANGUAGES = {"gvisor": ("python",)}
 KERNEL_FEATURES = ("landlock", "landlock_scope", "ia32", "tmpfs_user_xattr")
 VARIANT_FIELDS = {"reason", "skip", "needs", "expect", "control"}
 EXPECT_FIELDS = {"status", "evidence", "reports", "stdout_max", "stdout_len", "stderr_max",
@@ -1761,19 +1765,25 @@ def run_payload(harness, payload, with_control, lock):
             if not eligible:
                 entry.setdefault("backends_skipped", {})[backend] = why_not
                 continue
-            # The same payload on another isolation boundary: a disagreement is a finding.
+            # The same payload on another isolation boundary, cold and (where that backend has
+            # entries for the language) pooled: a disagreement is a finding.
             judged = judged_on(payload, backend)
-            b_outcome, b_before, b_clean, b_findings = harness.execute(
-                payload, "sandbox", limits, ["--backend", backend], payload.args, payload.stdin)
-            b_contained, b_reasons, b_evidence = judge(judged, b_outcome, b_before, b_clean,
-                                                       b_findings)
-            entry["paths"].append(backend)
-            entry[backend] = {"contained": b_contained, "reasons": b_reasons,
-                              "evidence": b_evidence, "command": b_outcome.host.get("command"),
-                              "variant": payload.backends.get(backend, {}).get("reason")}
-            if not b_contained:
-                entry["contained"] = False
-                entry["reasons"] = entry["reasons"] + [f"{backend}: {r}" for r in b_reasons]
+            paths = [(backend, ["--backend", backend])]
+            if (harness.pooled and pool_eligible(payload, harness.pooled_languages)
+                    and payload.language in BACKEND_POOLED_LANGUAGES.get(backend, ())):
+                paths.append((f"{backend}-pooled", ["--backend", backend, "--pooled"]))
+            for path, flags in paths:
+                b_outcome, b_before, b_clean, b_findings = harness.execute(
+                    payload, "sandbox", limits, flags, payload.args, payload.stdin)
+                b_contained, b_reasons, b_evidence = judge(judged, b_outcome, b_before, b_clean,
+                                                           b_findings)
+                entry["paths"].append(path)
+                entry[path] = {"contained": b_contained, "reasons": b_reasons,
+                               "evidence": b_evidence, "command": b_outcome.host.get("command"),
+                               "variant": payload.backends.get(backend, {}).get("reason")}
+                if not b_contained:
+                    entry["contained"] = False
+                    entry["reasons"] = entry["reasons"] + [f"{path}: {r}" for r in b_reasons]
         if harness.verbose and outcome.result:
             entry["result"] = outcome.result
         if with_control and payload.control_skip_reason:
@@ -1831,10 +1841,9 @@ def run_payload(harness, payload, with_control, lock):
     else:
         control_text = "control=" + ("flipped" if entry["control_flipped"] else "NOT-FLIPPED")
     summary = summarise(payload, entry["evidence"]) if entry.get("evidence") else ""
-    for backend in harness.backends:
-        if backend in entry.get("paths", []):
-            control_text += f"  {backend}=" + ("agrees" if entry[backend]["contained"]
-                                               else "DISAGREES")
+    for path in entry.get("paths", []):
+        if path not in ("cold", "pooled"):
+            control_text += f"  {path}=" + ("agrees" if entry[path]["contained"] else "DISAGREES")
     line = f"{payload.klass:<11} {payload.name:<28} {verdict:<9} {summary}  {control_text}" \
            f"  ({entry['duration_s']}s)"
     for feature, reason in payload.variants:
@@ -2007,7 +2016,10 @@ def main():
         not_run = [e.get("backends_skipped", {}).get(backend) for e in entries
                    if backend not in e.get("paths", []) and e.get("class") != "audit"]
         pending = sum(1 for why in not_run if why and why.startswith("pending"))
-        say(f"{backend}: {len(ran)} payloads run, {agree} agree with the native backend; "
+        pooled = [e for e in ran if f"{backend}-pooled" in e["paths"]]
+        pooled_agree = sum(1 for e in pooled if e[f"{backend}-pooled"]["contained"])
+        say(f"{backend}: {len(ran)} payloads run, {agree} agree with the native backend "
+            f"({len(pooled)} run pooled too, {pooled_agree} agree there); "
             f"not run: {pending} pending a fix or an explanation (their [backend.{backend}]), "
             f"{len(not_run) - pending} that cannot apply there")
     say(f"{passed} passed ({variant} judged without a kernel feature, {skipped} skipped), "

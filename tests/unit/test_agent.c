@@ -18,6 +18,7 @@
 
 #include "model/limits.h"
 #include "sandbox/agent.h"
+#include "sandbox/native/rlimit.h"
 #include "util/file.h"
 
 static struct sbx_spec base_spec(void)
@@ -34,7 +35,7 @@ static int round_trip(const struct sbx_spec *sent, struct sbx_agent_received *re
         int fds[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
         struct sbx_error err = {0};
-        assert_int_equal(sbx_agent_send_execution(fds[0], sent, &err), 0);
+        assert_int_equal(sbx_agent_send_execution(fds[0], SBX_AGENT_SOCKET, sent, &err), 0);
         close(fds[0]);
         struct sbx_spec base = base_spec();
         int got = sbx_agent_receive_execution(fds[1], &base, received, &err);
@@ -300,6 +301,63 @@ static void test_malformed_messages_are_refused(void **state)
         expect_refused("", 0, NULL, 0);
 }
 
+/* A gVisor entry's loader reads its execution from a pipe (its stdin) and sets its rlimits itself:
+ * the header ends with the plan's rlimits for the execution's limits, and the file's bytes follow
+ * at once (what comes after them is the program's stdin). */
+static void test_a_stdin_channel_carries_the_rlimits(void **state)
+{
+        (void)state;
+        const char *argv[] = {"/usr/bin/python3", "/workspace/main.py", NULL};
+        const char *envp[] = {"HOME=/workspace", NULL};
+        const struct sbx_file file = {.path = "main.py", .data = "print(1)", .size = 8};
+        struct sbx_spec sent = base_spec();
+        sent.argv = argv;
+        sent.envp = envp;
+        sent.files = &file;
+        sent.n_files = 1;
+        sent.limits.pids = 9;
+        sent.limits.open_files = 77;
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_agent_send_execution(fds[1], SBX_AGENT_STDIN, &sent, &err), 0);
+        sent.artifact_fd = fds[0]; /* nothing but bytes travels on a pipe */
+        assert_int_equal(sbx_agent_send_execution(fds[1], SBX_AGENT_STDIN, &sent, &err), -1);
+        close(fds[1]);
+        char bytes[4096];
+        ssize_t n = read(fds[0], bytes, sizeof(bytes));
+        close(fds[0]);
+        assert_true(n > 4);
+        size_t length = (uint8_t)bytes[0] | (size_t)(uint8_t)bytes[1] << 8;
+        assert_int_equal((size_t)n, 4 + length + 8);
+        assert_memory_equal(bytes + 4 + length, "print(1)", 8);
+
+        /* The fields after the limits: count, then resource, soft, hard each. */
+        char *fields[256];
+        size_t n_fields = 0;
+        bytes[4 + length] = '\0';
+        for (char *f = bytes + 4; f < bytes + 4 + length && n_fields < 256; f += strlen(f) + 1)
+                fields[n_fields++] = f;
+        struct rlimit_setting plan[RLIMIT_PLAN_MAX];
+        size_t n_plan = rlimit_plan(&sent.limits, plan);
+        assert_true(n_fields > 3 * n_plan + 1);
+        size_t first = n_fields - 3 * n_plan - 1;
+        assert_int_equal(strtoull(fields[first], NULL, 10), n_plan);
+        for (size_t i = 0; i < n_plan; i++) {
+                assert_int_equal(strtoull(fields[first + 1 + 3 * i], NULL, 10), plan[i].resource);
+                assert_int_equal(strtoull(fields[first + 2 + 3 * i], NULL, 10),
+                                 plan[i].value.rlim_cur);
+                assert_int_equal(strtoull(fields[first + 3 + 3 * i], NULL, 10),
+                                 plan[i].value.rlim_max);
+                if (plan[i].resource == RLIMIT_NPROC)
+                        assert_true(plan[i].value.rlim_max >= 9);
+                if (plan[i].resource == RLIMIT_NOFILE)
+                        assert_int_equal(plan[i].value.rlim_max, 77);
+        }
+        /* Before them, the limits' rows as on the socket. */
+        assert_int_equal(strtoull(fields[first - SBX_LIMIT_COUNT - 1], NULL, 10), SBX_LIMIT_COUNT);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -308,6 +366,7 @@ int main(void)
                 cmocka_unit_test(test_more_than_one_attached_file_is_refused),
                 cmocka_unit_test(test_a_retired_entry_sees_end_of_file),
                 cmocka_unit_test(test_malformed_messages_are_refused),
+                cmocka_unit_test(test_a_stdin_channel_carries_the_rlimits),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -235,8 +235,9 @@ static void test_every_key(void **state)
         sbx_config_free(&config);
 }
 
-/* [pool.LANGUAGE] and [session_pool.LANGUAGE] are two pools of one language; an alias names the
- * same pool; a session pool exists for the languages with a session agent only. */
+/* [pool.LANGUAGE], [pool.LANGUAGE.BACKEND] and [session_pool.LANGUAGE] are three pools of one
+ * language; an alias names the same pool; a session pool exists for the languages with a session
+ * agent only, a gVisor pool for Python's loader only. */
 static void test_pools(void **state)
 {
         (void)state;
@@ -255,10 +256,28 @@ static void test_pools(void **state)
         assert_int_equal(config.pools[1].max_idle, 3);
         assert_true(config.pools[2].sessions);
         assert_string_equal(config.pools[2].language, "bash");
+        for (size_t i = 0; i < config.n_pools; i++)
+                assert_string_equal(config.pools[i].backend, "native");
         sbx_config_free(&config);
+        load_ok("[pool.python.gvisor]\nmin_idle = 2\n[pool.py.gvisor]\nmax_idle = 3\n"
+                "[pool.python.native]\nmin_idle = 0\n",
+                &config);
+        assert_int_equal(config.n_pools, 2);
+        assert_string_equal(config.pools[0].language, "python");
+        assert_string_equal(config.pools[0].backend, "native");
+        assert_int_equal(config.pools[0].min_idle, 0);
+        assert_string_equal(config.pools[1].backend, "gvisor");
+        assert_int_equal(config.pools[1].min_idle, 2);
+        assert_int_equal(config.pools[1].max_idle, 3);
+        sbx_config_free(&config);
+        assert_load_error("[pool.bash.gvisor]\n", "t:1: [pool.bash.gvisor]: no warm pool exists");
+        assert_load_error("[pool.python.firecracker]\n",
+                          "t:1: [pool.python.firecracker]: no warm pool exists");
+        assert_load_error("[session_pool.python.gvisor]\n",
+                          "t:1: [session_pool.python.gvisor]: no session pool exists");
         assert_load_error("[session_pool.javascript]\n",
-                          "t:1: [session_pool.javascript]: no session pool exists for language "
-                          "'javascript'");
+                          "t:1: [session_pool.javascript]: no session pool exists for "
+                          "[session_pool.javascript]");
         assert_load_error("[session_pool.ruby]\n", "t:1: [session_pool.ruby]: no session pool");
 }
 

@@ -17,13 +17,18 @@
  *   disk     each tmpfs's size (spec.c): ENOSPC inside
  *   cpu      the cgroup's quota and RLIMIT_CPU inside; usage is the cgroup's, as a delta (what the
  *            sentry spends for the program is the program's)
- * Not yet: warm pools, sessions and compile stages (create refuses them), read-only files. */
+ *
+ * Pool mode (spec.agent): the loader's execution comes on its stdin and it says "R" on its stdout
+ * first (sandbox/agent.h: runsc passes no other fd into its sandbox); start returns once it did.
+ * acquire sets the request's limits on the cgroup, and the loader sets the rlimits it is sent.
+ * Not yet: exec entries, sessions and compile stages (create refuses them), read-only files. */
 #define _GNU_SOURCE
 #include "sandbox/gvisor/gvisor.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +38,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "sandbox/agent.h"
 #include "sandbox/gvisor/spec.h"
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/native.h"
@@ -67,8 +73,12 @@
  * backend, which has init's wait status). */
 #define GVISOR_SIGNAL_EXIT_BASE 128
 
+/* How long a pool entry's loader may take to say "R": runsc's start-up and an interpreter's
+ * under ptrace, ~0.3 s alone, several seconds on a loaded machine. */
+#define GVISOR_LOADER_READY_TIMEOUT_MS 30000
+
 struct sbx_sandbox {
-        const struct sbx_spec *spec;
+        const struct sbx_spec *spec; /* the created one; from acquire on, the request */
         struct cgroup *cgroup;
         char dir[64]; /* GVISOR_RUN_DIR/<slot> */
         pid_t pid;    /* runsc run; 0 before start and once reaped */
@@ -78,10 +88,10 @@ struct sbx_sandbox {
 
 static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
 {
-        if (spec->agent || spec->session || spec->exec_on_acquire || spec->artifact_fd > 0)
+        if (spec->session || spec->exec_on_acquire || spec->artifact_fd > 0)
                 return sbx_error_set(err, EOPNOTSUPP,
-                                     "the gvisor backend runs cold executions only: no warm pool, "
-                                     "session or compile stage yet");
+                                     "the gvisor backend has no session, exec pool entry or "
+                                     "compile stage yet");
         for (size_t i = 0; i < spec->n_files; i++)
                 if (spec->files[i].read_only)
                         return sbx_error_set(err, EOPNOTSUPP,
@@ -175,6 +185,17 @@ static void remove_directory(struct sbx_sandbox *sandbox)
         sandbox->dir[0] = '\0';
 }
 
+/* The sandbox cgroup's limits for the program's: room for the sentry and gofer on top. */
+static struct sbx_limits host_limits(const struct sbx_limits *limits)
+{
+        struct sbx_limits host = *limits;
+        if (host.memory_bytes != 0)
+                host.memory_bytes += GVISOR_MEMORY_OVERHEAD_BYTES;
+        if (host.pids != 0)
+                host.pids = GVISOR_HOST_PIDS(host.pids);
+        return host;
+}
+
 static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                          struct sbx_error *err)
 {
@@ -185,11 +206,7 @@ static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
         sandbox->spec = spec;
         sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
-        struct sbx_limits host = spec->limits;
-        if (host.memory_bytes != 0)
-                host.memory_bytes += GVISOR_MEMORY_OVERHEAD_BYTES;
-        if (host.pids != 0)
-                host.pids = GVISOR_HOST_PIDS(host.pids);
+        struct sbx_limits host = host_limits(&spec->limits);
         if (cgroup_create(GVISOR_MAX_SLOTS, &sandbox->cgroup, err) < 0 ||
             cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0) {
                 cgroup_destroy(sandbox->cgroup);
@@ -231,6 +248,29 @@ static _Noreturn void exec_runsc(const struct sbx_sandbox *sandbox, const int pi
         }
         (void)!write(report_fd, &code, sizeof(code));
         _exit(127);
+}
+
+static int set_blocking(int fd, bool blocking)
+{
+        int flags = fcntl(fd, F_GETFL);
+        if (flags < 0)
+                return -1;
+        return fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK);
+}
+
+/* Pool mode: the loader's "R", the first byte of its stdout. */
+static int wait_for_loader(int stdout_fd, struct sbx_error *err)
+{
+        struct pollfd pfd = {.fd = stdout_fd, .events = POLLIN};
+        int ready;
+        do
+                ready = poll(&pfd, 1, GVISOR_LOADER_READY_TIMEOUT_MS);
+        while (ready < 0 && errno == EINTR);
+        char byte = 0;
+        if (ready <= 0 || read(stdout_fd, &byte, 1) != 1 || byte != 'R')
+                return sbx_error_set(err, ready < 0 ? errno : EPROTO,
+                                     "setup step 'exec': the pool loader did not become ready");
+        return 0;
 }
 
 static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
@@ -285,15 +325,14 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
                 sbx_error_set(err, errno, "setup step 'exec': pidfd_open");
                 goto out;
         }
-        int flags = fcntl(in[1], F_GETFL);
-        if (flags < 0 || fcntl(in[1], F_SETFL, flags | O_NONBLOCK) < 0) {
+        if (set_blocking(in[1], false) < 0) {
                 sbx_error_set(err, errno, "setup step 'exec': stdin");
                 goto out;
         }
         sandbox->stdin_fd = take_fd(&in[1]);
         sandbox->stdout_fd = take_fd(&out[0]);
         sandbox->stderr_fd = take_fd(&errs[0]);
-        rc = 0;
+        rc = sandbox->spec->agent ? wait_for_loader(sandbox->stdout_fd, err) : 0;
 out:
         for (int i = 0; i < 2; i++) {
                 sbx_closep(&in[i]);
@@ -307,9 +346,25 @@ out:
 static int gvisor_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
                           struct sbx_error *err)
 {
-        (void)sandbox;
-        (void)request;
-        return sbx_error_set(err, EOPNOTSUPP, "the gvisor backend has no warm pool yet");
+        if (!sandbox->spec->agent || sandbox->pid <= 0 || sandbox->stdin_fd < 0)
+                return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
+        for (size_t i = 0; i < request->n_files; i++)
+                if (request->files[i].read_only)
+                        return sbx_error_set(err, EOPNOTSUPP,
+                                             "the gvisor backend has no read-only files yet");
+        sandbox->spec = request;
+        struct sbx_limits host = host_limits(&request->limits);
+        if (cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0 ||
+            cgroup_reset_baseline(sandbox->cgroup, err) < 0)
+                return sbx_error_prefix(err, "acquire");
+        /* Blocking while the loader reads (the files may be larger than a pipe); then the
+         * supervisor's non-blocking stdin again. */
+        if (set_blocking(sandbox->stdin_fd, true) < 0)
+                return sbx_error_set(err, errno, "acquire: stdin");
+        int rc = sbx_agent_send_execution(sandbox->stdin_fd, SBX_AGENT_STDIN, request, err);
+        if (set_blocking(sandbox->stdin_fd, false) < 0 && rc == 0)
+                rc = sbx_error_set(err, errno, "acquire: stdin");
+        return rc;
 }
 
 static int gvisor_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)

@@ -234,6 +234,9 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
         for (size_t i = 0; args != NULL && spec->argv[i] != NULL; i++)
                 if (json_array_append_new(args, json_string(spec->argv[i])) < 0)
                         json_decref(steal_pointer(&args));
+        /* A pool entry's loader takes its execution on stdin (sandbox/agent.h). */
+        if (args != NULL && spec->agent && json_array_append_new(args, json_string("stdio")) < 0)
+                json_decref(steal_pointer(&args));
         for (size_t i = 0; env != NULL && spec->envp[i] != NULL; i++)
                 if (json_array_append_new(env, json_string(spec->envp[i])) < 0)
                         json_decref(steal_pointer(&env));

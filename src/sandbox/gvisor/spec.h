@@ -38,6 +38,7 @@ extern const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES];
 
 /* Makes the bundle's root directory in rootfs_fd (an empty directory): the mount points, the
  * host's top-level links into /usr, the /etc links and generated files; and returns the runtime
- * spec for spec's execution, its files in the host directory input_dir. NULL on failure. */
+ * spec for spec's execution, its files in the host directory input_dir (pool mode, spec->agent:
+ * the loader of argv, given the argument "stdio"). NULL on failure. */
 json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, const char *input_dir,
                       struct sbx_error *err);

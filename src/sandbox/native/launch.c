@@ -752,7 +752,7 @@ int launch_exec(struct launch_process *proc, const struct sbx_spec *request, str
 {
         if (proc->agent_fd < 0 || proc->error_fd < 0)
                 return sbx_error_set(err, EINVAL, "not a sandbox waiting for its execution");
-        int rc = sbx_agent_send_execution(proc->agent_fd, request, err);
+        int rc = sbx_agent_send_execution(proc->agent_fd, SBX_AGENT_SOCKET, request, err);
         sbx_closep(&proc->agent_fd);
         if (rc == 0)
                 rc = finish_exec(proc, &proc->error_fd, err);

@@ -158,7 +158,7 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
                 return sbx_error_prefix(err, "acquire");
         if (exec_mode)
                 return launch_exec(&sandbox->proc, request, err);
-        int rc = sbx_agent_send_execution(sandbox->proc.agent_fd, request, err);
+        int rc = sbx_agent_send_execution(sandbox->proc.agent_fd, SBX_AGENT_SOCKET, request, err);
         /* End of file after the execution: the loader reads no further. */
         close(sandbox->proc.agent_fd);
         sandbox->proc.agent_fd = -1;
