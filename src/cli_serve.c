@@ -31,6 +31,7 @@
 #include "engine/compile_cache.h"
 #include "engine/server.h"
 #include "protocol/spool.h"
+#include "sandbox/gvisor/gvisor.h"
 #include "service/config.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -265,6 +266,7 @@ int cli_serve(int argc, char **argv)
         close(listen_fd);
         listen_fd = -1;
         sbx_info("serve: listening on %s (API pid %d)", config.server.listen, (int)api_pid);
+        sbx_gvisor_set_platform(config.server.gvisor_platform);
 
         struct sbx_engine_pool pools[SBX_CONFIG_MAX_POOLS];
         size_t n_pools = 0;

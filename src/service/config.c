@@ -402,6 +402,22 @@ static int server_data_dir(struct loader *loader, void *record, const char *valu
         return 0;
 }
 
+/* runsc's platforms: ptrace everywhere (and the only one Debian 12's runsc runs on these
+ * machines, MACHINE.md); systrap on a runsc from 2023 on; kvm on a host with /dev/kvm. */
+static int server_gvisor_platform(struct loader *loader, void *record, const char *value,
+                                  struct sbx_error *err)
+{
+        (void)loader;
+        static const char *const platforms[] = {"ptrace", "systrap", "kvm"};
+        struct sbx_server_config *server = record;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(platforms); i++)
+                if (strcmp(value, platforms[i]) == 0) {
+                        server->gvisor_platform = platforms[i];
+                        return 0;
+                }
+        return value_error(err, EINVAL, "'%s' is not ptrace, systrap or kvm", value);
+}
+
 /* Never 0: the API process parses untrusted input and must not be root; never (uid_t)-1, which
  * set*id() reads as "unchanged"; never one of the sandboxes' uids, whose processes it would
  * own. */
@@ -453,6 +469,8 @@ static const struct config_key server_keys[] = {
         {"metrics_token_sha256", CUSTOM(server_metrics_token)},
         /* The compiled artifacts kept under DATA_DIR/compile-cache; 0 turns the cache off. */
         {"compile_cache_bytes", BYTES(compile_cache_bytes, 0, 1ull << 40)},
+        /* The gvisor backend's runsc --platform. */
+        {"gvisor_platform", CUSTOM(server_gvisor_platform)},
 };
 #undef RECORD
 _Static_assert(SBX_ARRAY_SIZE(server_keys) <= MAX_SECTION_KEYS, "too many [server] keys");
@@ -463,6 +481,7 @@ static void server_set_defaults(struct sbx_server_config *server)
         /* Cannot fail but for memory; a NULL listen is then reported by the loader. */
         parse_listen("127.0.0.1:8080", server, &ignored);
         server->data_dir = strdup("/var/lib/sandboxd");
+        server->gvisor_platform = "ptrace";
         /* A high uid no distribution allocates, so the API process shares no files or
          * processes with a real account; no passwd entry is needed. */
         server->api_uid = 1999999999;

@@ -35,6 +35,7 @@ struct sbx_server_config {
         uint64_t max_connections;        /* HTTP connections at once */
         uint64_t max_connections_per_ip; /* ... from one client address */
         uint64_t compile_cache_bytes;    /* the compile cache's bound; 0: no cache */
+        const char *gvisor_platform;     /* static: runsc's --platform (gvisor_platform key) */
         /* GET /metrics needs this token's hash when set (it names every tenant). */
         bool metrics_token_required;
         uint8_t metrics_token_sha256[SBX_SHA256_SIZE];

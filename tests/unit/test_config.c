@@ -133,6 +133,7 @@ static void test_embedded_default_loads(void **state)
                 sbx_config_load_string(sbx_config_default_text, "<embedded>", &config, &err), 0);
         assert_string_equal(config.server.listen, "127.0.0.1:8080");
         assert_string_equal(config.server.data_dir, "/var/lib/sandboxd");
+        assert_string_equal(config.server.gvisor_platform, "ptrace");
         assert_int_equal(config.n_tenants, 0);
         const struct sbx_tier *tier = sbx_config_find_tier(&config, "default");
         assert_non_null(tier);
@@ -157,6 +158,7 @@ static void test_every_key(void **state)
                 "store_output = yes\n"
                 "max_connections = 1000\n"
                 "max_connections_per_ip = 10\n"
+                "gvisor_platform = kvm\n"
                 "metrics_token_sha256 = "
                 "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff\n"
                 "[tier.big]\n"
@@ -195,6 +197,7 @@ static void test_every_key(void **state)
         assert_true(server->store_output);
         assert_int_equal(server->max_connections, 1000);
         assert_int_equal(server->max_connections_per_ip, 10);
+        assert_string_equal(server->gvisor_platform, "kvm");
         assert_true(server->metrics_token_required);
         assert_int_equal(server->metrics_token_sha256[0], 0x00);
         assert_int_equal(server->metrics_token_sha256[1], 0x11);
@@ -323,6 +326,9 @@ static void test_bad_values(void **state)
         assert_load_error("[server]\nstore_output = maybe\n",
                           "t:2: [server] store_output: 'maybe' is not a boolean");
         assert_load_error("[server]\nmax_body_bytes = 10\n", "t:2: [server] max_body_bytes:");
+        assert_load_error("[server]\ngvisor_platform = firecracker\n",
+                          "t:2: [server] gvisor_platform: 'firecracker' is not ptrace, systrap or "
+                          "kvm");
         assert_load_error("[server]\nmax_body_bytes = 1G\n", "t:2: [server] max_body_bytes:");
         assert_load_error("[tier.x]\nmax_memory_mb = 256M\n",
                           "t:2: [tier.x] max_memory_mb: '256M' is not a whole number");

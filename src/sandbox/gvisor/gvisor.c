@@ -55,6 +55,14 @@
  * sockets). */
 #define GVISOR_RUN_DIR "/run/sandboxd-gvisor"
 
+/* runsc's --platform (sbx_gvisor_set_platform). */
+static const char *runsc_platform = "ptrace";
+
+void sbx_gvisor_set_platform(const char *platform)
+{
+        runsc_platform = platform;
+}
+
 /* The slot space shared with the native backend (native.c's NATIVE_MAX_SLOTS). */
 #define GVISOR_MAX_SLOTS 4096
 
@@ -278,20 +286,15 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         char root[sizeof(sandbox->dir) + 16];
         char bundle[sizeof(sandbox->dir) + 16];
         char id[32];
+        char platform[32];
+        snprintf(platform, sizeof(platform), "--platform=%s", runsc_platform);
         snprintf(root, sizeof(root), "--root=%s/state", sandbox->dir);
         snprintf(bundle, sizeof(bundle), "--bundle=%s/bundle", sandbox->dir);
         snprintf(id, sizeof(id), "sandboxd-%u", cgroup_slot(sandbox->cgroup));
         /* --ignore-cgroups: without it runsc moves its sentry and gofer out of the slot's
          * cgroups into /<id> of every v1 hierarchy, and leaves those behind. */
-        char *const argv[] = {"runsc",
-                              root,
-                              "--platform=ptrace",
-                              "--network=none",
-                              "--ignore-cgroups",
-                              "run",
-                              bundle,
-                              id,
-                              NULL};
+        char *const argv[] = {"runsc", root, platform, "--network=none", "--ignore-cgroups", "run",
+                              bundle,  id,   NULL};
 
         int in[2] = {-1, -1}, out[2] = {-1, -1}, errs[2] = {-1, -1}, report[2] = {-1, -1};
         int rc = -1;
