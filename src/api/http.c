@@ -383,7 +383,8 @@ static json_t *finish_execution(struct sbx_api *api, const struct sbx_tenant *te
         if (sbx_audit_finish_result(api->audit, result, response, (int64_t)sbx_wall_clock_ms(),
                                     api->config->server.store_output, &err) < 0)
                 sbx_warn("audit: execution %s: %s", settings->id, err.message);
-        sbx_metrics_count_execution(api->metrics, tenant->name, sbx_status_name(result->status));
+        sbx_metrics_count_execution(api->metrics, tenant->name, result->backend,
+                                    sbx_status_name(result->status), result->timing.total_us);
         sbx_metrics_observe_timing(api->metrics, &result->timing);
         if (result->compile != NULL)
                 sbx_metrics_count_compile(api->metrics, result->compile->cached);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/backend.h"
 #include "util/cleanup.h"
 
 /* Every enum sbx_status value has a name; they run from SBX_STATUS_OK to the last one. */
@@ -125,6 +126,9 @@ struct sbx_metrics {
         uint64_t http_requests[HTTP_CODE_COUNT];
         uint64_t http_requests_other;
         struct histogram phases[PHASE_COUNT];
+        /* By backend, in model/backend.h's order, then "other": the two families below. */
+        uint64_t backend_executions[SBX_BACKEND_COUNT + 1][STATUS_COUNT + 1];
+        struct histogram backend_total[SBX_BACKEND_COUNT + 1];
         struct sbx_message_stats engine; /* the engine's last STATS reply */
         /* Sessions, and RL episodes (sessions of their own kind): each kind's figures. */
         struct long_lived long_lived[SBX_METRICS_LONG_LIVED_COUNT];
@@ -245,13 +249,12 @@ static size_t reason_index(const char *reason)
         return REASON_COUNT;
 }
 
-void sbx_metrics_count_execution(struct sbx_metrics *metrics, const char *tenant,
-                                 const char *status)
+static size_t backend_index(const char *backend)
 {
-        size_t row = tenant_index(metrics, tenant), column = status_index(status);
-        pthread_mutex_lock(&metrics->lock);
-        metrics->executions[row * (STATUS_COUNT + 1) + column]++;
-        pthread_mutex_unlock(&metrics->lock);
+        for (size_t i = 0; backend != NULL && i < SBX_BACKEND_COUNT; i++)
+                if (strcmp(sbx_backend_name_at(i), backend) == 0)
+                        return i;
+        return SBX_BACKEND_COUNT;
 }
 
 static void histogram_observe(struct histogram *histogram, uint64_t value_us)
@@ -264,6 +267,18 @@ static void histogram_observe(struct histogram *histogram, uint64_t value_us)
         }
         histogram->sum_us += value_us;
         histogram->count++;
+}
+
+void sbx_metrics_count_execution(struct sbx_metrics *metrics, const char *tenant,
+                                 const char *backend, const char *status, uint64_t total_us)
+{
+        size_t row = tenant_index(metrics, tenant), column = status_index(status);
+        size_t backend_row = backend_index(backend);
+        pthread_mutex_lock(&metrics->lock);
+        metrics->executions[row * (STATUS_COUNT + 1) + column]++;
+        metrics->backend_executions[backend_row][column]++;
+        histogram_observe(&metrics->backend_total[backend_row], total_us);
+        pthread_mutex_unlock(&metrics->lock);
 }
 
 void sbx_metrics_count_compile(struct sbx_metrics *metrics, bool cached)
@@ -422,21 +437,22 @@ static const char *reason_value_name(size_t index)
         return quota_reasons[index];
 }
 
-static void write_histogram(FILE *out, const char *name, const char *phase,
+/* A histogram's series, each with the label label="value" (phase="run", backend="gvisor"). */
+static void write_histogram(FILE *out, const char *name, const char *label, const char *value,
                             const struct histogram *histogram)
 {
         uint64_t cumulative = 0;
         for (size_t i = 0; i < BUCKET_COUNT; i++) {
                 cumulative += histogram->bucket_counts[i];
-                fprintf(out, "%s_bucket{phase=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, phase,
+                fprintf(out, "%s_bucket{%s=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, label, value,
                         buckets[i].label, cumulative);
         }
-        fprintf(out, "%s_bucket{phase=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, phase,
+        fprintf(out, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, label, value,
                 histogram->count);
         /* Seconds written from integer microseconds, so the sum is exact (no float rounding). */
-        fprintf(out, "%s_sum{phase=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, phase,
+        fprintf(out, "%s_sum{%s=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, label, value,
                 histogram->sum_us / 1000000, histogram->sum_us % 1000000);
-        fprintf(out, "%s_count{phase=\"%s\"} %" PRIu64 "\n", name, phase, histogram->count);
+        fprintf(out, "%s_count{%s=\"%s\"} %" PRIu64 "\n", name, label, value, histogram->count);
 }
 
 /* A kind of long-lived sandbox's families: open, opened, ended by reason, operations by status,
@@ -461,7 +477,7 @@ static void write_long_lived(FILE *out, const struct long_lived *kind,
                                 i < SESSION_STATUS_COUNT ? session_statuses[i] : SBX_METRICS_OTHER,
                                 kind->operations[i]);
         write_family_header(out, names->duration, "histogram", names->duration_help);
-        write_histogram(out, names->duration, "total", &kind->operation_time);
+        write_histogram(out, names->duration, "phase", "total", &kind->operation_time);
 }
 
 static void write_registry(FILE *out, const struct sbx_metrics *metrics)
@@ -474,8 +490,33 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
         write_family_header(out, "sandboxd_phase_duration_seconds", "histogram",
                             "Duration of each phase of an execution, in seconds.");
         for (size_t phase = 0; phase < PHASE_COUNT; phase++)
-                write_histogram(out, "sandboxd_phase_duration_seconds", phase_names[phase],
+                write_histogram(out, "sandboxd_phase_duration_seconds", "phase", phase_names[phase],
                                 &metrics->phases[phase]);
+
+        write_family_header(out, "sandboxd_backend_executions_total", "counter",
+                            "Executions finished, by isolation backend and status.");
+        for (size_t row = 0; row <= SBX_BACKEND_COUNT; row++)
+                for (size_t column = 0; column <= STATUS_COUNT; column++) {
+                        uint64_t value = metrics->backend_executions[row][column];
+                        bool other = row == SBX_BACKEND_COUNT || column == STATUS_COUNT;
+                        if (!other || value != 0)
+                                write_pair_sample(out, "sandboxd_backend_executions_total",
+                                                  "backend",
+                                                  row < SBX_BACKEND_COUNT ? sbx_backend_name_at(row)
+                                                                          : SBX_METRICS_OTHER,
+                                                  "status",
+                                                  column < STATUS_COUNT ? status_value_name(column)
+                                                                        : SBX_METRICS_OTHER,
+                                                  value);
+                }
+        write_family_header(out, "sandboxd_backend_duration_seconds", "histogram",
+                            "An execution's total time, by isolation backend, in seconds.");
+        for (size_t row = 0; row <= SBX_BACKEND_COUNT; row++)
+                if (row < SBX_BACKEND_COUNT || metrics->backend_total[row].count != 0)
+                        write_histogram(out, "sandboxd_backend_duration_seconds", "backend",
+                                        row < SBX_BACKEND_COUNT ? sbx_backend_name_at(row)
+                                                                : SBX_METRICS_OTHER,
+                                        &metrics->backend_total[row]);
 
         write_family_header(out, "sandboxd_quota_rejections_total", "counter",
                             "Requests refused with 429, by tenant and quota.");

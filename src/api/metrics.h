@@ -2,6 +2,8 @@
  * "Metrics"), updated by the request handlers and rendered in the text exposition format 0.0.4.
  *
  *   sandboxd_executions_total{tenant,status}          counter
+ *   sandboxd_backend_executions_total{backend,status} counter
+ *   sandboxd_backend_duration_seconds{backend}        histogram of an execution's total time
  *   sandboxd_phase_duration_seconds{phase}            histogram (acquire, setup, run, teardown,
  *                                                     total), buckets 1 ms .. 10 s
  *   sandboxd_quota_rejections_total{tenant,reason}    counter (reason: concurrency, cpu_budget,
@@ -13,9 +15,10 @@
  *   sandboxd_http_requests_total{code}                counter
  *
  * Label cardinality is bounded by construction, so no client can grow the registry: tenants are
- * the config's (named at creation, and added by a config reload), statuses the fixed set of
- * sbx_status_name(), reasons the three below, codes 100..599. Any other value is counted under the
- * label value "other" (a configured tenant that is itself called "other" shares that series).
+ * the config's (named at creation, and added by a config reload), backends model/backend.h's,
+ * statuses the fixed set of sbx_status_name(), reasons the three below, codes 100..599. Any other
+ * value is counted under the label value "other" (a configured tenant that is itself called "other"
+ * shares that series).
  *
  * Every function is thread-safe (one mutex; the HTTP server runs a thread per connection). */
 #pragma once
@@ -47,9 +50,10 @@ int sbx_metrics_add_tenant(struct sbx_metrics *metrics, const char *tenant, stru
 /* Frees the registry. NULL is a no-op. Nothing may use it concurrently. */
 void sbx_metrics_free(struct sbx_metrics *metrics);
 
-/* Counts one finished execution. status is a sbx_status_name() ("ok", "timeout", ...). */
+/* Counts one finished execution of tenant on backend (a model/backend.h name). status is a
+ * sbx_status_name() ("ok", "timeout", ...); total_us its timing's total. */
 void sbx_metrics_count_execution(struct sbx_metrics *metrics, const char *tenant,
-                                 const char *status);
+                                 const char *backend, const char *status, uint64_t total_us);
 
 /* Counts one compile stage: served from the compile cache (hit) or compiled (miss). */
 void sbx_metrics_count_compile(struct sbx_metrics *metrics, bool cached);

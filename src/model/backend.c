@@ -9,6 +9,7 @@
 #define NATIVE "native"
 #define GVISOR "gvisor"
 static const char *const backend_names[] = {NATIVE, GVISOR};
+_Static_assert(SBX_ARRAY_SIZE(backend_names) == SBX_BACKEND_COUNT, "SBX_BACKEND_COUNT");
 
 const char *sbx_backend_name_find(const char *name)
 {

@@ -6,6 +6,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* How many backends there are (a unit test and a static assertion check the list). */
+#define SBX_BACKEND_COUNT 2
+
 /* The backend a request that names none runs on. */
 #define SBX_BACKEND_DEFAULT "native"
 

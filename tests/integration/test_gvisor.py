@@ -9,7 +9,7 @@ import signal
 
 import pytest
 
-from serve_helpers import NO_POOL, expect_json, expect_problem, running_server
+from serve_helpers import NO_POOL, expect_json, expect_problem, running_server, sample
 
 RUNSC = "/usr/bin/runsc"
 
@@ -219,6 +219,12 @@ def test_a_gvisor_pool_serves_gvisor_requests_only():
         assert native["backend"] == "native" and native["pooled"] is False
         srv.wait_pool_ready()
         assert expect_json(srv.post_execution(body))["pooled"] is True
+        metrics = srv.metrics()
+        assert sample(metrics, "sandboxd_backend_executions_total", backend="gvisor",
+                      status="ok") == 2
+        assert sample(metrics, "sandboxd_backend_executions_total", backend="native",
+                      status="ok") == 1
+        assert sample(metrics, "sandboxd_backend_duration_seconds_count", backend="gvisor") == 2
 
 
 def test_the_platform_key_reaches_runsc():

@@ -81,7 +81,7 @@ static void test_reload_swaps_for_new_requests_only(void **state)
         /* [server] stays as started. */
         assert_string_equal(sbx_live_config_initial(live)->server.listen, "127.0.0.1:9001");
         /* The new tenant has a series of its own. */
-        sbx_metrics_count_execution(metrics, "newbie", "ok");
+        sbx_metrics_count_execution(metrics, "newbie", "native", "ok", 1000);
         char *text = sbx_metrics_render(metrics, NULL);
         assert_non_null(strstr(text, "tenant=\"newbie\",status=\"ok\"} 1"));
         free(text);

@@ -49,9 +49,10 @@ static unsigned long long sample_value(const char *text, const char *series)
 static void test_counter_lines_are_exact(void **state)
 {
         struct sbx_metrics *metrics = new_registry();
-        sbx_metrics_count_execution(metrics, "acme", "ok");
-        sbx_metrics_count_execution(metrics, "acme", "ok");
-        sbx_metrics_count_execution(metrics, "beta", "timeout");
+        sbx_metrics_count_execution(metrics, "acme", "native", "ok", 1000);
+        sbx_metrics_count_execution(metrics, "acme", "native", "ok", 1000);
+        sbx_metrics_count_execution(metrics, "beta", "native", "timeout", 1000);
+        sbx_metrics_count_execution(metrics, "beta", "gvisor", "exit_nonzero", 30000);
         size_t length = 0;
         char *text = sbx_metrics_render(metrics, &length);
         assert_non_null(text);
@@ -60,6 +61,21 @@ static void test_counter_lines_are_exact(void **state)
                                    "tenant and status."));
         assert_true(has_line(text, "# TYPE sandboxd_executions_total counter"));
         assert_true(has_line(text, "sandboxd_executions_total{tenant=\"acme\",status=\"ok\"} 2"));
+        /* Per backend: every backend's series from the start, and its executions' total time. */
+        assert_true(has_line(text, "# TYPE sandboxd_backend_executions_total counter"));
+        assert_true(has_line(
+                text, "sandboxd_backend_executions_total{backend=\"native\",status=\"ok\"} 2"));
+        assert_true(has_line(
+                text,
+                "sandboxd_backend_executions_total{backend=\"gvisor\",status=\"exit_nonzero\"} 1"));
+        assert_true(has_line(
+                text,
+                "sandboxd_backend_executions_total{backend=\"gvisor\",status=\"timeout\"} 0"));
+        assert_true(has_line(text, "# TYPE sandboxd_backend_duration_seconds histogram"));
+        assert_true(
+                has_line(text, "sandboxd_backend_duration_seconds_count{backend=\"native\"} 3"));
+        assert_true(has_line(text, "sandboxd_backend_duration_seconds_sum{backend=\"gvisor\"} "
+                                   "0.030000"));
         assert_true(
                 has_line(text, "sandboxd_executions_total{tenant=\"beta\",status=\"timeout\"} 1"));
         /* Known series exist from the start, at zero. */
@@ -78,9 +94,9 @@ static void test_counter_lines_are_exact(void **state)
 static void test_unknown_labels_go_to_other(void **state)
 {
         struct sbx_metrics *metrics = new_registry();
-        sbx_metrics_count_execution(metrics, "intruder", "ok");
-        sbx_metrics_count_execution(metrics, "acme", "no_such_status");
-        sbx_metrics_count_execution(metrics, NULL, NULL);
+        sbx_metrics_count_execution(metrics, "intruder", "native", "ok", 1000);
+        sbx_metrics_count_execution(metrics, "acme", "native", "no_such_status", 1000);
+        sbx_metrics_count_execution(metrics, NULL, NULL, NULL, 0);
         sbx_metrics_count_quota_rejection(metrics, "acme", "concurrency");
         sbx_metrics_count_quota_rejection(metrics, "beta", "cpu_budget");
         sbx_metrics_count_quota_rejection(metrics, "beta", "disk");
@@ -186,7 +202,7 @@ static void test_label_values_are_escaped(void **state)
         struct sbx_error err = {0};
         struct sbx_metrics *metrics = sbx_metrics_new(tenants, 1, &err);
         assert_non_null(metrics);
-        sbx_metrics_count_execution(metrics, "we\"ird\\name\nx", "ok");
+        sbx_metrics_count_execution(metrics, "we\"ird\\name\nx", "native", "ok", 1000);
         char *text = sbx_metrics_render(metrics, NULL);
         assert_non_null(text);
         assert_true(has_line(
@@ -226,7 +242,7 @@ static void test_no_tenants(void **state)
         struct sbx_error err = {0};
         struct sbx_metrics *metrics = sbx_metrics_new(NULL, 0, &err);
         assert_non_null(metrics);
-        sbx_metrics_count_execution(metrics, "anyone", "ok");
+        sbx_metrics_count_execution(metrics, "anyone", "native", "ok", 1000);
         char *text = sbx_metrics_render(metrics, NULL);
         assert_non_null(text);
         assert_true(has_line(text, "sandboxd_executions_total{tenant=\"other\",status=\"ok\"} 1"));
@@ -244,7 +260,7 @@ static void *count_many(void *arg)
         struct sbx_timing timing = {
                 .acquire_us = 1, .setup_us = 1, .run_us = 1, .teardown_us = 1, .total_us = 4};
         for (int i = 0; i < INCREMENTS_PER_THREAD; i++) {
-                sbx_metrics_count_execution(metrics, "acme", "ok");
+                sbx_metrics_count_execution(metrics, "acme", "native", "ok", 1000);
                 sbx_metrics_count_http_request(metrics, 200);
                 if (i % 100 == 0)
                         sbx_metrics_observe_timing(metrics, &timing);
@@ -281,12 +297,13 @@ static void test_add_tenant_keeps_the_counts(void **state)
 {
         struct sbx_metrics *metrics = new_registry();
         struct sbx_error err = {0};
-        sbx_metrics_count_execution(metrics, "acme", "ok");
-        sbx_metrics_count_execution(metrics, "newbie", "ok"); /* not yet known: "other" */
+        sbx_metrics_count_execution(metrics, "acme", "native", "ok", 1000);
+        sbx_metrics_count_execution(metrics, "newbie", "native", "ok",
+                                    1000); /* not yet known: "other" */
         sbx_metrics_count_quota_rejection(metrics, "acme", "capacity");
         assert_int_equal(sbx_metrics_add_tenant(metrics, "newbie", &err), 0);
         assert_int_equal(sbx_metrics_add_tenant(metrics, "acme", &err), 0); /* known: no-op */
-        sbx_metrics_count_execution(metrics, "newbie", "timeout");
+        sbx_metrics_count_execution(metrics, "newbie", "native", "timeout", 1000);
         char *text = sbx_metrics_render(metrics, NULL);
         assert_non_null(text);
         assert_true(has_line(text, "sandboxd_executions_total{tenant=\"acme\",status=\"ok\"} 1"));
