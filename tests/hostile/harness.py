@@ -10,7 +10,8 @@ control and fail when a control does not flip the verdict.
 Every payload runs cold (`sandboxd run`); a payload that a warm pool can take (Python's loader,
 any other language's exec entry) also runs through a pool entry (`sandboxd run --pooled`: the
 service's warm path), judged the same way; on another backend (--backends) too, cold and,
-for the languages that backend has entries for, pooled. A
+for the languages that backend has entries for, pooled, and a limit's control (lift) must flip
+there as well. A
 session payload (`session = true`, below) runs its cells through `sandboxd session`.
 
 Stdlib only. Must run as root (cgroups, setpriv, canaries).
@@ -1824,6 +1825,23 @@ def run_payload(harness, payload, with_control, lock):
             if not valid:
                 entry["control"]["invalid"] = c_outcome.error or (
                     f"status internal_error: {c_outcome.result.get('error')}")
+            # The meta-test per backend: a limit's control (lift) must flip on every backend the
+            # payload ran on, judged as there. (outside is the same run whatever the backend;
+            # without:LAYER and no_fail_step lift the native backend's own layers and steps.)
+            for backend in harness.backends:
+                if kind != "lift" or backend not in entry["paths"]:
+                    continue
+                b_outcome, b_before, b_clean, b_findings = harness.execute(
+                    payload, "sandbox", limits, ["--backend", backend], args, stdin)
+                b_contained, b_reasons, _ = judge(judged_on(payload, backend), b_outcome,
+                                                  b_before, b_clean, b_findings)
+                flipped = b_outcome.valid and not b_contained
+                entry[backend]["control_flipped"] = flipped
+                if not flipped:
+                    entry["control_flipped"] = False
+                    entry["control"]["invalid"] = (
+                        f"on {backend} the control was judged contained too"
+                        if b_outcome.valid else f"on {backend}: {b_outcome.error}")
         else:
             entry["control_flipped"] = None
     except Exception as exc:  # noqa: BLE001  (one broken payload must not stop the suite)
@@ -1844,6 +1862,9 @@ def run_payload(harness, payload, with_control, lock):
     for path in entry.get("paths", []):
         if path not in ("cold", "pooled"):
             control_text += f"  {path}=" + ("agrees" if entry[path]["contained"] else "DISAGREES")
+            if entry[path].get("control_flipped") is not None:
+                control_text += ",control=" + ("flipped" if entry[path]["control_flipped"]
+                                               else "NOT-FLIPPED")
     line = f"{payload.klass:<11} {payload.name:<28} {verdict:<9} {summary}  {control_text}" \
            f"  ({entry['duration_s']}s)"
     for feature, reason in payload.variants:
@@ -2018,8 +2039,11 @@ def main():
         pending = sum(1 for why in not_run if why and why.startswith("pending"))
         pooled = [e for e in ran if f"{backend}-pooled" in e["paths"]]
         pooled_agree = sum(1 for e in pooled if e[f"{backend}-pooled"]["contained"])
+        controls = [e[backend]["control_flipped"] for e in ran
+                    if e[backend].get("control_flipped") is not None]
         say(f"{backend}: {len(ran)} payloads run, {agree} agree with the native backend "
-            f"({len(pooled)} run pooled too, {pooled_agree} agree there); "
+            f"({len(pooled)} run pooled too, {pooled_agree} agree there; {len(controls)} lift "
+            f"controls run there, {sum(controls)} flipped); "
             f"not run: {pending} pending a fix or an explanation (their [backend.{backend}]), "
             f"{len(not_run) - pending} that cannot apply there")
     say(f"{passed} passed ({variant} judged without a kernel feature, {skipped} skipped), "

@@ -37,9 +37,15 @@ static int setup(void **state)
         assert_true(f->rootfs_fd >= 0);
         static const char *const argv[] = {"/usr/bin/python3", "main.py", "an arg", NULL};
         static const char *const envp[] = {"PATH=/usr/bin:/bin", "HOME=/workspace", NULL};
+        static const struct sbx_file files[] = {
+                {.path = "main.py", .data = "print(1)", .size = 8},
+                {.path = "bin/tool", .data = "", .size = 0, .executable = true},
+        };
         struct sbx_spec spec = {
                 .argv = argv,
                 .envp = envp,
+                .files = files,
+                .n_files = 2,
                 .limits = {.wall_ms = 1000,
                            .cpu_ms = 2500,
                            .memory_bytes = 64 * MIB,
@@ -49,7 +55,7 @@ static int setup(void **state)
                            .open_files = 64},
         };
         struct sbx_error err = {0};
-        f->bundle = gvisor_bundle(&spec, f->rootfs_fd, "/run/sandboxd-gvisor/7/input", &err);
+        f->bundle = gvisor_bundle(&spec, f->rootfs_fd, &err);
         if (f->bundle == NULL)
                 fail_msg("gvisor_bundle: %s", err.message);
         *state = f;
@@ -91,9 +97,21 @@ static void test_the_process(void **state)
 {
         const json_t *process = json_object_get(((struct fixture *)*state)->bundle, "process");
         const json_t *args = json_object_get(process, "args");
-        const char *const want[] = {
-                "/bin/sh", "-c",    GVISOR_STAGE_SCRIPT, "sandboxd-stage", "/usr/bin/python3",
-                "main.py", "an arg"};
+        /* The files by path, size and flag, which the stage script reads from stdin. */
+        const char *const want[] = {"/bin/sh",
+                                    "-c",
+                                    GVISOR_STAGE_SCRIPT,
+                                    "sandboxd-stage",
+                                    "2",
+                                    "main.py",
+                                    "8",
+                                    "-",
+                                    "bin/tool",
+                                    "0",
+                                    "x",
+                                    "/usr/bin/python3",
+                                    "main.py",
+                                    "an arg"};
         assert_int_equal(json_array_size(args), sizeof(want) / sizeof(want[0]));
         for (size_t i = 0; i < json_array_size(args); i++)
                 assert_string_equal(json_string_value(json_array_get(args, i)), want[i]);
@@ -175,19 +193,18 @@ static void test_what_it_may_write(void **state)
                 assert_true(has_option(mount, "ro") && has_option(mount, "nosuid") &&
                             has_option(mount, "nodev"));
                 assert_true(strncmp(source, "/usr/", 5) == 0 || strncmp(source, "/etc/", 5) == 0 ||
-                            strcmp(source, "/run/sandboxd-gvisor/7/input") == 0 ||
                             strcmp(source, "/bin") == 0 || strcmp(source, "/lib") == 0 ||
                             strcmp(source, "/lib64") == 0 || strcmp(source, "/sbin") == 0);
                 assert_true(strcmp(source, "/etc/shadow") != 0 &&
                             strncmp(source, "/usr/local", 10) != 0 &&
                             strncmp(source, "/etc/ssl/private", 16) != 0);
         }
-        assert_true(binds >= 3); /* /usr/bin, /usr/lib and the input at least */
+        assert_true(binds >= 2); /* /usr/bin and /usr/lib at least; no host directory of files */
         const json_t *sys = mount_at(bundle, "/sys");
         assert_non_null(sys);
         assert_true(has_option(sys, "ro"));
         assert_non_null(mount_at(bundle, "/usr/bin"));
-        assert_non_null(mount_at(bundle, GVISOR_INPUT_PATH));
+        assert_null(mount_at(bundle, "/.sandboxd/input"));
 }
 
 static void test_namespaces_and_no_cgroups(void **state)

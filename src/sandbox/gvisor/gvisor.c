@@ -1,7 +1,8 @@
 /* The gVisor backend's operations. create: a slot and cgroups (the native backend's, under the
  * same sandboxd parents: one slot space for both), and the sandbox's directory under
- * GVISOR_RUN_DIR with its OCI bundle (spec.c), its files and runsc's state; start: `runsc run`,
- * forked into the slot's cgroups; wait: the shared supervisor loop, until runsc exits; kill: the
+ * GVISOR_RUN_DIR with its OCI bundle (spec.c) and runsc's state; start: `runsc run`, forked
+ * into the slot's cgroups; wait: the shared supervisor loop, which feeds the files' bytes and
+ * then the program's stdin to the stage script (spec.h), until runsc exits; kill: the
  * whole cgroup (runsc, its sentry, gofer and the ptrace platform's stubs); evidence: the cgroup's
  * counters; destroy: the cgroup and the directory.
  *
@@ -92,7 +93,33 @@ struct sbx_sandbox {
         pid_t pid;    /* runsc run; 0 before start and once reaped */
         int pidfd;
         int stdin_fd, stdout_fd, stderr_fd; /* the supervisor's ends */
+        /* A cold run's stdin: the files' bytes for the stage script (spec.h), then the
+         * program's; NULL without files. */
+        char *stdin_data;
+        size_t stdin_size;
 };
+
+/* Puts the files' bytes before the program's stdin (spec.h's stage script writes them). */
+static int make_stdin(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        const struct sbx_spec *spec = sandbox->spec;
+        size_t size = spec->stdin_size;
+        for (size_t i = 0; i < spec->n_files; i++)
+                size += spec->files[i].size;
+        if (spec->n_files == 0 || size == 0)
+                return 0;
+        sandbox->stdin_data = malloc(size);
+        if (sandbox->stdin_data == NULL)
+                return sbx_error_set(err, ENOMEM, "the files for stdin (%zu bytes)", size);
+        char *at = sandbox->stdin_data;
+        for (size_t i = 0; i < spec->n_files; i++)
+                at = (char *)memcpy(at, spec->files[i].data, spec->files[i].size) +
+                     spec->files[i].size;
+        if (spec->stdin_size > 0)
+                memcpy(at, spec->stdin_data, spec->stdin_size);
+        sandbox->stdin_size = size;
+        return 0;
+}
 
 static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
 {
@@ -111,33 +138,8 @@ static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
         return 0;
 }
 
-/* Writes the execution's files under input_fd, making their directories (paths are validated
- * already: relative, no ".."). */
-static int write_files(const struct sbx_spec *spec, int input_fd, struct sbx_error *err)
-{
-        for (size_t i = 0; i < spec->n_files; i++) {
-                const struct sbx_file *file = &spec->files[i];
-                char path[PATH_MAX];
-                if ((size_t)snprintf(path, sizeof(path), "%s", file->path) >= sizeof(path))
-                        return sbx_error_set(err, ENAMETOOLONG, "file %s", file->path);
-                for (char *slash = strchr(path, '/'); slash != NULL;
-                     slash = strchr(slash + 1, '/')) {
-                        *slash = '\0';
-                        if (mkdirat(input_fd, path, 0755) < 0 && errno != EEXIST)
-                                return sbx_error_set(err, errno, "mkdir %s", path);
-                        *slash = '/';
-                }
-                _cleanup_close_ int fd =
-                        openat(input_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                               file->executable ? 0755 : 0644);
-                if (fd < 0 || sbx_write_all(fd, file->data, file->size) < 0)
-                        return sbx_error_set(err, errno, "write file %s", path);
-        }
-        return 0;
-}
-
-/* The sandbox's directory: bundle/ (config.json, rootfs/), input/ (the files), state/ (runsc's
- * --root). A directory left by a crash in this slot (now ours) is removed first. */
+/* The sandbox's directory: bundle/ (config.json, rootfs/) and state/ (runsc's --root). A directory
+ * left by a crash in this slot (now ours) is removed first. */
 static int make_directory(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         if (mkdir(GVISOR_RUN_DIR, 0700) < 0 && errno != EEXIST)
@@ -156,20 +158,13 @@ static int make_directory(struct sbx_sandbox *sandbox, struct sbx_error *err)
         _cleanup_close_ int dir_fd =
                 openat(run_fd, slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir_fd < 0 || mkdirat(dir_fd, "bundle", 0755) < 0 ||
-            mkdirat(dir_fd, "bundle/rootfs", 0755) < 0 || mkdirat(dir_fd, "input", 0755) < 0 ||
-            mkdirat(dir_fd, "state", 0700) < 0)
+            mkdirat(dir_fd, "bundle/rootfs", 0755) < 0 || mkdirat(dir_fd, "state", 0700) < 0)
                 return sbx_error_set(err, errno, "make %s", sandbox->dir);
-        _cleanup_close_ int input_fd =
-                openat(dir_fd, "input", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         _cleanup_close_ int rootfs_fd =
                 openat(dir_fd, "bundle/rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (input_fd < 0 || rootfs_fd < 0)
+        if (rootfs_fd < 0)
                 return sbx_error_set(err, errno, "open %s", sandbox->dir);
-        if (write_files(sandbox->spec, input_fd, err) < 0)
-                return -1;
-        char input_dir[sizeof(sandbox->dir) + 8];
-        snprintf(input_dir, sizeof(input_dir), "%s/input", sandbox->dir);
-        json_t *bundle = gvisor_bundle(sandbox->spec, rootfs_fd, input_dir, err);
+        json_t *bundle = gvisor_bundle(sandbox->spec, rootfs_fd, err);
         if (bundle == NULL)
                 return -1;
         _cleanup_free_ char *text = json_dumps(bundle, JSON_COMPACT);
@@ -221,9 +216,10 @@ static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                 free(sandbox);
                 return sbx_error_prefix(err, "setup step 'cgroup'");
         }
-        if (make_directory(sandbox, err) < 0) {
+        if (make_directory(sandbox, err) < 0 || make_stdin(sandbox, err) < 0) {
                 remove_directory(sandbox);
                 cgroup_destroy(sandbox->cgroup);
+                free(sandbox->stdin_data);
                 free(sandbox);
                 return sbx_error_prefix(err, "setup step 'bundle'");
         }
@@ -415,8 +411,10 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         uint64_t started = sbx_now_us();
         struct sbx_supervise params = {
                 .stdin_fd = sandbox->stdin_fd,
-                .stdin_data = sandbox->spec->stdin_data,
-                .stdin_size = sandbox->spec->stdin_size,
+                .stdin_data = sandbox->stdin_data != NULL ? sandbox->stdin_data
+                                                          : sandbox->spec->stdin_data,
+                .stdin_size = sandbox->stdin_data != NULL ? sandbox->stdin_size
+                                                          : sandbox->spec->stdin_size,
                 .stdout_fd = sandbox->stdout_fd,
                 .stderr_fd = sandbox->stderr_fd,
                 .end_fd = sandbox->pidfd, /* readable once runsc has exited */
@@ -467,6 +465,7 @@ static void gvisor_destroy(struct sbx_sandbox *sandbox)
                 sbx_warn("destroy: %s", err.message);
         remove_directory(sandbox);
         cgroup_destroy(sandbox->cgroup);
+        free(sandbox->stdin_data);
         free(sandbox);
 }
 

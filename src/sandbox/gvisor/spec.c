@@ -167,16 +167,14 @@ static int add_etc(json_t *mounts, int rootfs_fd, struct sbx_error *err)
         return 0;
 }
 
-static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, const char *input_dir,
-                           struct sbx_error *err)
+static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, struct sbx_error *err)
 {
         json_t *mounts = json_array();
         if (mounts == NULL) {
                 sbx_error_set(err, ENOMEM, "gvisor spec: mounts");
                 return NULL;
         }
-        static const char *const mount_points[] = {
-                "proc", "sys", "dev", "tmp", "workspace", ".sandboxd", ".sandboxd/input"};
+        static const char *const mount_points[] = {"proc", "sys", "dev", "tmp", "workspace"};
         int rc = 0;
         for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_points) && rc == 0; i++)
                 rc = make_directory_at(rootfs_fd, mount_points[i], err);
@@ -189,8 +187,7 @@ static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, const cha
             add_runtime(mounts, rootfs_fd, err) < 0 || add_etc(mounts, rootfs_fd, err) < 0 ||
             add_tmpfs(mounts, "/workspace", disk, "0755", err) < 0 ||
             add_tmpfs(mounts, "/tmp", disk, "1777", err) < 0 ||
-            add_tmpfs(mounts, "/dev/shm", disk, "1777", err) < 0 ||
-            add_mount(mounts, GVISOR_INPUT_PATH, "bind", input_dir, bind_options(), err) < 0) {
+            add_tmpfs(mounts, "/dev/shm", disk, "1777", err) < 0) {
                 json_decref(mounts);
                 return NULL;
         }
@@ -227,8 +224,18 @@ const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES] = {
 
 static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
 {
-        json_t *args =
-                json_pack("[s,s,s,s]", "/bin/sh", "-c", GVISOR_STAGE_SCRIPT, "sandboxd-stage");
+        char number[24];
+        snprintf(number, sizeof(number), "%zu", spec->n_files);
+        json_t *args = json_pack("[s,s,s,s,s]", "/bin/sh", "-c", GVISOR_STAGE_SCRIPT,
+                                 "sandboxd-stage", number);
+        for (size_t i = 0; args != NULL && i < spec->n_files; i++) {
+                snprintf(number, sizeof(number), "%zu", spec->files[i].size);
+                if (json_array_append_new(args, json_string(spec->files[i].path)) < 0 ||
+                    json_array_append_new(args, json_string(number)) < 0 ||
+                    json_array_append_new(args,
+                                          json_string(spec->files[i].executable ? "x" : "-")) < 0)
+                        json_decref(steal_pointer(&args));
+        }
         json_t *env = json_array();
         json_t *rlimits = rlimits_json(&spec->limits);
         for (size_t i = 0; args != NULL && spec->argv[i] != NULL; i++)
@@ -261,13 +268,12 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
         return process;
 }
 
-json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, const char *input_dir,
-                      struct sbx_error *err)
+json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, struct sbx_error *err)
 {
         json_t *process = process_json(spec, err);
         if (process == NULL)
                 return NULL;
-        json_t *mounts = mounts_json(spec, rootfs_fd, input_dir, err);
+        json_t *mounts = mounts_json(spec, rootfs_fd, err);
         if (mounts == NULL) {
                 json_decref(process);
                 return NULL;

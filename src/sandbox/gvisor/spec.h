@@ -14,21 +14,22 @@
 #include "sandbox/sandbox.h"
 #include "util/error.h"
 
-/* Where the execution's files wait (a read-only bind of a host directory) until the stage
- * script copies them into /workspace and execs the program. */
-#define GVISOR_INPUT_PATH "/.sandboxd/input"
-
-/* The stage script: the container's process is /bin/sh -c GVISOR_STAGE_SCRIPT sandboxd-stage
- * ARGV..., which copies the files (modes kept) and runs ARGV in /workspace with the environment
- * it was given (the shell's own PWD unset) and no_new_privs (runsc 2022-12 does not set it from
+/* The stage script: the container's process is /bin/sh -c GVISOR_STAGE_SCRIPT sandboxd-stage N
+ * PATH SIZE FLAG ... ARGV..., which writes the N files into /workspace from its stdin, in order
+ * (head -c reads exactly SIZE bytes each: the rest of stdin is the program's; FLAG "x" makes one
+ * executable), and runs ARGV there with the environment it was given (the shell's own PWD unset)
+ * and no_new_privs (runsc 2022-12 does not set it from
  * the spec's noNewPrivileges; its exec honours setuid bits all the same, inside its own kernel:
  * hostile payload setuid_filecaps). The shell stays pid 1, the sandbox's init, as the native
  * backend's init is: the program is not pid 1 (kill(-1), ptrace and signals to pid 1 see what they
  * see natively), and when it exits, the shell exits with its status and the sandbox ends with
  * everything it started. */
 #define GVISOR_STAGE_SCRIPT                                                                        \
-        "cp -pR " GVISOR_INPUT_PATH "/. /workspace/ || exit 125; unset PWD; "                      \
-        "setpriv --no-new-privs -- \"$@\"; exit $?"
+        "n=$1; shift; while [ \"$n\" -gt 0 ]; do "                                                 \
+        "case $1 in */*) mkdir -p -- \"${1%/*}\" || exit 125;; esac; "                             \
+        "head -c \"$2\" > \"$1\" || exit 125; "                                                    \
+        "if [ \"$3\" = x ]; then chmod +x -- \"$1\" || exit 125; fi; "                             \
+        "shift 3; n=$((n - 1)); done; unset PWD; setpriv --no-new-privs -- \"$@\"; exit $?"
 
 /* The capabilities the sandbox's root keeps, by their OCI names: the native backend's set
  * (native/caps.h, CAPS_ROOT_SET_MASK; a unit test checks they agree), so that chown and
@@ -38,7 +39,6 @@ extern const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES];
 
 /* Makes the bundle's root directory in rootfs_fd (an empty directory): the mount points, the
  * host's top-level links into /usr, the /etc links and generated files; and returns the runtime
- * spec for spec's execution, its files in the host directory input_dir (pool mode, spec->agent:
+ * spec for spec's execution, whose files' bytes come first on its stdin (pool mode, spec->agent:
  * the loader of argv, given the argument "stdio"). NULL on failure. */
-json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, const char *input_dir,
-                      struct sbx_error *err);
+json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, struct sbx_error *err);

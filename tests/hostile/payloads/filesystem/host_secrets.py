@@ -26,7 +26,10 @@ SEARCH_BUDGET_S = 3.0
 
 
 def report(op, ret, err=None, **extra):
-    line = {"op": op, "ret": ret, "errno": errno.errorcode.get(err, str(err)) if err else None}
+    """err: an errno number, or a verdict's name."""
+    if isinstance(err, int):
+        err = errno.errorcode.get(err, str(err))
+    line = {"op": op, "ret": ret, "errno": err or None}
     line.update(extra)
     print(json.dumps(line), flush=True)
 
@@ -38,8 +41,12 @@ def read_secret(path):
     except OSError as e:
         report("read_secret", -1, e.errno, path=path)
         return
-    # Readable: print it, a canary token in it then shows in the output.
-    report("read_secret", len(data), path=path, content=data[:512].decode("utf-8", "replace"))
+    # Readable: print it, a canary token in it then shows in the output. The sandbox's init's
+    # own entries are PARENT_INIT when init is this program's parent (the gVisor backend's stage
+    # shell, which holds only the program's argv and environment); natively init stays hidden.
+    own_init = os.path.realpath(path).startswith("/proc/1/") and os.getppid() == 1
+    report("read_secret", len(data), "PARENT_INIT" if own_init else None, path=path,
+           content=data[:512].decode("utf-8", "replace"))
 
 
 def list_dir(path):

@@ -17,11 +17,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-/* What the sandbox's root holds (mount.c builds it); anything else at the top of a ".." climb is
- * a directory of the host. */
-static const char *const sandbox_root_names[] = {"bin",   "dev",       "etc",  "lib",  "lib32",
-                                                 "lib64", "libx32",    "proc", "sbin", "tmp",
-                                                 "usr",   "workspace", ".",    ".."};
+/* What the sandbox's root holds (mount.c builds it; the gVisor backend's has an empty read-only
+ * /sys too, over the sysfs runsc would mount); anything else at the top of a ".." climb is a
+ * directory of the host (home, root, var, ...). */
+static const char *const sandbox_root_names[] = {"bin",   "dev",    "etc",       "lib",  "lib32",
+                                                 "lib64", "libx32", "proc",      "sbin", "sys",
+                                                 "tmp",   "usr",    "workspace", ".",    ".."};
 
 static void report(const char *op, const char *target, long ret, const char *err,
                    const char *detail)

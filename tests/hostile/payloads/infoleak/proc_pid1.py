@@ -68,8 +68,13 @@ for pid in pids:
                 foreign[pid] = f.read(200).replace(b"\0", b" ").decode(errors="replace")
         except OSError:
             foreign[pid] = "?"
-report("visible_processes", len(pids), "FOREIGN" if foreign else "OWN_ONLY",
-       foreign=dict(list(foreign.items())[:20]))
+# Under the gVisor backend the sandbox's init is its stage shell, this program's parent (it holds
+# nothing but the program's own argv, files list and environment): OWN_AND_PARENT_INIT. Any other
+# process is foreign.
+verdict = "OWN_ONLY"
+if foreign:
+    verdict = "OWN_AND_PARENT_INIT" if list(foreign) == [1] and os.getppid() == 1 else "FOREIGN"
+report("visible_processes", len(pids), verdict, foreign=dict(list(foreign.items())[:20]))
 
 for arg in sys.argv[1:]:
     read("host_pid", f"/proc/{arg}/cmdline")
