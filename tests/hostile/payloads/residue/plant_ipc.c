@@ -71,6 +71,10 @@ int main(int argc, char **argv)
                 mq_ok = mq_open(mq_name, O_RDONLY) == (mqd_t)-1 && errno == EACCES; /* exists */
                 errno = EACCES;
         }
+        /* gVisor (2022-12) makes the queue but has no mq_timedsend (ENOSYS): the named, empty
+         * queue is the residue, as under Landlock. */
+        if (mq != (mqd_t)-1 && !mq_ok && errno == ENOSYS)
+                mq_ok = 1;
         /* RLIMIT_MSGQUEUE 0 (the sandbox's): no queue can be made, so there is no such residue
          * to leave; B's self-test reports the same refusal. */
         if (mq == (mqd_t)-1 && errno == EMFILE)

@@ -25,10 +25,26 @@ def report(op, found, err="ENOENT", **extra):
                       **extra}), flush=True)
 
 
+def ancestors():
+    """This program's parent chain: B's own launcher, never A's. Under the gVisor backend the
+    sandbox's pid 1 is the stage shell that started this program, with the token in its command
+    line because it is this program's argument."""
+    chain, pid = set(), os.getppid()
+    while pid > 0 and pid not in chain:
+        chain.add(pid)
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                pid = int(f.read().rsplit(b")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            break
+    return chain
+
+
 def processes_with(needle):
     hits = []
+    own = ancestors() | {os.getpid()}
     for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == os.getpid():
+        if not pid.isdigit() or int(pid) in own:
             continue
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
