@@ -7,10 +7,13 @@ import hashlib
 import json
 import os
 import signal
+import threading
+import time
 
 import pytest
 
-from serve_helpers import NO_POOL, expect_json, expect_problem, running_server, sample
+from serve_helpers import (NO_POOL, children_of, cmdline, expect_json, expect_problem,
+                           kept_data_dir, running_server, sample)
 
 RUNSC = "/usr/bin/runsc"
 
@@ -256,3 +259,50 @@ def test_the_platform_key_reaches_runsc():
                         server={"gvisor_platform": "ptrace"}) as srv:
         result = expect_json(srv.post_execution(body))
         assert (result["status"], result["stdout"]) == ("ok", "1\n"), result
+
+
+ORPHAN_MIN_AGE_S = 2  # cgroup_slot.c
+
+
+def runsc_processes():
+    return [int(p) for p in os.listdir("/proc") if p.isdigit()
+            and os.path.basename(cmdline(p)[0]).startswith(b"runsc")]
+
+
+def test_a_crash_leaves_nothing_of_runsc_after_the_next_start():
+    """kill -9 of the engine and of the worker running a gVisor execution: runsc, its sandbox and
+    the slot's directory under /run/sandboxd-gvisor stay behind; the next start's reconcile kills
+    them with the slot's cgroups and removes the directory too (the slot's orphan cleaner)."""
+    run_dir = "/run/sandboxd-gvisor"
+    tiers = {"gvisor": {"languages": "python", "backends": "gvisor"}}
+    body = {"language": "python", "code": "import time\nprint('up', flush=True)\ntime.sleep(60)",
+            "backend": "gvisor", "limits": {"wall_ms": 60000}}
+    before = set(os.listdir(run_dir)) if os.path.isdir(run_dir) else set()
+    with kept_data_dir() as data_dir:
+        with running_server(tiers=tiers, tenants={"acme": "gvisor"}, data_dir=data_dir,
+                            pools=NO_POOL) as srv:
+            srv.expected_rc = -signal.SIGKILL
+            thread = threading.Thread(target=lambda: srv.post_execution(body), daemon=True)
+            thread.start()
+            deadline = time.monotonic() + 30
+            while not runsc_processes():
+                assert time.monotonic() < deadline, "runsc never started"
+                time.sleep(0.05)
+            for worker in children_of(srv.pid):
+                if worker != srv.api_pid():
+                    os.kill(worker, signal.SIGKILL)
+            srv.signal(signal.SIGKILL)
+            assert srv.wait_exit(10) == -signal.SIGKILL
+            left = set(os.listdir(run_dir)) - before
+            assert left and runsc_processes(), "the crash left nothing to reconcile"
+            thread.join(timeout=30)
+            # Younger slots may be another process's in the making (cgroup_slot.c).
+            time.sleep(ORPHAN_MIN_AGE_S + 0.5)
+            # The next start, before the crashed one's leak check (which would clear its
+            # leftovers itself): reconciled before it served, no runsc, no directory of the slot.
+            with running_server(tiers=tiers, tenants={"acme": "gvisor"}, data_dir=data_dir,
+                                pools=NO_POOL) as again:
+                assert not runsc_processes()
+                assert not (set(os.listdir(run_dir)) & left), os.listdir(run_dir)
+                result = expect_json(again.post_execution(dict(body, code="print(7)")))
+                assert (result["status"], result["stdout"]) == ("ok", "7\n"), result

@@ -87,7 +87,10 @@ void sbx_gvisor_set_platform(const char *platform)
 #define GVISOR_LOADER_READY_TIMEOUT_MS 30000
 
 struct sbx_sandbox {
-        const struct sbx_spec *spec; /* the created one; from acquire on, the request */
+        /* The created one until acquire, then the request's: a pool entry's spec is freed
+         * before its acquire (sbx_pool_entry_execute), so nothing of it is read after start. */
+        const struct sbx_spec *spec;
+        bool agent; /* a warm pool entry: its loader waits on stdin */
         struct cgroup *cgroup;
         char dir[64]; /* GVISOR_RUN_DIR/<slot> */
         pid_t pid;    /* runsc run; 0 before start and once reaped */
@@ -208,6 +211,7 @@ static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
         if (sandbox == NULL)
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
         sandbox->spec = spec;
+        sandbox->agent = spec->agent;
         sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
         struct sbx_limits host = host_limits(&spec->limits);
         if (cgroup_create(GVISOR_MAX_SLOTS, &sandbox->cgroup, err) < 0 ||
@@ -331,7 +335,7 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         sandbox->stdin_fd = take_fd(&in[1]);
         sandbox->stdout_fd = take_fd(&out[0]);
         sandbox->stderr_fd = take_fd(&errs[0]);
-        rc = sandbox->spec->agent ? wait_for_loader(sandbox->stdout_fd, err) : 0;
+        rc = sandbox->agent ? wait_for_loader(sandbox->stdout_fd, err) : 0;
 out:
         for (int i = 0; i < 2; i++) {
                 sbx_closep(&in[i]);
@@ -345,7 +349,7 @@ out:
 static int gvisor_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
                           struct sbx_error *err)
 {
-        if (!sandbox->spec->agent || sandbox->pid <= 0 || sandbox->stdin_fd < 0)
+        if (!sandbox->agent || sandbox->pid <= 0 || sandbox->stdin_fd < 0)
                 return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
         for (size_t i = 0; i < request->n_files; i++)
                 if (request->files[i].read_only)
@@ -445,6 +449,23 @@ static int gvisor_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence
         return cgroup_read_evidence(sandbox->cgroup, evidence, err);
 }
 
+/* The orphan cleaner of the slot space (native/cgroup.h): an orphan slot's directory here. */
+static void remove_slot_directory(unsigned slot)
+{
+        char path[64];
+        snprintf(path, sizeof(path), "%s/%u", GVISOR_RUN_DIR, slot);
+        struct sbx_error err = {0};
+        if (sbx_remove_tree_at(AT_FDCWD, path, &err) < 0)
+                sbx_warn("gvisor: remove %s: %s", path, err.message);
+}
+
+/* Registered when the process starts, whichever backend it then uses: a crashed gVisor
+ * sandbox's slot may be reclaimed by any sandbox's create or by any reconcile. */
+__attribute__((constructor)) static void register_orphan_cleaner(void)
+{
+        cgroup_set_orphan_cleaner(remove_slot_directory);
+}
+
 static void gvisor_destroy(struct sbx_sandbox *sandbox)
 {
         if (sandbox == NULL)
@@ -470,8 +491,8 @@ static void gvisor_destroy(struct sbx_sandbox *sandbox)
 }
 
 /* A crash's orphans are cgroups of the one slot space (runsc and everything it started is in
- * them): the native backend's reconcile removes every one; a directory a crash left is removed
- * when its slot is next used. */
+ * them): the native backend's reconcile removes every one, and with it (the cleaner below) the
+ * slot's directory here; a slot that was next used first had its directory replaced. */
 static int gvisor_reconcile(struct sbx_error *err)
 {
         return sbx_native_backend.reconcile(err);

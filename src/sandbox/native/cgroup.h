@@ -98,6 +98,12 @@ int cgroup_reset_baseline(struct cgroup *cg, struct sbx_error *err);
  * NULL is a no-op. Logs (does not return) errors: it runs on every path out. */
 void cgroup_destroy(struct cgroup *cg);
 
+/* What else a slot may hold besides its cgroups (a gVisor sandbox's directory): clean(slot) is
+ * called for every orphan slot removed (by cgroup_reconcile, or by cgroup_create meeting one),
+ * after its processes are killed and while its lock is still held, so that no new owner of the
+ * slot can have made anything yet. One cleaner per process; NULL for none. */
+void cgroup_set_orphan_cleaner(void (*clean)(unsigned slot));
+
 /* Removes every orphaned slot under the sandboxd parents (primary slot dirs nobody holds a lock
  * on): kills their processes and removes their dirs in every hierarchy. A v1 dir left without a
  * primary one cannot come from sandboxd (the primary is made first and removed last); if one

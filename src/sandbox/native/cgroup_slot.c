@@ -40,8 +40,16 @@ static int open_existing_v1(struct cgroup *cg, struct sbx_error *err)
         return 0;
 }
 
+static void (*orphan_cleaner)(unsigned slot);
+
+void cgroup_set_orphan_cleaner(void (*clean)(unsigned slot))
+{
+        orphan_cleaner = clean;
+}
+
 /* Removes the orphan slot whose primary directory the caller has locked (locked_fd, consumed):
- * kills its processes in every hierarchy and removes its directories. */
+ * kills its processes in every hierarchy, lets the orphan cleaner remove the rest of the slot,
+ * and removes its directories. */
 static int remove_orphan(const struct cgroup_mounts *mounts, unsigned slot, int locked_fd,
                          struct sbx_error *err)
 {
@@ -55,6 +63,11 @@ static int remove_orphan(const struct cgroup_mounts *mounts, unsigned slot, int 
         int result = cgroup_open_parents(orphan, false, err);
         if (result == 0)
                 result = open_existing_v1(orphan, err);
+        if (result == 0 && orphan_cleaner != NULL) {
+                result = cgroup_kill_all(orphan, err);
+                if (result == 0)
+                        orphan_cleaner(slot);
+        }
         if (result == 0)
                 result = cgroup_remove_all(orphan, err);
         if (result == 0)
