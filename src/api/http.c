@@ -23,6 +23,7 @@
 #include <strings.h>
 #include <time.h>
 
+#include "api/async.h"
 #include "api/http_guard.h"
 #include "api/languages.h"
 #include "api/openapi.h"
@@ -37,6 +38,7 @@
 #include "util/buffer.h"
 #include "util/cleanup.h"
 #include "util/log.h"
+#include "util/parse.h"
 #include "util/time.h"
 
 /* Seconds a connection may sit idle (a body trickling in, or a client not reading its answer)
@@ -151,6 +153,8 @@ static enum MHD_Result handle_languages(struct sbx_api *api, struct MHD_Connecti
 
 /* ---- POST /v1/executions ---- */
 
+#define EXECUTIONS_PATH "/v1/executions"
+
 static bool is_json_content_type(const char *value)
 {
         if (value == NULL)
@@ -206,23 +210,45 @@ static json_t *redacted_request(const json_t *requested)
         return copy;
 }
 
+/* The JSON parts of an execution's audit record (owned). */
+struct record_parts {
+        json_t *clamped, *requested, *effective;
+};
+
+static void record_parts_free(struct record_parts *parts)
+{
+        json_decref(parts->clamped);
+        json_decref(parts->requested);
+        json_decref(parts->effective);
+}
+
+/* The audit record of settings as it begins (pointing into settings and parts). */
+static struct sbx_audit_record record_of(const struct sbx_settings *settings,
+                                         uint64_t created_at_ms, struct record_parts *parts)
+{
+        *parts = (struct record_parts){
+                .clamped = clamped_json(settings),
+                .requested = redacted_request(settings->requested),
+                .effective = sbx_limits_to_json(&settings->limits),
+        };
+        return (struct sbx_audit_record){
+                .id = settings->id,
+                .tenant = settings->tenant,
+                .created_at_ms = (int64_t)created_at_ms,
+                .language = settings->language,
+                .requested = parts->requested,
+                .effective = parts->effective,
+                .clamped = parts->clamped,
+        };
+}
+
 /* Writes the audit record of an execution about to start (status running): before the engine
  * gets it, so that whatever fails later, an execution that started has a record. */
 static int begin_audit(struct sbx_api *api, const struct sbx_settings *settings,
                        uint64_t created_at_ms, struct sbx_error *err)
 {
-        _cleanup_(json_decrefp) json_t *clamped = clamped_json(settings);
-        _cleanup_(json_decrefp) json_t *requested = redacted_request(settings->requested);
-        _cleanup_(json_decrefp) json_t *effective = sbx_limits_to_json(&settings->limits);
-        const struct sbx_audit_record record = {
-                .id = settings->id,
-                .tenant = settings->tenant,
-                .created_at_ms = (int64_t)created_at_ms,
-                .language = settings->language,
-                .requested = requested,
-                .effective = effective,
-                .clamped = clamped,
-        };
+        _cleanup_(record_parts_free) struct record_parts parts;
+        const struct sbx_audit_record record = record_of(settings, created_at_ms, &parts);
         return sbx_audit_begin(api->audit, &record, err);
 }
 
@@ -367,11 +393,9 @@ static enum MHD_Result respond_engine_failure(struct sbx_api *api,
                                             failure.record_kept ? settings->id : NULL);
 }
 
-/* The end of an execution the engine answered: its accounting, record and metrics. Returns the
- * response body (the result, its id and what was clamped); frees outcome. */
-static json_t *finish_execution(struct sbx_api *api, const struct sbx_tenant *tenant,
-                                const struct sbx_settings *settings,
-                                struct sbx_engine_result *outcome)
+json_t *sbx_http_finish_execution(struct sbx_api *api, const struct sbx_tenant *tenant,
+                                  const struct sbx_settings *settings,
+                                  struct sbx_engine_result *outcome)
 {
         struct sbx_result *result = &outcome->result;
         json_t *response = sbx_result_to_json(result);
@@ -380,8 +404,10 @@ static json_t *finish_execution(struct sbx_api *api, const struct sbx_tenant *te
                 json_object_set_new(response, "clamped", clamped_json(settings));
         }
         struct sbx_error err = {0};
+        /* A queued execution's client reads its output from the record: it is kept whatever
+         * store_output says. */
         if (sbx_audit_finish_result(api->audit, result, response, (int64_t)sbx_wall_clock_ms(),
-                                    api->config->server.store_output, &err) < 0)
+                                    api->config->server.store_output || settings->queued, &err) < 0)
                 sbx_warn("audit: execution %s: %s", settings->id, err.message);
         sbx_metrics_count_execution(api->metrics, tenant->name, result->backend,
                                     sbx_status_name(result->status), result->timing.total_us);
@@ -453,7 +479,8 @@ static void *streamed_thread(void *arg)
                 sbx_sse_event(job->sse, "problem", problem);
                 json_decref(problem);
         } else {
-                json_t *response = finish_execution(api, job->tenant, job->settings, &outcome);
+                json_t *response =
+                        sbx_http_finish_execution(api, job->tenant, job->settings, &outcome);
                 sbx_sse_event(job->sse, "end", response);
                 json_decref(response);
         }
@@ -555,8 +582,50 @@ static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connec
         if (rc < 0)
                 return respond_engine_failure(api, connection, tenant, settings, &err);
 
-        json_t *response = finish_execution(api, tenant, settings, &outcome);
+        json_t *response = sbx_http_finish_execution(api, tenant, settings, &outcome);
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
+}
+
+/* Whether the client asked for an answer before the run (RFC 7240's respond-async). */
+static bool respond_async_preferred(struct MHD_Connection *connection)
+{
+        const char *prefer = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Prefer");
+        return prefer != NULL && strcasestr(prefer, "respond-async") != NULL;
+}
+
+/* An asynchronous execution: committed to the queue, answered 202 with where to look. */
+static enum MHD_Result queue_execution(struct sbx_api *api, struct MHD_Connection *connection,
+                                       const struct sbx_tenant *tenant,
+                                       const struct sbx_settings *settings)
+{
+        _cleanup_(record_parts_free) struct record_parts parts;
+        const struct sbx_audit_record record = record_of(settings, sbx_wall_clock_ms(), &parts);
+        uint64_t position = 0, retry_after_s = 1;
+        struct sbx_error err = {0};
+        if (sbx_async_submit(api->async, tenant, &record, settings, &position, &retry_after_s,
+                             &err) < 0) {
+                if (err.code != ENOSPC) {
+                        sbx_warn("execution %s: %s", settings->id, err.message);
+                        return sbx_http_respond_problem(api, connection, 500,
+                                                        "the queue's store failed; nothing was "
+                                                        "accepted",
+                                                        NULL, 0, NULL, 0);
+                }
+                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "queued");
+                char retry_after[32];
+                snprintf(retry_after, sizeof(retry_after), "%llu",
+                         (unsigned long long)retry_after_s);
+                const struct sbx_http_header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
+                return sbx_http_respond_problem(api, connection, 429, err.message, NULL, 0, &header,
+                                                1);
+        }
+        char location[sizeof(EXECUTIONS_PATH) + SBX_EXECUTION_ID_CHARS + 2];
+        snprintf(location, sizeof(location), "%s/%s", EXECUTIONS_PATH, settings->id);
+        const struct sbx_http_header header = {MHD_HTTP_HEADER_LOCATION, location};
+        json_t *body = json_pack("{s:s, s:s, s:I, s:O}", "id", settings->id, "status",
+                                 SBX_AUDIT_STATUS_QUEUED, "queue_position", (json_int_t)position,
+                                 "clamped", parts.clamped);
+        return sbx_http_respond_json(api, connection, 202, JSON_CONTENT_TYPE, body, &header, 1);
 }
 
 static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
@@ -613,12 +682,41 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
         struct sbx_problem problem;
         if (sbx_settings_build(body, tenant, &settings, &problem) < 0)
                 return problem_from_settings(api, connection, &problem);
+        if (settings->queued || respond_async_preferred(connection)) {
+                settings->queued = true;
+                enum MHD_Result queued = queue_execution(api, connection, tenant, settings);
+                sbx_settings_free(settings);
+                return queued;
+        }
         enum MHD_Result result = run_execution(api, connection, tenant, request, &settings);
         sbx_settings_free(settings); /* NULL when a stream took it */
         return result;
 }
 
-/* ---- GET /v1/executions/{id} ---- */
+/* ---- GET and DELETE /v1/executions/{id} ---- */
+
+/* The longest a GET may wait for an asynchronous execution's end (?wait=SECONDS). */
+#define LONG_POLL_MAX_S 60
+
+/* A record as GET answers it: a queued one with its place in the queue and an estimate. */
+static void add_queue_place(struct sbx_api *api, const char *id, json_t *record)
+{
+        const char *status = json_string_value(json_object_get(record, "status"));
+        uint64_t position, estimate_ms;
+        if (status != NULL && strcmp(status, SBX_AUDIT_STATUS_QUEUED) == 0 &&
+            sbx_async_position(api->async, id, &position, &estimate_ms)) {
+                json_object_set_new(record, "queue_position", json_integer((json_int_t)position));
+                json_object_set_new(record, "estimated_start_ms",
+                                    json_integer((json_int_t)estimate_ms));
+        }
+}
+
+static bool record_pending(const json_t *record)
+{
+        const char *status = json_string_value(json_object_get(record, "status"));
+        return status != NULL && (strcmp(status, SBX_AUDIT_STATUS_QUEUED) == 0 ||
+                                  strcmp(status, SBX_AUDIT_STATUS_RUNNING) == 0);
+}
 
 static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Connection *connection,
                                             const struct request *request, const char *id)
@@ -626,11 +724,24 @@ static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Conn
         const struct sbx_tenant *tenant = sbx_http_authenticate(connection, request->tenants);
         if (tenant == NULL)
                 return sbx_http_respond_unauthorized(api, connection);
-        json_t *record = NULL;
+        uint64_t wait_s = 0;
+        const char *wait = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "wait");
         struct sbx_error err = {0};
+        if (wait != NULL && sbx_parse_u64(wait, LONG_POLL_MAX_S, &wait_s, &err) < 0) {
+                const struct sbx_problem_field field = {"wait", "whole seconds, at most 60"};
+                return sbx_http_respond_problem(api, connection, 400, err.message, &field, 1, NULL,
+                                                0);
+        }
+        json_t *record = NULL;
         int found = sbx_execution_id_valid(id)
                             ? sbx_audit_fetch(api->audit, tenant->name, id, &record, &err)
                             : 0;
+        if (found > 0 && wait_s > 0 && record_pending(record)) {
+                json_decref(record);
+                record = NULL;
+                sbx_async_wait(api->async, id, wait_s * 1000);
+                found = sbx_audit_fetch(api->audit, tenant->name, id, &record, &err);
+        }
         if (found < 0)
                 return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
                                                 NULL, 0, NULL, 0);
@@ -638,12 +749,54 @@ static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Conn
                 /* Another tenant's execution is "not found" too: no way to probe for ids. */
                 return sbx_http_respond_problem(api, connection, 404, "no such execution", NULL, 0,
                                                 NULL, 0);
+        add_queue_place(api, id, record);
+        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, record, NULL, 0);
+}
+
+/* How long a DELETE of a running execution waits for its end, to answer with it. */
+#define CANCEL_WAIT_MS 10000
+
+static enum MHD_Result handle_cancel_execution(struct sbx_api *api,
+                                               struct MHD_Connection *connection,
+                                               const struct request *request, const char *id)
+{
+        const struct sbx_tenant *tenant = sbx_http_authenticate(connection, request->tenants);
+        if (tenant == NULL)
+                return sbx_http_respond_unauthorized(api, connection);
+        struct sbx_error err = {0};
+        int canceled = sbx_execution_id_valid(id)
+                               ? sbx_async_cancel(api->async, tenant->name, id, &err)
+                               : 0;
+        if (canceled == 2)
+                sbx_async_wait(api->async, id, CANCEL_WAIT_MS);
+        json_t *record = NULL;
+        int found = canceled >= 0 && sbx_execution_id_valid(id)
+                            ? sbx_audit_fetch(api->audit, tenant->name, id, &record, &err)
+                            : canceled;
+        if (found < 0)
+                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
+                                                NULL, 0, NULL, 0);
+        if (found == 0)
+                return sbx_http_respond_problem(api, connection, 404, "no such execution", NULL, 0,
+                                                NULL, 0);
+        if (canceled == 0) {
+                char detail[160];
+                const char *status = json_string_value(json_object_get(record, "status"));
+                if (record_pending(record))
+                        snprintf(detail, sizeof(detail),
+                                 "execution %s runs for a waiting client: it ends when that "
+                                 "client closes its connection",
+                                 id);
+                else
+                        snprintf(detail, sizeof(detail), "execution %s has ended already (%s)", id,
+                                 status ? status : "?");
+                json_decref(record);
+                return sbx_http_respond_problem(api, connection, 409, detail, NULL, 0, NULL, 0);
+        }
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, record, NULL, 0);
 }
 
 /* ---- routing ---- */
-
-#define EXECUTIONS_PATH "/v1/executions"
 
 /* What a resource that can be read allows: GET, and HEAD (libmicrohttpd sends the headers of
  * the GET answer without its body). */
@@ -687,10 +840,14 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
                             : sbx_http_respond_method_not_allowed(api, connection, method, "POST");
         if (strncmp(url, EXECUTIONS_PATH "/", strlen(EXECUTIONS_PATH) + 1) == 0) {
                 const char *id = url + strlen(EXECUTIONS_PATH) + 1;
-                if (strchr(id, '/') == NULL && id[0] != '\0')
-                        return read ? handle_get_execution(api, connection, request, id)
-                                    : sbx_http_respond_method_not_allowed(api, connection, method,
-                                                                          READ_METHODS);
+                if (strchr(id, '/') == NULL && id[0] != '\0') {
+                        if (read)
+                                return handle_get_execution(api, connection, request, id);
+                        if (strcmp(method, MHD_HTTP_METHOD_DELETE) == 0)
+                                return handle_cancel_execution(api, connection, request, id);
+                        return sbx_http_respond_method_not_allowed(api, connection, method,
+                                                                   READ_METHODS ", DELETE");
+                }
         }
         return sbx_http_respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
 }

@@ -13,6 +13,10 @@
 #include "util/error.h"
 
 struct sbx_sessions;
+struct sbx_async;
+struct sbx_settings;
+struct sbx_tenant;
+struct sbx_engine_result;
 
 struct sbx_api {
         const struct sbx_config *config; /* as started: its [server] keys are in force */
@@ -22,6 +26,7 @@ struct sbx_api {
         struct sbx_quota *quota;
         struct sbx_engine_client *engine;
         struct sbx_sessions *sessions; /* api/sessions.h */
+        struct sbx_async *async;       /* api/async.h: the queue of asynchronous executions */
         int listen_fd;                 /* bound and listening; owned by the server once started */
 };
 
@@ -32,6 +37,13 @@ struct sbx_http_after {
         void (*fn)(void *ctx);
         void *ctx;
 };
+
+/* The end of an execution the engine answered (a waiting client's, or a queued one's): its
+ * record, metrics and the response body (the result, its id and what was clamped; the caller
+ * owns it). Frees outcome. */
+json_t *sbx_http_finish_execution(struct sbx_api *api, const struct sbx_tenant *tenant,
+                                  const struct sbx_settings *settings,
+                                  struct sbx_engine_result *outcome);
 
 /* Serves api->listen_fd until SIGTERM or SIGINT arrives or the engine is lost (the caller blocks
  * those signals in every thread first and passes the set it waits on; engine loss is signalled

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "api/engine_client.h"
+#include "api/async.h"
 #include "api/http.h"
 #include "api/sessions.h"
 #include "api/live_config.h"
@@ -220,9 +221,14 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
                         .sessions = sessions,
                         .listen_fd = LISTEN_FD,
                 };
-                rc = sbx_api_serve(&api, signals, &err) < 0 ? 1 : 0;
-                if (rc != 0)
+                api.async = sbx_async_start(&api, &err);
+                if (api.async == NULL)
                         fprintf(stderr, "sandboxd-api: %s\n", err.message);
+                else if (sbx_api_serve(&api, signals, &err) < 0)
+                        fprintf(stderr, "sandboxd-api: %s\n", err.message);
+                else
+                        rc = 0;
+                sbx_async_stop(api.async);
         }
         sbx_engine_client_free(engine); /* no reload can arrive after this */
         sbx_sessions_free(sessions);

@@ -45,8 +45,8 @@ static const struct bucket buckets[] = {
 
 #define BUCKET_COUNT SBX_ARRAY_SIZE(buckets)
 
-static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity", "sessions",
-                                            "episodes"};
+static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity",
+                                            "sessions",    "episodes",   "queued"};
 
 /* A session run's statuses (engine/session.h) and a session's ends (api/sessions.h). */
 static const char *const session_statuses[] = {
@@ -133,6 +133,10 @@ struct sbx_metrics {
         /* Sessions, and RL episodes (sessions of their own kind): each kind's figures. */
         struct long_lived long_lived[SBX_METRICS_LONG_LIVED_COUNT];
         uint64_t compile_cache_hits, compile_cache_misses;
+        /* Asynchronous executions (api/async.h): waiting now, (n_tenants + 1) x 1; and how long
+         * each waited before it started. */
+        uint64_t *queued;
+        struct histogram queue_wait;
 };
 
 struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
@@ -147,8 +151,9 @@ struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants
         metrics->tenants = calloc(n_tenants + 1, sizeof(*metrics->tenants));
         metrics->executions = calloc((n_tenants + 1) * (STATUS_COUNT + 1), sizeof(uint64_t));
         metrics->quota_rejections = calloc((n_tenants + 1) * (REASON_COUNT + 1), sizeof(uint64_t));
+        metrics->queued = calloc(n_tenants + 1, sizeof(uint64_t));
         if (metrics->tenants == NULL || metrics->executions == NULL ||
-            metrics->quota_rejections == NULL) {
+            metrics->quota_rejections == NULL || metrics->queued == NULL) {
                 sbx_metrics_free(metrics);
                 sbx_error_set(err, ENOMEM, "metrics: allocate counters");
                 return NULL;
@@ -192,17 +197,22 @@ int sbx_metrics_add_tenant(struct sbx_metrics *metrics, const char *tenant, stru
                 metrics->tenants = tenants;
         uint64_t *executions = table_with_new_row(metrics->executions, n, STATUS_COUNT + 1);
         uint64_t *rejections = table_with_new_row(metrics->quota_rejections, n, REASON_COUNT + 1);
-        if (name == NULL || tenants == NULL || executions == NULL || rejections == NULL) {
+        uint64_t *queued = table_with_new_row(metrics->queued, n, 1);
+        if (name == NULL || tenants == NULL || executions == NULL || rejections == NULL ||
+            queued == NULL) {
                 free(name);
                 free(executions);
                 free(rejections);
+                free(queued);
                 rc = sbx_error_set(err, ENOMEM, "metrics: add tenant %s", tenant);
                 goto out;
         }
         free(metrics->executions);
         free(metrics->quota_rejections);
+        free(metrics->queued);
         metrics->executions = executions;
         metrics->quota_rejections = rejections;
+        metrics->queued = queued;
         metrics->tenants[n] = name;
         metrics->n_tenants = n + 1;
 out:
@@ -220,6 +230,7 @@ void sbx_metrics_free(struct sbx_metrics *metrics)
         free(metrics->tenants);
         free(metrics->executions);
         free(metrics->quota_rejections);
+        free(metrics->queued);
         pthread_mutex_destroy(&metrics->lock);
         free(metrics);
 }
@@ -299,6 +310,21 @@ void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_ti
         histogram_observe(&metrics->phases[PHASE_RUN], timing->run_us);
         histogram_observe(&metrics->phases[PHASE_TEARDOWN], timing->teardown_us);
         histogram_observe(&metrics->phases[PHASE_TOTAL], timing->total_us);
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_add_queued(struct sbx_metrics *metrics, const char *tenant, int64_t delta)
+{
+        size_t row = tenant_index(metrics, tenant);
+        pthread_mutex_lock(&metrics->lock);
+        metrics->queued[row] += (uint64_t)delta; /* wraps back for a negative delta */
+        pthread_mutex_unlock(&metrics->lock);
+}
+
+void sbx_metrics_observe_queue_wait(struct sbx_metrics *metrics, uint64_t wait_ms)
+{
+        pthread_mutex_lock(&metrics->lock);
+        histogram_observe(&metrics->queue_wait, wait_ms * 1000);
         pthread_mutex_unlock(&metrics->lock);
 }
 
@@ -437,22 +463,29 @@ static const char *reason_value_name(size_t index)
         return quota_reasons[index];
 }
 
-/* A histogram's series, each with the label label="value" (phase="run", backend="gvisor"). */
+/* A histogram's series, each with the label label="value" (phase="run", backend="gvisor"), or
+ * none when label is NULL. */
 static void write_histogram(FILE *out, const char *name, const char *label, const char *value,
                             const struct histogram *histogram)
 {
+        char labels[128] = "";
+        if (label != NULL)
+                snprintf(labels, sizeof(labels), "%s=\"%s\",", label, value);
         uint64_t cumulative = 0;
         for (size_t i = 0; i < BUCKET_COUNT; i++) {
                 cumulative += histogram->bucket_counts[i];
-                fprintf(out, "%s_bucket{%s=\"%s\",le=\"%s\"} %" PRIu64 "\n", name, label, value,
-                        buckets[i].label, cumulative);
+                fprintf(out, "%s_bucket{%sle=\"%s\"} %" PRIu64 "\n", name, labels, buckets[i].label,
+                        cumulative);
         }
-        fprintf(out, "%s_bucket{%s=\"%s\",le=\"+Inf\"} %" PRIu64 "\n", name, label, value,
-                histogram->count);
+        fprintf(out, "%s_bucket{%sle=\"+Inf\"} %" PRIu64 "\n", name, labels, histogram->count);
+        /* The same labels without the trailing comma, in braces, or nothing. */
+        char series[128] = "";
+        if (label != NULL)
+                snprintf(series, sizeof(series), "{%s=\"%s\"}", label, value);
         /* Seconds written from integer microseconds, so the sum is exact (no float rounding). */
-        fprintf(out, "%s_sum{%s=\"%s\"} %" PRIu64 ".%06" PRIu64 "\n", name, label, value,
+        fprintf(out, "%s_sum%s %" PRIu64 ".%06" PRIu64 "\n", name, series,
                 histogram->sum_us / 1000000, histogram->sum_us % 1000000);
-        fprintf(out, "%s_count{%s=\"%s\"} %" PRIu64 "\n", name, label, value, histogram->count);
+        fprintf(out, "%s_count%s %" PRIu64 "\n", name, series, histogram->count);
 }
 
 /* A kind of long-lived sandbox's families: open, opened, ended by reason, operations by status,
@@ -578,6 +611,20 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
                             "within its bound.");
         fprintf(out, "sandboxd_compile_cache_evictions_total %" PRIu64 "\n",
                 engine->compile_cache_evictions);
+
+        write_family_header(out, "sandboxd_queue_depth", "gauge",
+                            "Asynchronous executions waiting in the queue, by tenant.");
+        for (size_t row = 0; row <= metrics->n_tenants; row++)
+                if (row < metrics->n_tenants || metrics->queued[row] != 0) {
+                        fputs("sandboxd_queue_depth{tenant=\"", out);
+                        write_label_value(out, row < metrics->n_tenants ? metrics->tenants[row]
+                                                                        : SBX_METRICS_OTHER);
+                        fprintf(out, "\"} %" PRIu64 "\n", metrics->queued[row]);
+                }
+        write_family_header(out, "sandboxd_queue_wait_seconds", "histogram",
+                            "How long an asynchronous execution waited in the queue before it "
+                            "started, in seconds.");
+        write_histogram(out, "sandboxd_queue_wait_seconds", NULL, NULL, &metrics->queue_wait);
 
         for (size_t kind = 0; kind < SBX_METRICS_LONG_LIVED_COUNT; kind++)
                 write_long_lived(out, &metrics->long_lived[kind], &long_lived_names[kind]);

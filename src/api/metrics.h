@@ -62,9 +62,14 @@ void sbx_metrics_count_compile(struct sbx_metrics *metrics, bool cached);
 void sbx_metrics_observe_timing(struct sbx_metrics *metrics, const struct sbx_timing *timing);
 
 /* Counts one request refused by a quota; reason is "concurrency", "cpu_budget", "capacity",
- * "sessions" or "episodes". */
+ * "sessions", "episodes" or "queued" (a tier's max_queued). */
 void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *tenant,
                                        const char *reason);
+
+/* Asynchronous executions (api/async.h): delta more (or fewer) of tenant's waiting in the
+ * queue; and how long one waited before it started. */
+void sbx_metrics_add_queued(struct sbx_metrics *metrics, const char *tenant, int64_t delta);
+void sbx_metrics_observe_queue_wait(struct sbx_metrics *metrics, uint64_t wait_ms);
 
 /* Counts one HTTP response by its status code. */
 void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code);

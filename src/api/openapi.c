@@ -44,8 +44,11 @@ static const char openapi_template[] = JSON_TEXT(
     "/v1/executions": {
       "post": {
         "operationId": "createExecution",
-        "summary": "Run code in a fresh sandbox and return its result.",
-        "description": "Limits above the tenant tier's ceilings are clamped, not refused; the response lists them in clamped and reports the effective limits.",
+        "summary": "Run code in a fresh sandbox and return its result (or, asynchronously, queue it).",
+        "description": "Limits above the tenant tier's ceilings are clamped, not refused; the response lists them in clamped and reports the effective limits. With \"wait\": false or the header Prefer: respond-async the execution is committed to the queue and answered 202 at once: GET /v1/executions/{id} (Location) then shows it queued, running, or its record with the output. Queued executions run per tenant in order, tenants taking turns, each within its max_concurrency and CPU budget; a tier's max_queued bounds how many of a tenant's wait (429 past it). An accepted one is never lost: after a crash the queued ones run, and those that were running are recorded interrupted (or run again with \"retry\": true).",
+        "parameters": [
+          {"name": "Prefer", "in": "header", "required": false, "description": "respond-async: as \"wait\": false.", "schema": {"type": "string"}}
+        ],
         "requestBody": {
           "required": true,
           "content": {
@@ -59,6 +62,11 @@ static const char openapi_template[] = JSON_TEXT(
               "application/json": {"schema": {"$ref": "#/components/schemas/ExecutionResult"}},
               "text/event-stream": {"schema": {"type": "string", "description": "With Accept: text/event-stream, Server-Sent Events as the program runs: stdout and stderr events ({\"text\"}) as it writes, within the output cap, cut at UTF-8 character ends; then one last event, end (the ExecutionResult) or problem (a problem body: the engine gave no result). A client that hangs up cancels the execution (status canceled). Refusals before the run (400, 401, 429, ...) are plain problem responses."}}
             }
+          },
+          "202": {
+            "description": "Queued (\"wait\": false or Prefer: respond-async): committed to the store's queue; Location names the execution.",
+            "headers": {"Location": {"schema": {"type": "string"}}},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ExecutionQueued"}}}
           },
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
@@ -74,7 +82,7 @@ static const char openapi_template[] = JSON_TEXT(
     "/v1/executions/{id}": {
       "get": {
         "operationId": "getExecution",
-        "summary": "The audit record of an execution of the caller's tenant (status running while it runs).",
+        "summary": "The audit record of an execution of the caller's tenant (status queued while it waits, running while it runs).",
         "parameters": [
           {
             "name": "id",
@@ -82,6 +90,13 @@ static const char openapi_template[] = JSON_TEXT(
             "required": true,
             "description": "The id a POST /v1/executions response carried. An id of another tenant answers 404, like an unknown one.",
             "schema": {"type": "string"}
+          },
+          {
+            "name": "wait",
+            "in": "query",
+            "required": false,
+            "description": "Long poll: while the execution is queued or running (asynchronously), wait up to this many seconds for its end before answering.",
+            "schema": {"type": "integer", "minimum": 0, "maximum": 60}
           }
         ],
         "responses": {
@@ -91,8 +106,26 @@ static const char openapi_template[] = JSON_TEXT(
               "application/json": {"schema": {"$ref": "#/components/schemas/AuditRecord"}}
             }
           },
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "500": {"$ref": "#/components/responses/Internal"}
+        }
+      },
+      "delete": {
+        "operationId": "cancelExecution",
+        "summary": "Cancel a queued or running asynchronous execution; answers its record (status canceled, unless it ended first).",
+        "parameters": [
+          {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}
+        ],
+        "responses": {
+          "200": {
+            "description": "The record after the cancel: a queued one never runs; a running one's sandbox is killed (the answer waits up to 10 s for its end).",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/AuditRecord"}}}
+          },
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "409": {"$ref": "#/components/responses/Conflict"},
           "500": {"$ref": "#/components/responses/Internal"}
         }
       }
@@ -782,7 +815,9 @@ static const char openapi_template[] = JSON_TEXT(
           "limits": {"$ref": "#/components/schemas/RequestLimits"},
           "compile_limits": {"$ref": "#/components/schemas/RequestLimits", "description": "A compiled language's compile stage (400 for a language without one). Defaults: the run's limits, with at least the language's wall clock and CPU time (10 s to 30 s), memory (512 MiB to 1 GiB), 128 pids and 256 MiB of disk; clamped to the tier's max_compile_NAME."},
           "network": {"type": "string", "enum": ["none"]},
-          "backend": {"type": "string", "enum": null}
+          "backend": {"type": "string", "enum": null},
+          "wait": {"type": "boolean", "default": true, "description": "false: answer 202 at once and run it from the queue."},
+          "retry": {"type": "boolean", "default": false, "description": "With \"wait\": false only: run it again if a crash interrupted its run (otherwise it is recorded interrupted)."}
         },
         "oneOf": [
           {"required": ["code"], "not": {"anyOf": [{"required": ["files"]}, {"required": ["entrypoint"]}]}},
@@ -910,9 +945,20 @@ static const char openapi_template[] = JSON_TEXT(
       "EffectiveLimits": null,
       "Evidence": null,
       "Timing": null,
+      "ExecutionQueued": {
+        "type": "object",
+        "additionalProperties": false,
+        "required": ["id", "status", "queue_position", "clamped"],
+        "properties": {
+          "id": {"$ref": "#/components/schemas/ExecutionId"},
+          "status": {"const": "queued"},
+          "queue_position": {"type": "integer", "minimum": 1, "description": "1: the next of the tenant's to run."},
+          "clamped": {"type": "array", "uniqueItems": true, "items": {"$ref": "#/components/schemas/ClampedName"}}
+        }
+      },
       "AuditRecord": {
         "type": "object",
-        "description": "One row of the audit log, written when the execution starts (status running, its outcome null) and completed when it ends. Every key is present; a value that was not recorded is null. stdout and stderr are null unless the server stores output (server.store_output).",
+        "description": "One row of the audit log, written when the execution starts (status running, its outcome null), or when it is queued (status queued), and completed when it ends. Every key is present; a value that was not recorded is null. stdout and stderr are null unless the server stores output (server.store_output) or the execution was asynchronous. A queued one also has queue_position and estimated_start_ms.",
         "additionalProperties": false,
         "required": ["id", "tenant", "created_at", "finished_at", "language", "status", "exit_code", "signal", "error", "requested", "effective", "clamped", "usage", "evidence", "timing", "stdout_bytes", "stderr_bytes", "stdout_sha256", "stderr_sha256", "stdout", "stderr"],
         "properties": {
@@ -921,7 +967,9 @@ static const char openapi_template[] = JSON_TEXT(
           "created_at": {"type": "integer", "minimum": 0, "description": "Request accepted, milliseconds since the Unix epoch."},
           "finished_at": {"type": ["integer", "null"], "minimum": 0, "description": "Result known, milliseconds since the Unix epoch; null while running."},
           "language": {"type": "string"},
-          "status": {"anyOf": [{"$ref": "#/components/schemas/Status"}, {"const": "running"}]},
+          "status": {"anyOf": [{"$ref": "#/components/schemas/Status"}, {"enum": ["running", "queued"]}]},
+          "queue_position": {"type": "integer", "minimum": 1, "description": "Queued only: its place in its tenant's queue (1: next)."},
+          "estimated_start_ms": {"type": "integer", "minimum": 0, "description": "Queued only: the milliseconds until it is expected to start (the runs ahead of it at the mean run time)."},
           "exit_code": {"type": ["integer", "null"], "minimum": 0, "maximum": 255},
           "signal": {"type": ["integer", "null"], "minimum": 1},
           "error": {"type": ["string", "null"]},

@@ -12,6 +12,7 @@
 
 #include "protocol/protocol.h"
 #include "protocol/spool.h"
+#include "service/audit_queue.h"
 #include "util/cleanup.h"
 #include "util/file.h"
 #include "util/log.h"
@@ -75,6 +76,16 @@ int sbx_api_recover(struct sbx_audit *audit, const char *spool_dir, bool store_o
                     struct sbx_recovery *recovery, struct sbx_error *err)
 {
         *recovery = (struct sbx_recovery){0};
+        /* Asynchronous ones that asked for it run again (they are queued once more), before the
+         * spool is read: a result the dead engine's worker left there (canceled, as its engine
+         * died) must not stand for them. The rest of those still running are interrupted. */
+        uint64_t requeued = 0;
+        if (sbx_audit_queue_recover(audit, &requeued, err) < 0)
+                return -1;
+        if (requeued > 0)
+                sbx_info("recover: %llu interrupted asynchronous execution(s) queued again "
+                         "(\"retry\": true)",
+                         (unsigned long long)requeued);
         _cleanup_(closedirp) DIR *dir = opendir(spool_dir);
         if (dir == NULL && errno != ENOENT)
                 sbx_warn("recover: open the spool %s: %s", spool_dir, strerror(errno));

@@ -1,4 +1,5 @@
 #include "service/audit.h"
+#include "service/audit_store.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -104,6 +105,23 @@ static const char *const audit_migrations[] = {
          * summary (steps, total reward, CPU); their steps are counted in metrics, not rows. */
         ("ALTER TABLE sessions ADD COLUMN kind TEXT NOT NULL DEFAULT 'session';"
          "ALTER TABLE sessions ADD COLUMN summary TEXT;"),
+        /* 5: the durable queue of asynchronous executions (audit_queue.c). An accepted one is
+         * a row of executions with status 'queued' and a row here with what its run needs (the
+         * body, code included, which executions keeps only as digests); the triggers drop that
+         * row once the execution has an outcome or its record is removed. */
+        "CREATE TABLE queue ("
+        " id TEXT PRIMARY KEY NOT NULL,"
+        " tenant TEXT NOT NULL,"
+        " request TEXT NOT NULL,"
+        " retry INTEGER NOT NULL,"
+        " wall_ms INTEGER NOT NULL"
+        ") STRICT;"
+        "CREATE INDEX executions_queued ON executions (created_at) WHERE status = 'queued';"
+        "CREATE TRIGGER queue_item_ended AFTER UPDATE OF status ON executions"
+        " WHEN NEW.status NOT IN ('queued', 'running')"
+        " BEGIN DELETE FROM queue WHERE id = NEW.id; END;"
+        "CREATE TRIGGER queue_item_forgotten AFTER DELETE ON executions"
+        " BEGIN DELETE FROM queue WHERE id = OLD.id; END;",
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,
@@ -183,26 +201,6 @@ static const enum column outcome_columns[] = {
 };
 
 /* An id whose outcome is on its way (sbx_audit_outcome_coming). */
-struct coming_outcome {
-        struct coming_outcome *next;
-        char *id;
-};
-
-struct sbx_audit {
-        pthread_mutex_t lock; /* serialises every use of db and of the statements */
-        /* The outcomes on their way, and the condition a fetch of one of them waits on. Their
-         * own lock: a fetch waits without holding the database's. */
-        pthread_mutex_t coming_lock;
-        pthread_cond_t outcome_written;
-        struct coming_outcome *coming;
-        sqlite3 *db;
-        sqlite3_stmt *begin;     /* INSERT of begin_columns */
-        sqlite3_stmt *finish;    /* UPDATE of outcome_columns WHERE id = ?1 AND running */
-        sqlite3_stmt *forget;    /* DELETE WHERE id = ?1 AND running */
-        sqlite3_stmt *interrupt; /* UPDATE status, error, finished_at of every running row */
-        sqlite3_stmt *select;
-};
-
 static int audit_sqlite_error(struct sbx_error *err, sqlite3 *db, const char *what)
 {
         return sbx_error_set(err, 0, "audit: %s: %s", what,
@@ -592,6 +590,18 @@ int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *reco
         return rc < 0 ? -1 : 0;
 }
 
+int sbx_audit_begin_queued(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                           struct sbx_error *err)
+{
+        if (record->id == NULL || record->tenant == NULL || record->language == NULL)
+                return sbx_error_set(err, EINVAL, "audit: record lacks id, tenant or language");
+        struct sbx_audit_record queued = *record;
+        queued.status = SBX_AUDIT_STATUS_QUEUED;
+        int rc = audit_write(audit, audit->begin, begin_columns, SBX_ARRAY_SIZE(begin_columns),
+                             &queued, NULL, "queue", err);
+        return rc < 0 ? -1 : 0;
+}
+
 int sbx_audit_outcome_coming(struct sbx_audit *audit, const char *id, struct sbx_error *err)
 {
         struct coming_outcome *coming = malloc(sizeof(*coming));
@@ -839,10 +849,9 @@ static int bind_session_json(sqlite3_stmt *statement, int index, const json_t *v
         return sqlite3_bind_text(statement, index, text, -1, free);
 }
 
-/* Runs sql with the parameters bind set, under the lock; the rows it changed, or -1 with err. */
-static int audit_session_write(struct sbx_audit *audit, const char *sql, const char *what,
-                               int (*bind)(sqlite3_stmt *, const void *), const void *ctx,
-                               struct sbx_error *err)
+int sbx_audit_statement(struct sbx_audit *audit, const char *sql, const char *what,
+                        int (*bind)(sqlite3_stmt *, const void *), const void *ctx,
+                        struct sbx_error *err)
 {
         pthread_mutex_lock(&audit->lock);
         sqlite3_stmt *statement = NULL;
@@ -886,7 +895,7 @@ int sbx_audit_session_begin(struct sbx_audit *audit, const struct sbx_audit_sess
 {
         if (session->id == NULL || session->tenant == NULL || session->language == NULL)
                 return sbx_error_set(err, EINVAL, "audit: a session needs id, tenant, language");
-        int rc = audit_session_write(audit,
+        int rc = sbx_audit_statement(audit,
                                      "INSERT INTO sessions (id, tenant, language, created_at, "
                                      "requested, effective, clamped, kind) VALUES (?1, ?2, ?3, ?4, "
                                      "?5, ?6, ?7, ?8)",
@@ -914,7 +923,7 @@ int sbx_audit_session_end(struct sbx_audit *audit, const struct sbx_audit_sessio
 {
         if (session->id == NULL || session->end_reason == NULL)
                 return sbx_error_set(err, EINVAL, "audit: a session's end needs id and reason");
-        int rc = audit_session_write(audit,
+        int rc = sbx_audit_statement(audit,
                                      "UPDATE sessions SET ended_at = ?2, end_reason = ?3, "
                                      "evidence = ?4, summary = ?5 WHERE id = ?1 AND ended_at IS "
                                      "NULL",
@@ -935,7 +944,7 @@ int sbx_audit_end_open_sessions(struct sbx_audit *audit, const char *reason, int
                                 uint64_t *count, struct sbx_error *err)
 {
         const struct sbx_audit_session ended = {.ended_at_ms = ended_at_ms, .end_reason = reason};
-        int rc = audit_session_write(audit,
+        int rc = sbx_audit_statement(audit,
                                      "UPDATE sessions SET ended_at = ?1, end_reason = ?2 WHERE "
                                      "ended_at IS NULL",
                                      "end open sessions", bind_interrupted, &ended, err);

@@ -536,6 +536,8 @@ static const struct config_key tier_keys[] = {
         {"max_session_lifetime_s", NUMBER(max_session_lifetime_s, 1, 30 * 24 * 3600)},
         /* RL episodes (api/episodes.c): open at once per tenant (their life is a session's). */
         {"max_episodes", NUMBER(max_episodes, 1, 65536)},
+        /* Asynchronous executions (api/async.h) waiting in the queue per tenant. */
+        {"max_queued", NUMBER(max_queued, 1, 1000000)},
 };
 #undef RECORD
 
@@ -584,6 +586,7 @@ static void tier_set_defaults(struct sbx_tier *tier)
         tier->max_sessions = 8;
         tier->max_session_lifetime_s = 3600;
         tier->max_episodes = 32;
+        tier->max_queued = 10000;
         parse_name_list(sbx_language_names(), find_language_name, "language", tier->languages,
                         SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, &ignored);
         tier->backends[0] = sbx_backend_name_find(SBX_BACKEND_DEFAULT);

@@ -52,6 +52,7 @@ struct sbx_tier {
         uint64_t max_sessions;           /* sessions open at once per tenant (default 8) */
         uint64_t max_session_lifetime_s; /* a session's longest life (default 3600) */
         uint64_t max_episodes;           /* RL episodes open at once per tenant (default 32) */
+        uint64_t max_queued; /* asynchronous executions waiting per tenant (default 10000) */
         const char *languages[SBX_TIER_MAX_LANGUAGES]; /* static names (sbx_language_find) */
         size_t n_languages;
         const char *backends[SBX_TIER_MAX_BACKENDS]; /* static names (sbx_backend_find) */

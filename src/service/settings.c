@@ -44,6 +44,7 @@ struct pipeline {
         /* validate */
         const char *language_name;
         const char *backend_name;
+        bool queued, retry;
         bool has_code;
         struct byte_view code;
         struct file_draft files[SBX_MAX_FILES];
@@ -452,12 +453,32 @@ static void validate_backend(struct pipeline *p)
         p->backend_name = found;
 }
 
+static bool boolean_field(struct pipeline *p, const char *name, bool absent)
+{
+        const json_t *value = json_object_get(p->body, name);
+        if (value == NULL)
+                return absent;
+        if (!json_is_boolean(value))
+                report(p, name, "must be true or false");
+        return json_is_true(value);
+}
+
+/* wait: false queues the execution (api/async.h); retry: true lets one that a crash interrupted
+ * run again, which only a queued one can (a waiting client's connection died with it). */
+static void validate_asynchrony(struct pipeline *p)
+{
+        p->queued = !boolean_field(p, "wait", true);
+        p->retry = boolean_field(p, "retry", false);
+        if (p->retry && !p->queued)
+                report(p, "retry", "only an asynchronous execution (\"wait\": false) can retry");
+}
+
 /* Types, unknown fields, bounds, paths and env names: everything one request shows alone. */
 static int step_validate(struct pipeline *p)
 {
         static const char *const top_level_fields[] = {
-                "language", "code",   "files",          "entrypoint", "stdin",   "args",
-                "env",      "limits", "compile_limits", "network",    "backend",
+                "language", "code",           "files",   "entrypoint", "stdin", "args",  "env",
+                "limits",   "compile_limits", "network", "backend",    "wait",  "retry",
         };
         if (!json_is_object(p->body)) {
                 sbx_problem_set(p->problem, 400, "the request body must be a JSON object");
@@ -473,6 +494,7 @@ static int step_validate(struct pipeline *p)
         validate_limits(p, "compile_limits", p->requested_compile_limits);
         validate_network(p);
         validate_backend(p);
+        validate_asynchrony(p);
         return finish_step(p, 400);
 }
 
@@ -673,6 +695,8 @@ static int step_freeze(struct pipeline *p, struct sbx_settings **out)
         memcpy(settings->id, p->id, sizeof(settings->id));
         settings->language = p->language->name;
         settings->backend = p->backend_name;
+        settings->queued = p->queued;
+        settings->retry = p->retry;
         settings->limits = p->limits;
         memcpy(settings->clamped, p->clamped, sizeof(p->clamped));
         settings->n_clamped = p->n_clamped;

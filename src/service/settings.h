@@ -24,6 +24,8 @@ struct sbx_settings {
         char *tenant;                        /* the tenant's name */
         const char *language;                /* static: the sbx_language_find() name */
         const char *backend;                 /* static: the sbx_backend_find() name */
+        bool queued; /* "wait": false: answered 202 at once, run from the queue (api/async.h) */
+        bool retry;  /* "retry": true: queued again when a crash interrupted its run */
         /* Either code (bytes, may contain NUL; NUL-terminated for convenience) ... */
         char *code;
         size_t code_size;

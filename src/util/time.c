@@ -20,3 +20,10 @@ uint64_t sbx_wall_clock_ms(void)
         clock_gettime(CLOCK_REALTIME, &ts);
         return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
+
+void sbx_sleep_ms(uint64_t ms)
+{
+        struct timespec left = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&left, &left) != 0)
+                ;
+}

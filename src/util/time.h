@@ -13,3 +13,6 @@ uint64_t sbx_now_ms(void);
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME): for timestamps people read, never for
  * measuring time. */
 uint64_t sbx_wall_clock_ms(void);
+
+/* Sleeps ms milliseconds (through signal interruptions). */
+void sbx_sleep_ms(uint64_t ms);

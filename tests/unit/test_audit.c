@@ -3,7 +3,8 @@
  * interrupt what is still running), fetch (JSON columns embedded as values, NULLs as null, output
  * hashes), a record from a result (canceled), tenant isolation, persistence across reopen,
  * migration from version 1 and user_version, refusal of a newer schema, of a symlink and of a
- * non-database, file modes, and concurrent writers. Each test gets its own directory and removes
+ * non-database, file modes, concurrent writers, and the queue of asynchronous executions
+ * (audit_queue.h). Each test gets its own directory and removes
  * it. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +23,7 @@
 #include <unistd.h>
 
 #include "service/audit.h"
+#include "service/audit_queue.h"
 
 /* SHA-256 test vectors: FIPS 180-2 "abc" and the empty message. */
 #define SHA256_EMPTY "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
@@ -329,13 +331,14 @@ static void test_reopen_keeps_data_and_migration_is_idempotent(void **state)
         assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
         assert_int_equal(sqlite3_column_int(statement, 0), 3);
         sqlite3_finalize(statement);
-        /* Nothing else: the table's primary key index is the one more (no executions_v2), and
-         * the sessions table (version 3) with its primary key and tenant index. */
+        /* Nothing else: the table's primary key index is the one more (no executions_v2), the
+         * sessions table (version 3) with its primary key and tenant index, and the queue
+         * (version 5) with its primary key, the queued rows' index and its two triggers. */
         assert_int_equal(
                 sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema", -1, &statement, NULL),
                 SQLITE_OK);
         assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
-        assert_int_equal(sqlite3_column_int(statement, 0), 7);
+        assert_int_equal(sqlite3_column_int(statement, 0), 12);
         sqlite3_finalize(statement);
         assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, NULL),
                          SQLITE_OK);
@@ -704,6 +707,126 @@ static void test_session_rows(void **state)
         json_decref(evidence);
 }
 
+/* Collects the queued ids in order (sbx_audit_queue_each). */
+struct queued_ids {
+        char ids[8][SBX_EXECUTION_ID_CHARS + 1];
+        uint64_t wall_ms[8];
+        size_t n;
+};
+
+static int collect_queued(void *ctx, const struct sbx_audit_queued *item)
+{
+        struct queued_ids *seen = ctx;
+        if (seen->n == 8)
+                return -1;
+        snprintf(seen->ids[seen->n], sizeof(seen->ids[0]), "%s", item->id);
+        seen->wall_ms[seen->n++] = item->wall_ms;
+        return 0;
+}
+
+static const char *record_status(struct sbx_audit *audit, const char *id, char *out)
+{
+        json_t *row = fetch_found(audit, "acme", id);
+        snprintf(out, 32, "%s", json_string_value(json_object_get(row, "status")));
+        json_decref(row);
+        return out;
+}
+
+static int queue_rows(const char *path)
+{
+        sqlite3 *db = NULL;
+        sqlite3_stmt *statement = NULL;
+        assert_int_equal(sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL), SQLITE_OK);
+        assert_int_equal(sqlite3_prepare_v2(db, "SELECT count(*) FROM queue", -1, &statement, NULL),
+                         SQLITE_OK);
+        assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
+        int n = sqlite3_column_int(statement, 0);
+        sqlite3_finalize(statement);
+        sqlite3_close(db);
+        return n;
+}
+
+/* Queued, taken with its request, back to queued, run, canceled; the queue's rows go with the
+ * outcome; after a "crash", a retrying running one is queued again and the others are the
+ * interrupt's; a queue row whose record never came is dropped. */
+static void test_the_queue_of_asynchronous_executions(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        static const char *const ids[] = {"a0000000000000000000000000000000",
+                                          "b0000000000000000000000000000000",
+                                          "c0000000000000000000000000000000"};
+        struct sample s[3];
+        struct sbx_error err = {0};
+        for (size_t i = 0; i < 3; i++) {
+                make_record(&s[i], ids[i], "acme");
+                s[i].record.created_at_ms += (int64_t)i;
+                char request[64];
+                snprintf(request, sizeof(request), "{\"code\": \"print(%zu)\"}", i);
+                assert_int_equal(sbx_audit_enqueue(audit, &s[i].record, request, i == 1,
+                                                   1000 * (i + 1), &err),
+                                 0);
+        }
+        char status[32];
+        assert_string_equal(record_status(audit, ids[0], status), "queued");
+        struct queued_ids seen = {0};
+        assert_int_equal(sbx_audit_queue_each(audit, collect_queued, &seen, &err), 0);
+        assert_int_equal(seen.n, 3);
+        assert_string_equal(seen.ids[0], ids[0]);
+        assert_string_equal(seen.ids[2], ids[2]);
+        assert_int_equal(seen.wall_ms[1], 2000);
+
+        char *request = NULL;
+        assert_int_equal(sbx_audit_take(audit, ids[0], &request, &err), 1);
+        assert_string_equal(request, "{\"code\": \"print(0)\"}");
+        free(request);
+        assert_string_equal(record_status(audit, ids[0], status), "running");
+        /* Taken once only. */
+        assert_int_equal(sbx_audit_take(audit, ids[0], &request, &err), 0);
+        assert_null(request);
+        /* The engine refused it: queued again, and taken again. */
+        assert_int_equal(sbx_audit_requeue(audit, ids[0], &err), 1);
+        assert_string_equal(record_status(audit, ids[0], status), "queued");
+        assert_int_equal(sbx_audit_take(audit, ids[0], &request, &err), 1);
+        free(request);
+        /* Its outcome removes what the queue kept of it (the code). */
+        assert_int_equal(queue_rows(f->path), 3);
+        assert_int_equal(sbx_audit_finish(audit, &s[0].record, &err), 1);
+        assert_int_equal(queue_rows(f->path), 2);
+        assert_string_equal(record_status(audit, ids[0], status), "ok");
+
+        /* Canceled while queued: only by its tenant, only while queued. */
+        assert_int_equal(sbx_audit_cancel_queued(audit, "other", ids[2], "no", 5, &err), 0);
+        assert_int_equal(sbx_audit_cancel_queued(audit, "acme", ids[2], "by its tenant", 5, &err),
+                         1);
+        assert_int_equal(sbx_audit_cancel_queued(audit, "acme", ids[2], "again", 6, &err), 0);
+        assert_string_equal(record_status(audit, ids[2], status), "canceled");
+        assert_int_equal(queue_rows(f->path), 1);
+
+        /* A crash while ids[1] (retry) runs, with a queue row whose record never came. */
+        assert_int_equal(sbx_audit_take(audit, ids[1], &request, &err), 1);
+        free(request);
+        sbx_audit_close(audit);
+        run_sql(f->path, "INSERT INTO queue VALUES ('d0000000000000000000000000000000', 'acme', "
+                         "'{}', 0, 1)");
+        audit = open_store(f);
+        uint64_t requeued = 0, interrupted = 0;
+        assert_int_equal(sbx_audit_queue_recover(audit, &requeued, &err), 0);
+        assert_int_equal(requeued, 1);
+        assert_int_equal(sbx_audit_interrupt_running(audit, "interrupted", 7, &interrupted, &err),
+                         0);
+        assert_int_equal(interrupted, 0);
+        assert_string_equal(record_status(audit, ids[1], status), "queued");
+        assert_int_equal(queue_rows(f->path), 1);
+        seen = (struct queued_ids){0};
+        assert_int_equal(sbx_audit_queue_each(audit, collect_queued, &seen, &err), 0);
+        assert_int_equal(seen.n, 1);
+        assert_string_equal(seen.ids[0], ids[1]);
+        for (size_t i = 0; i < 3; i++)
+                free_sample(&s[i]);
+        sbx_audit_close(audit);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -727,6 +850,8 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_unusable_files_are_refused, setup, teardown),
                 cmocka_unit_test(test_sha256_hex),
                 cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_the_queue_of_asynchronous_executions, setup,
+                                                teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
