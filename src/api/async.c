@@ -9,6 +9,7 @@
 
 #include "api/live_config.h"
 #include "api/respond.h"
+#include "model/language.h"
 #include "api/metrics.h"
 #include "service/audit_queue.h"
 #include "service/quota.h"
@@ -26,8 +27,17 @@
 /* How long a cancel waits for a run that has just been taken to be sent to the engine. */
 #define CANCEL_SEND_WAIT_MS 1000
 
+/* A batch's cases of a compiled language wait for its first to end, so that its compile stage
+ * runs once and the others take the artifact from the compile cache. */
+struct gate {
+        int refs;
+        bool open;
+};
+
 struct item {
         struct item *next;
+        struct gate *gate; /* NULL, or the batch's: closed until the item that opens it ends */
+        bool opens_gate;
         char id[SBX_EXECUTION_ID_CHARS + 1];
         struct tenant_queue *queue;
         uint64_t wall_ms;
@@ -94,7 +104,7 @@ static struct tenant_queue *tenant_queue(struct sbx_async *async, const char *na
 
 /* Appends a new item for id (at the front: a refused run goes first again). Called locked. */
 static struct item *push(struct sbx_async *async, const char *tenant, const char *id,
-                         uint64_t wall_ms, bool front)
+                         uint64_t wall_ms, bool front, struct gate *gate, bool opens_gate)
 {
         struct tenant_queue *queue = tenant_queue(async, tenant);
         struct item *item = queue ? calloc(1, sizeof(*item)) : NULL;
@@ -104,6 +114,10 @@ static struct item *push(struct sbx_async *async, const char *tenant, const char
         item->queue = queue;
         item->wall_ms = wall_ms;
         item->queued_at_ms = sbx_now_ms();
+        item->gate = gate;
+        item->opens_gate = opens_gate;
+        if (gate != NULL)
+                gate->refs++;
         if (front) {
                 item->next = queue->head;
                 queue->head = item;
@@ -139,6 +153,19 @@ static void unlink_queued(struct sbx_async *async, struct item *item)
         queue->count--;
         async->queued--;
         sbx_metrics_add_queued(async->api->metrics, queue->name, -1);
+}
+
+/* Frees an item that left the queue and the running list; an item that opens its gate opens it
+ * also when it never ran (canceled). Locked. */
+static void release(struct item *item)
+{
+        if (item->gate != NULL) {
+                if (item->opens_gate)
+                        item->gate->open = true;
+                if (--item->gate->refs == 0)
+                        free(item->gate);
+        }
+        free(item);
 }
 
 static struct item *find_queued(struct sbx_async *async, const char *id, size_t *position)
@@ -191,7 +218,7 @@ static struct item *pick(struct sbx_async *async, const struct sbx_config *confi
         for (size_t k = 0; k < async->n_tenants; k++) {
                 size_t index = (async->cursor + k) % async->n_tenants;
                 struct item *item = async->tenants[index]->head;
-                if (item == NULL)
+                if (item == NULL || (item->gate != NULL && !item->gate->open && !item->opens_gate))
                         continue;
                 *tenant = find_tenant(config, async->tenants[index]->name);
                 if (*tenant != NULL) {
@@ -366,10 +393,13 @@ static void *runner(void *arg)
                 pthread_mutex_lock(&async->lock);
                 unlink_running(async, item);
                 if (end == RUN_REFUSED && !async->stopping &&
-                    push(async, item->queue->name, item->id, item->wall_ms, true) == NULL)
+                    push(async, item->queue->name, item->id, item->wall_ms, true, item->gate,
+                         item->opens_gate) == NULL)
                         sbx_warn("async: execution %s: out of memory; it runs after a restart",
                                  item->id);
-                free(item);
+                if (end == RUN_REFUSED)
+                        item->opens_gate = false; /* its copy in the queue does */
+                release(item);
                 pthread_cond_broadcast(&async->ended);
                 pthread_cond_broadcast(&async->work);
         }
@@ -380,7 +410,8 @@ static void *runner(void *arg)
 static int load_item(void *ctx, const struct sbx_audit_queued *queued)
 {
         struct sbx_async *async = ctx;
-        return push(async, queued->tenant, queued->id, queued->wall_ms, false) ? 0 : -1;
+        return push(async, queued->tenant, queued->id, queued->wall_ms, false, NULL, false) ? 0
+                                                                                            : -1;
 }
 
 struct sbx_async *sbx_async_start(struct sbx_api *api, struct sbx_error *err)
@@ -446,7 +477,7 @@ void sbx_async_stop(struct sbx_async *async)
                 struct item *item = async->tenants[i]->head;
                 while (item != NULL) {
                         struct item *next = item->next;
-                        free(item);
+                        release(item);
                         item = next;
                 }
                 free(async->tenants[i]->name);
@@ -469,38 +500,66 @@ static uint64_t estimate(const struct sbx_async *async, uint64_t position, uint6
 }
 
 int sbx_async_submit(struct sbx_async *async, const struct sbx_tenant *tenant,
-                     const struct sbx_audit_record *record, const struct sbx_settings *settings,
-                     uint64_t *position, uint64_t *retry_after_s, struct sbx_error *err)
+                     const struct sbx_audit_batch *batch, const struct sbx_async_item *items,
+                     size_t n, uint64_t *position, uint64_t *retry_after_s, struct sbx_error *err)
 {
-        _cleanup_free_ char *text = json_dumps(settings->requested, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (text == NULL)
-                return sbx_error_set(err, ENOMEM, "async: the request as text");
-        pthread_mutex_lock(&async->lock);
-        struct tenant_queue *queue = tenant_queue(async, tenant->name);
-        int rc = 0;
-        if (queue == NULL) {
+        _cleanup_free_ struct sbx_audit_enqueued *enqueued = calloc(n, sizeof(*enqueued));
+        _cleanup_free_ char **texts = calloc(n, sizeof(*texts));
+        int rc = enqueued != NULL && texts != NULL ? 0
+                                                   : sbx_error_set(err, ENOMEM, "async: allocate");
+        for (size_t i = 0; rc == 0 && i < n; i++) {
+                texts[i] = json_dumps(items[i].settings->requested, JSON_COMPACT | JSON_ENCODE_ANY);
+                if (texts[i] == NULL) {
+                        rc = sbx_error_set(err, ENOMEM, "async: the request as text");
+                        break;
+                }
+                enqueued[i] = (struct sbx_audit_enqueued){
+                        .record = items[i].record,
+                        .request = texts[i],
+                        .retry = items[i].settings->retry,
+                        .wall_ms = items[i].settings->limits.wall_ms,
+                        .index = items[i].index,
+                        .expected_stdout = items[i].expected_stdout,
+                        .expected_size = items[i].expected_size,
+                };
+        }
+        /* A batch of a compiled language compiles once: its first case opens the gate. */
+        struct gate *gate = NULL;
+        if (rc == 0 && batch != NULL && n > 1 &&
+            sbx_language_compiles(sbx_language_find(items[0].settings->language)) &&
+            (gate = calloc(1, sizeof(*gate))) == NULL)
                 rc = sbx_error_set(err, ENOMEM, "async: allocate");
-        } else if (queue->count >= tenant->tier->max_queued) {
+        pthread_mutex_lock(&async->lock);
+        struct tenant_queue *queue = rc == 0 ? tenant_queue(async, tenant->name) : NULL;
+        if (rc == 0 && queue == NULL) {
+                rc = sbx_error_set(err, ENOMEM, "async: allocate");
+        } else if (rc == 0 && queue->count + n > tenant->tier->max_queued) {
                 uint64_t wait_ms = async->mean_run_ms > 0 ? async->mean_run_ms : 1000;
                 *retry_after_s = wait_ms / 1000 + 1;
                 rc = sbx_error_set(err, ENOSPC,
-                                   "tenant %s has %zu executions queued, its tier's "
-                                   "maximum",
-                                   tenant->name, queue->count);
-        } else if (sbx_audit_enqueue(async->api->audit, record, text, settings->retry,
-                                     settings->limits.wall_ms, err) < 0) {
+                                   "tenant %s has %zu executions queued; %zu more would pass its "
+                                   "tier's maximum of %llu",
+                                   tenant->name, queue->count, n,
+                                   (unsigned long long)tenant->tier->max_queued);
+        } else if (rc == 0 && sbx_audit_enqueue(async->api->audit, batch, enqueued, n, err) < 0) {
                 rc = -1;
-        } else if (push(async, tenant->name, settings->id, settings->limits.wall_ms, false) ==
-                   NULL) {
-                /* Committed but not in memory: it runs after the next start. */
-                sbx_warn("async: execution %s: out of memory; it runs after a restart",
-                         settings->id);
-                *position = queue->count + 1;
-        } else {
-                *position = queue->count;
-                pthread_cond_signal(&async->work);
         }
+        if (rc == 0) {
+                *position = queue->count + 1;
+                for (size_t i = 0; i < n; i++)
+                        if (push(async, tenant->name, items[i].settings->id,
+                                 items[i].settings->limits.wall_ms, false, gate, i == 0) == NULL)
+                                /* Committed but not in memory: it runs after the next start. */
+                                sbx_warn("async: execution %s: out of memory; it runs after a "
+                                         "restart",
+                                         items[i].settings->id);
+                pthread_cond_broadcast(&async->work);
+        }
+        if (gate != NULL && gate->refs == 0)
+                free(gate);
         pthread_mutex_unlock(&async->lock);
+        for (size_t i = 0; texts != NULL && i < n; i++)
+                free(texts[i]);
         return rc;
 }
 
@@ -542,14 +601,13 @@ int sbx_async_cancel(struct sbx_async *async, const char *tenant, const char *id
         struct item *item = find_queued(async, id, NULL);
         if (item != NULL && strcmp(item->queue->name, tenant) == 0) {
                 unlink_queued(async, item);
+                release(item);
+                pthread_cond_broadcast(&async->ended);
+                pthread_cond_broadcast(&async->work); /* a gate it held may be open now */
                 pthread_mutex_unlock(&async->lock);
                 int rc = sbx_audit_cancel_queued(async->api->audit, tenant, id,
                                                  "canceled by its tenant",
                                                  (int64_t)sbx_wall_clock_ms(), err);
-                free(item);
-                pthread_mutex_lock(&async->lock);
-                pthread_cond_broadcast(&async->ended);
-                pthread_mutex_unlock(&async->lock);
                 return rc < 0 ? -1 : 1;
         }
         item = find_running(async, id);

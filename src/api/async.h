@@ -19,6 +19,7 @@
 
 #include "api/http.h"
 #include "service/audit.h"
+#include "service/audit_queue.h"
 #include "service/settings.h"
 #include "util/error.h"
 
@@ -36,13 +37,25 @@ struct sbx_async *sbx_async_start(struct sbx_api *api, struct sbx_error *err);
  * runners and frees everything. NULL is a no-op. */
 void sbx_async_stop(struct sbx_async *async);
 
-/* Accepts settings (a queued request of tenant, record its audit record as sbx_audit_begin
- * takes it): commits it to the store's queue and wakes a runner. 0 with *position (1 for the
- * next of the tenant's to run); -1 with err: ENOSPC when the tenant has its tier's max_queued
- * waiting (*retry_after_s then says when one should have left), else the store failed. */
+/* One execution to queue: its settings (a queued request), its audit record as sbx_audit_begin
+ * takes it, and as a batch's case what its stdout must be (NULL: nothing). */
+struct sbx_async_item {
+        const struct sbx_settings *settings;
+        const struct sbx_audit_record *record;
+        size_t index; /* a batch's: its case's index in the request */
+        const char *expected_stdout;
+        size_t expected_size;
+};
+
+/* Accepts n executions of tenant, all or none, as batch's cases when batch is not NULL: commits
+ * them to the store's queue and wakes the runners. A batch of a compiled language runs its first
+ * case alone, so the others find its artifact in the compile cache. 0 with *position (the
+ * first's place in the tenant's queue, 1: next); -1 with err: ENOSPC when they would pass the
+ * tenant's max_queued (*retry_after_s then says when one should have left), else the store
+ * failed. */
 int sbx_async_submit(struct sbx_async *async, const struct sbx_tenant *tenant,
-                     const struct sbx_audit_record *record, const struct sbx_settings *settings,
-                     uint64_t *position, uint64_t *retry_after_s, struct sbx_error *err);
+                     const struct sbx_audit_batch *batch, const struct sbx_async_item *items,
+                     size_t n, uint64_t *position, uint64_t *retry_after_s, struct sbx_error *err);
 
 /* What a queued execution of this process waits for: its place in its tenant's queue (1: next)
  * and an estimate of the milliseconds until it starts. false when id is not queued here. */

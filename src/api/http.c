@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "api/async.h"
+#include "api/batches.h"
 #include "api/http_guard.h"
 #include "api/languages.h"
 #include "api/openapi.h"
@@ -210,23 +211,18 @@ static json_t *redacted_request(const json_t *requested)
         return copy;
 }
 
-/* The JSON parts of an execution's audit record (owned). */
-struct record_parts {
-        json_t *clamped, *requested, *effective;
-};
-
-static void record_parts_free(struct record_parts *parts)
+void sbx_http_record_parts_free(struct sbx_http_record_parts *parts)
 {
         json_decref(parts->clamped);
         json_decref(parts->requested);
         json_decref(parts->effective);
 }
 
-/* The audit record of settings as it begins (pointing into settings and parts). */
-static struct sbx_audit_record record_of(const struct sbx_settings *settings,
-                                         uint64_t created_at_ms, struct record_parts *parts)
+struct sbx_audit_record sbx_http_record_of(const struct sbx_settings *settings,
+                                           uint64_t created_at_ms,
+                                           struct sbx_http_record_parts *parts)
 {
-        *parts = (struct record_parts){
+        *parts = (struct sbx_http_record_parts){
                 .clamped = clamped_json(settings),
                 .requested = redacted_request(settings->requested),
                 .effective = sbx_limits_to_json(&settings->limits),
@@ -247,8 +243,8 @@ static struct sbx_audit_record record_of(const struct sbx_settings *settings,
 static int begin_audit(struct sbx_api *api, const struct sbx_settings *settings,
                        uint64_t created_at_ms, struct sbx_error *err)
 {
-        _cleanup_(record_parts_free) struct record_parts parts;
-        const struct sbx_audit_record record = record_of(settings, created_at_ms, &parts);
+        _cleanup_(sbx_http_record_parts_free) struct sbx_http_record_parts parts;
+        const struct sbx_audit_record record = sbx_http_record_of(settings, created_at_ms, &parts);
         return sbx_audit_begin(api->audit, &record, err);
 }
 
@@ -598,12 +594,14 @@ static enum MHD_Result queue_execution(struct sbx_api *api, struct MHD_Connectio
                                        const struct sbx_tenant *tenant,
                                        const struct sbx_settings *settings)
 {
-        _cleanup_(record_parts_free) struct record_parts parts;
-        const struct sbx_audit_record record = record_of(settings, sbx_wall_clock_ms(), &parts);
+        _cleanup_(sbx_http_record_parts_free) struct sbx_http_record_parts parts;
+        const struct sbx_audit_record record =
+                sbx_http_record_of(settings, sbx_wall_clock_ms(), &parts);
         uint64_t position = 0, retry_after_s = 1;
         struct sbx_error err = {0};
-        if (sbx_async_submit(api->async, tenant, &record, settings, &position, &retry_after_s,
-                             &err) < 0) {
+        const struct sbx_async_item item = {.settings = settings, .record = &record};
+        if (sbx_async_submit(api->async, tenant, NULL, &item, 1, &position, &retry_after_s, &err) <
+            0) {
                 if (err.code != ENOSPC) {
                         sbx_warn("execution %s: %s", settings->id, err.message);
                         return sbx_http_respond_problem(api, connection, 500,
@@ -835,6 +833,11 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
                                       request->body_too_large, &handled);
         if (handled)
                 return answered;
+        answered = sbx_batches_route(api, connection, url, method, request->tenants,
+                                     request->body.data, request->body.len, request->body_too_large,
+                                     &handled);
+        if (handled)
+                return answered;
         if (strcmp(url, EXECUTIONS_PATH) == 0)
                 return post ? handle_create_execution(api, connection, request)
                             : sbx_http_respond_method_not_allowed(api, connection, method, "POST");
@@ -875,7 +878,8 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                 bool reads_body = (strcmp(url, EXECUTIONS_PATH) == 0 &&
                                    strcmp(method, MHD_HTTP_METHOD_POST) == 0) ||
                                   sbx_sessions_route_reads_body(url, method) ||
-                                  sbx_episodes_route_reads_body(url, method);
+                                  sbx_episodes_route_reads_body(url, method) ||
+                                  sbx_batches_route_reads_body(url, method);
                 if (!reads_body)
                         return route(api, connection, url, method, request);
                 if (sbx_http_authenticate(connection, request->tenants) == NULL)

@@ -45,6 +45,19 @@ json_t *sbx_http_finish_execution(struct sbx_api *api, const struct sbx_tenant *
                                   const struct sbx_settings *settings,
                                   struct sbx_engine_result *outcome);
 
+/* The JSON parts of an execution's audit record (owned; free with
+ * sbx_http_record_parts_free). */
+struct sbx_http_record_parts {
+        json_t *clamped, *requested, *effective;
+};
+void sbx_http_record_parts_free(struct sbx_http_record_parts *parts);
+
+/* The audit record of settings as it begins, created at created_at_ms (pointing into settings
+ * and into parts, which it fills): the request with code, stdin and file contents as digests. */
+struct sbx_audit_record sbx_http_record_of(const struct sbx_settings *settings,
+                                           uint64_t created_at_ms,
+                                           struct sbx_http_record_parts *parts);
+
 /* Serves api->listen_fd until SIGTERM or SIGINT arrives or the engine is lost (the caller blocks
  * those signals in every thread first and passes the set it waits on; engine loss is signalled
  * with SIGUSR1 by the engine client's on_lost callback). Then stops accepting, lets running

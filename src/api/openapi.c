@@ -130,6 +130,50 @@ static const char openapi_template[] = JSON_TEXT(
         }
       }
     },
+    "/v1/batches": {
+      "post": {
+        "operationId": "createBatch",
+        "summary": "Queue many executions at once: test cases of one program, or a list of executions.",
+        "description": "{program, cases, compare}: each case runs the program (language, code or files and entrypoint, compile_limits, env, backend) with its stdin, args and limits in a fresh sandbox, and is judged against its expected_stdout with compare (exact, trim: trailing whitespace of lines and trailing blank lines aside, tokens; default trim): accepted, wrong_answer, or the run's own status (timeout, memory_limit, compile_error, ...). A compiled program compiles once (its first case runs first; the others take the artifact from the compile cache). Every case must be valid, or the batch is refused with the offending cases[i].field or program.field. {executions: [...]}: independent POST /v1/executions bodies, each validated on its own: the invalid ones are answered in rejected, the others run (none valid: 400 with rejected). All of a batch is committed to the queue in one transaction before the 202; its executions count against the tenant's max_queued and run as asynchronous executions do.",
+        "requestBody": {
+          "required": true,
+          "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchRequest"}}}
+        },
+        "responses": {
+          "202": {
+            "description": "Queued. Location names the batch.",
+            "headers": {"Location": {"schema": {"type": "string"}}},
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchQueued"}}}
+          },
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "403": {"$ref": "#/components/responses/Forbidden"},
+          "413": {"$ref": "#/components/responses/PayloadTooLarge"},
+          "429": {"$ref": "#/components/responses/QuotaExceeded"},
+          "500": {"$ref": "#/components/responses/Internal"}
+        }
+      }
+    },
+    "/v1/batches/{id}": {
+      "get": {
+        "operationId": "getBatch",
+        "summary": "A batch of the caller's tenant: counts by verdict, whether it is done, and each case's result.",
+        "parameters": [
+          {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}},
+          {"name": "fields", "in": "query", "required": false, "description": "Comma-separated members each result keeps besides index: id, status, verdict, exit_code, signal, error, stdout, stderr, usage, timing.", "schema": {"type": "string"}}
+        ],
+        "responses": {
+          "200": {
+            "description": "The batch.",
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Batch"}}}
+          },
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "500": {"$ref": "#/components/responses/Internal"}
+        }
+      }
+    },
     "/v1/languages": {
       "get": {
         "operationId": "listLanguages",
@@ -945,6 +989,83 @@ static const char openapi_template[] = JSON_TEXT(
       "EffectiveLimits": null,
       "Evidence": null,
       "Timing": null,
+      "BatchRequest": {
+        "type": "object",
+        "oneOf": [
+          {
+            "additionalProperties": false,
+            "required": ["program", "cases"],
+            "properties": {
+              "program": {"type": "object", "description": "A POST /v1/executions body's language, code or files and entrypoint, compile_limits, env, backend, network."},
+              "cases": {
+                "type": "array", "minItems": 1, "maxItems": 10000,
+                "items": {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "properties": {
+                    "stdin": {"type": "string"},
+                    "args": {"type": "array", "items": {"type": "string"}},
+                    "limits": {"$ref": "#/components/schemas/RequestLimits"},
+                    "expected_stdout": {"type": "string", "description": "Absent: a run that ends ok is accepted."}
+                  }
+                }
+              },
+              "compare": {"type": "string", "enum": ["exact", "trim", "tokens"], "default": "trim"}
+            }
+          },
+          {
+            "additionalProperties": false,
+            "required": ["executions"],
+            "properties": {
+              "executions": {"type": "array", "minItems": 1, "maxItems": 10000, "items": {"$ref": "#/components/schemas/ExecutionRequest"}}
+            }
+          }
+        ]
+      },
+      "BatchQueued": {
+        "type": "object",
+        "required": ["id", "status", "cases", "queue_position"],
+        "properties": {
+          "id": {"$ref": "#/components/schemas/ExecutionId"},
+          "status": {"const": "queued"},
+          "cases": {"type": "integer", "minimum": 1, "description": "The executions queued."},
+          "queue_position": {"type": "integer", "minimum": 1, "description": "The first's place in the tenant's queue."},
+          "rejected": {"type": "array", "description": "A list of executions only: those not queued, each {index, problem}.", "items": {"type": "object", "required": ["index", "problem"], "properties": {"index": {"type": "integer", "minimum": 0}, "problem": {"$ref": "#/components/schemas/Problem"}}}}
+        }
+      },
+      "Batch": {
+        "type": "object",
+        "required": ["id", "created_at", "compare", "callback_url", "cases", "done", "summary", "results"],
+        "properties": {
+          "id": {"$ref": "#/components/schemas/ExecutionId"},
+          "created_at": {"type": "integer", "minimum": 0},
+          "compare": {"type": ["string", "null"], "description": "null for a list of executions."},
+          "callback_url": {"type": ["string", "null"]},
+          "cases": {"type": "integer", "minimum": 1},
+          "done": {"type": "boolean", "description": "No case is queued or running any more."},
+          "summary": {"type": "object", "description": "Cases by verdict: pending (queued or running), accepted, wrong_answer, or a run's own status; unjudged for an ok run whose output was not kept (a result recovered after a crash).", "additionalProperties": {"type": "integer", "minimum": 1}},
+          "results": {
+            "type": "array",
+            "items": {
+              "type": "object",
+              "required": ["index"],
+              "properties": {
+                "index": {"type": "integer", "minimum": 0},
+                "id": {"$ref": "#/components/schemas/ExecutionId"},
+                "status": {"type": "string"},
+                "verdict": {"type": "string"},
+                "exit_code": {"type": ["integer", "null"]},
+                "signal": {"type": ["integer", "null"]},
+                "error": {"type": ["string", "null"]},
+                "stdout": {"type": ["string", "null"]},
+                "stderr": {"type": ["string", "null"]},
+                "usage": {"oneOf": [{"$ref": "#/components/schemas/Usage"}, {"type": "null"}]},
+                "timing": {"oneOf": [{"$ref": "#/components/schemas/Timing"}, {"type": "null"}]}
+              }
+            }
+          }
+        }
+      },
       "ExecutionQueued": {
         "type": "object",
         "additionalProperties": false,

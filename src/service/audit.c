@@ -122,6 +122,26 @@ static const char *const audit_migrations[] = {
         " BEGIN DELETE FROM queue WHERE id = NEW.id; END;"
         "CREATE TRIGGER queue_item_forgotten AFTER DELETE ON executions"
         " BEGIN DELETE FROM queue WHERE id = OLD.id; END;",
+        /* 6: batches (api/batches.c): a batch's row, and one row per case naming its
+         * execution (queued with the rest) and what its stdout must be. compare is NULL for a
+         * plain list of executions. */
+        "CREATE TABLE batches ("
+        " id TEXT PRIMARY KEY NOT NULL,"
+        " tenant TEXT NOT NULL,"
+        " created_at INTEGER NOT NULL,"
+        " compare TEXT,"
+        " cases INTEGER NOT NULL,"
+        " callback_url TEXT,"
+        " requested TEXT"
+        ") STRICT;"
+        "CREATE INDEX batches_by_tenant ON batches (tenant, created_at);"
+        "CREATE TABLE batch_cases ("
+        " batch_id TEXT NOT NULL,"
+        " idx INTEGER NOT NULL,"
+        " execution_id TEXT NOT NULL UNIQUE,"
+        " expected_stdout BLOB,"
+        " PRIMARY KEY (batch_id, idx)"
+        ") STRICT;",
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,
@@ -555,14 +575,13 @@ static int bind_column(sqlite3_stmt *s, enum column column, const struct sbx_aud
         return SQLITE_MISUSE;
 }
 
-/* Binds the columns of statement s, steps it and resets it, under the lock. Returns the number of
- * rows it changed, or -1 with err (what names the statement in the message). */
-static int audit_write(struct sbx_audit *audit, sqlite3_stmt *s, const enum column *columns,
-                       size_t n_columns, const struct sbx_audit_record *record,
-                       const struct outcome_digests *digests, const char *what,
-                       struct sbx_error *err)
+/* Binds the columns of statement s, steps it and resets it; the caller holds the lock. Returns
+ * the number of rows it changed, or -1 with err (what names the statement in the message). */
+static int audit_write_locked(struct sbx_audit *audit, sqlite3_stmt *s, const enum column *columns,
+                              size_t n_columns, const struct sbx_audit_record *record,
+                              const struct outcome_digests *digests, const char *what,
+                              struct sbx_error *err)
 {
-        pthread_mutex_lock(&audit->lock);
         int rc = SQLITE_OK;
         for (size_t i = 0; i < n_columns && rc == SQLITE_OK; i++)
                 rc = bind_column(s, columns[i], record, digests);
@@ -574,6 +593,17 @@ static int audit_write(struct sbx_audit *audit, sqlite3_stmt *s, const enum colu
                               record->id ? record->id : "", sqlite3_errstr(rc));
         sqlite3_reset(s);
         sqlite3_clear_bindings(s);
+        return result;
+}
+
+/* audit_write_locked under the lock. */
+static int audit_write(struct sbx_audit *audit, sqlite3_stmt *s, const enum column *columns,
+                       size_t n_columns, const struct sbx_audit_record *record,
+                       const struct outcome_digests *digests, const char *what,
+                       struct sbx_error *err)
+{
+        pthread_mutex_lock(&audit->lock);
+        int result = audit_write_locked(audit, s, columns, n_columns, record, digests, what, err);
         pthread_mutex_unlock(&audit->lock);
         return result;
 }
@@ -590,15 +620,15 @@ int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *reco
         return rc < 0 ? -1 : 0;
 }
 
-int sbx_audit_begin_queued(struct sbx_audit *audit, const struct sbx_audit_record *record,
-                           struct sbx_error *err)
+int sbx_audit_begin_queued_locked(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                                  struct sbx_error *err)
 {
         if (record->id == NULL || record->tenant == NULL || record->language == NULL)
                 return sbx_error_set(err, EINVAL, "audit: record lacks id, tenant or language");
         struct sbx_audit_record queued = *record;
         queued.status = SBX_AUDIT_STATUS_QUEUED;
-        int rc = audit_write(audit, audit->begin, begin_columns, SBX_ARRAY_SIZE(begin_columns),
-                             &queued, NULL, "queue", err);
+        int rc = audit_write_locked(audit, audit->begin, begin_columns,
+                                    SBX_ARRAY_SIZE(begin_columns), &queued, NULL, "queue", err);
         return rc < 0 ? -1 : 0;
 }
 

@@ -41,7 +41,7 @@
 #define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
-#define SBX_AUDIT_SCHEMA_VERSION 5
+#define SBX_AUDIT_SCHEMA_VERSION 6
 
 /* The status of a row whose execution has begun and not ended (yet). */
 #define SBX_AUDIT_STATUS_RUNNING "running"
@@ -97,11 +97,6 @@ void sbx_audit_close(struct sbx_audit *audit);
  * SQLite fails. */
 int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *record,
                     struct sbx_error *err);
-
-/* Like sbx_audit_begin, for an asynchronous execution accepted into the queue: its row has status
- * SBX_AUDIT_STATUS_QUEUED (audit_queue.h takes it from there). */
-int sbx_audit_begin_queued(struct sbx_audit *audit, const struct sbx_audit_record *record,
-                           struct sbx_error *err);
 
 /* Completes the running row of record->id with the outcome; computes the output sizes and hashes
  * itself, and ends the wait of sbx_audit_outcome_coming() for it. Returns 1 when it did, 0 when no

@@ -5,13 +5,16 @@
  * execution has an outcome (a trigger), so a tenant's code is kept no longer than its run needs.
  *
  * The order of the queue in memory, its fairness and its dispatch are the API's (api/async.h);
- * this is what survives a kill -9 of any process: queued rows are run after a restart, rows that
- * were running are completed as interrupted (sbx_audit_interrupt_running), or queued again when
- * their request said retry. Thread-safe, as audit.h. */
+ * this is what survives a kill -9 of any process, batches of test cases included: queued rows are
+ * run after a restart, rows that were running are completed as interrupted
+ * (sbx_audit_interrupt_running), or queued again when their request said retry. Thread-safe, as
+ * audit.h. */
 #pragma once
 
 #include <stdbool.h>
 #include <stdint.h>
+
+#include <jansson.h>
 
 #include "protocol/protocol.h"
 #include "service/audit.h"
@@ -25,12 +28,34 @@ struct sbx_audit_queued {
         uint64_t wall_ms; /* its effective wall limit: for the quota's reservation */
 };
 
-/* Accepts an asynchronous execution: stores request (the validated body as JSON text), retry (may
- * run again after a crash) and its effective wall_ms, then its record (record as for
- * sbx_audit_begin) with status queued. A crash between the two leaves a queue row without a
- * record, which sbx_audit_queue_recover() removes: nothing was accepted. */
-int sbx_audit_enqueue(struct sbx_audit *audit, const struct sbx_audit_record *record,
-                      const char *request, bool retry, uint64_t wall_ms, struct sbx_error *err);
+/* One asynchronous execution to accept: record as sbx_audit_begin takes it, request the
+ * validated body as JSON text (what its run needs), retry (it may run again after a crash), its
+ * effective wall_ms; as a batch's case also its expected stdout (NULL: nothing expected). */
+struct sbx_audit_enqueued {
+        const struct sbx_audit_record *record;
+        const char *request;
+        bool retry;
+        uint64_t wall_ms;
+        size_t index; /* a batch's case: its index in the request */
+        const char *expected_stdout;
+        size_t expected_size;
+};
+
+/* A batch (api/batches.c): its cases are executions queued with it, in one transaction. */
+struct sbx_audit_batch {
+        const char *id;
+        const char *tenant;
+        int64_t created_at_ms;
+        const char *compare;      /* a verdict.h name; NULL for a plain list of executions */
+        const char *callback_url; /* NULL: none */
+        const json_t *requested;  /* the batch as received, code and data as digests */
+};
+
+/* Accepts n asynchronous executions, all or none (one transaction): each one's queue row (its
+ * request), then its record with status queued; with batch (NULL: none), the batch's row and
+ * each one's case row (its index). */
+int sbx_audit_enqueue(struct sbx_audit *audit, const struct sbx_audit_batch *batch,
+                      const struct sbx_audit_enqueued *items, size_t n, struct sbx_error *err);
 
 /* Takes queued execution id to running and gives its request text (*request, caller frees): 1;
  * 0 when it is no longer queued (canceled meanwhile); -1 with err. */
@@ -45,13 +70,29 @@ int sbx_audit_requeue(struct sbx_audit *audit, const char *id, struct sbx_error 
 int sbx_audit_cancel_queued(struct sbx_audit *audit, const char *tenant, const char *id,
                             const char *why, int64_t finished_at_ms, struct sbx_error *err);
 
-/* At the API process's start, before sbx_audit_interrupt_running(): removes queue rows whose
- * record never came, and queues again the running executions whose request said retry (*requeued
- * says how many); the rest of the running ones are the interrupt's. */
+/* At the API process's start, before sbx_audit_interrupt_running(): queues again the running
+ * executions whose request said retry (*requeued says how many); the rest of the running ones
+ * are the interrupt's. */
 int sbx_audit_queue_recover(struct sbx_audit *audit, uint64_t *requeued, struct sbx_error *err);
 
 /* Calls fn for every queued execution, oldest first, under the store's lock (fn must not use the
  * store); stops at fn's first -1, which it returns with err as fn left it. */
 int sbx_audit_queue_each(struct sbx_audit *audit,
                          int (*fn)(void *ctx, const struct sbx_audit_queued *item), void *ctx,
+                         struct sbx_error *err);
+
+/* The batch id of tenant as its answer (caller owns it): {id, created_at, compare, callback_url,
+ * cases, done, summary: {verdict: count}, results: [{index, id, status, verdict, exit_code,
+ * signal, error, stdout, stderr, usage, timing}]} where a case still queued or running has the
+ * verdict "pending" and a case's verdict comes from service/verdict.h (a case whose output was not
+ * kept and whose run was ok: "unjudged"). fields (NULL: all) names the members each result keeps
+ * (index always). 1 with *out, 0 when tenant has no such batch, -1 with err. */
+int sbx_audit_batch_fetch(struct sbx_audit *audit, const char *tenant, const char *id,
+                          const char *const *fields, size_t n_fields, json_t **out,
+                          struct sbx_error *err);
+
+/* Whether execution id is a batch's case, and if so (1) its batch's id (batch_id) and whether
+ * none of the batch's cases is queued or running any more (*done). 0 when it is no case. */
+int sbx_audit_case_batch(struct sbx_audit *audit, const char *id,
+                         char batch_id[SBX_EXECUTION_ID_CHARS + 1], bool *done,
                          struct sbx_error *err);

@@ -35,3 +35,7 @@ struct sbx_audit {
 int sbx_audit_statement(struct sbx_audit *audit, const char *sql, const char *what,
                         int (*bind)(sqlite3_stmt *, const void *), const void *ctx,
                         struct sbx_error *err);
+
+/* sbx_audit_begin's insert with status queued, for audit_queue.c; the caller holds the lock. */
+int sbx_audit_begin_queued_locked(struct sbx_audit *audit, const struct sbx_audit_record *record,
+                                  struct sbx_error *err);

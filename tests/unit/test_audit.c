@@ -333,12 +333,14 @@ static void test_reopen_keeps_data_and_migration_is_idempotent(void **state)
         sqlite3_finalize(statement);
         /* Nothing else: the table's primary key index is the one more (no executions_v2), the
          * sessions table (version 3) with its primary key and tenant index, and the queue
-         * (version 5) with its primary key, the queued rows' index and its two triggers. */
+         * (version 5) with its primary key, the queued rows' index and its two triggers, and
+         * the batches (version 6): two tables, their primary keys, the cases' unique execution
+         * and the batches' tenant index. */
         assert_int_equal(
                 sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema", -1, &statement, NULL),
                 SQLITE_OK);
         assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
-        assert_int_equal(sqlite3_column_int(statement, 0), 12);
+        assert_int_equal(sqlite3_column_int(statement, 0), 18);
         sqlite3_finalize(statement);
         assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, NULL),
                          SQLITE_OK);
@@ -748,7 +750,7 @@ static int queue_rows(const char *path)
 
 /* Queued, taken with its request, back to queued, run, canceled; the queue's rows go with the
  * outcome; after a "crash", a retrying running one is queued again and the others are the
- * interrupt's; a queue row whose record never came is dropped. */
+ * interrupt's. */
 static void test_the_queue_of_asynchronous_executions(void **state)
 {
         struct fixture *f = *state;
@@ -763,9 +765,13 @@ static void test_the_queue_of_asynchronous_executions(void **state)
                 s[i].record.created_at_ms += (int64_t)i;
                 char request[64];
                 snprintf(request, sizeof(request), "{\"code\": \"print(%zu)\"}", i);
-                assert_int_equal(sbx_audit_enqueue(audit, &s[i].record, request, i == 1,
-                                                   1000 * (i + 1), &err),
-                                 0);
+                const struct sbx_audit_enqueued item = {
+                        .record = &s[i].record,
+                        .request = request,
+                        .retry = i == 1,
+                        .wall_ms = 1000 * (i + 1),
+                };
+                assert_int_equal(sbx_audit_enqueue(audit, NULL, &item, 1, &err), 0);
         }
         char status[32];
         assert_string_equal(record_status(audit, ids[0], status), "queued");
@@ -803,12 +809,10 @@ static void test_the_queue_of_asynchronous_executions(void **state)
         assert_string_equal(record_status(audit, ids[2], status), "canceled");
         assert_int_equal(queue_rows(f->path), 1);
 
-        /* A crash while ids[1] (retry) runs, with a queue row whose record never came. */
+        /* A crash while ids[1] (retry) runs. */
         assert_int_equal(sbx_audit_take(audit, ids[1], &request, &err), 1);
         free(request);
         sbx_audit_close(audit);
-        run_sql(f->path, "INSERT INTO queue VALUES ('d0000000000000000000000000000000', 'acme', "
-                         "'{}', 0, 1)");
         audit = open_store(f);
         uint64_t requeued = 0, interrupted = 0;
         assert_int_equal(sbx_audit_queue_recover(audit, &requeued, &err), 0);
@@ -823,6 +827,98 @@ static void test_the_queue_of_asynchronous_executions(void **state)
         assert_int_equal(seen.n, 1);
         assert_string_equal(seen.ids[0], ids[1]);
         for (size_t i = 0; i < 3; i++)
+                free_sample(&s[i]);
+        sbx_audit_close(audit);
+}
+
+/* A batch's cases, queued all or none, judged when fetched: accepted, wrong_answer, the run's own
+ * status, pending while queued; fields trims each result; another tenant sees nothing. */
+static void test_a_batch_of_cases(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        static const char *const ids[] = {
+                "e0000000000000000000000000000000", "e1000000000000000000000000000000",
+                "e2000000000000000000000000000000", "e3000000000000000000000000000000"};
+        static const char *const outputs[] = {"4 \n", "5\n", "4\n", NULL};
+        static const char *const statuses[] = {"ok", "ok", "timeout", NULL};
+        struct sample s[4];
+        struct sbx_audit_enqueued items[4];
+        for (size_t i = 0; i < 4; i++) {
+                make_record(&s[i], ids[i], "acme");
+                items[i] = (struct sbx_audit_enqueued){.record = &s[i].record,
+                                                       .request = "{}",
+                                                       .wall_ms = 1000,
+                                                       .index = i,
+                                                       .expected_stdout = "4\n",
+                                                       .expected_size = 2};
+        }
+        const struct sbx_audit_batch batch = {.id = "b1000000000000000000000000000000",
+                                              .tenant = "acme",
+                                              .created_at_ms = 1700000000000,
+                                              .compare = "trim"};
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_audit_enqueue(audit, &batch, items, 4, &err), 0);
+        /* The same ids again: all or none, nothing of the second try stays. */
+        const struct sbx_audit_batch again = {
+                .id = "b2000000000000000000000000000000", .tenant = "acme", .compare = "exact"};
+        assert_int_equal(sbx_audit_enqueue(audit, &again, items, 4, &err), -1);
+        json_t *answer = NULL;
+        assert_int_equal(sbx_audit_batch_fetch(audit, "acme", again.id, NULL, 0, &answer, &err), 0);
+        for (size_t i = 0; i < 3; i++) {
+                char *request = NULL;
+                assert_int_equal(sbx_audit_take(audit, ids[i], &request, &err), 1);
+                free(request);
+                s[i].record.status = statuses[i];
+                s[i].record.stdout_data = outputs[i];
+                s[i].record.stdout_size = strlen(outputs[i]);
+                s[i].record.store_output = true;
+                assert_int_equal(sbx_audit_finish(audit, &s[i].record, &err), 1);
+        }
+        char batch_id[SBX_EXECUTION_ID_CHARS + 1];
+        bool done = true;
+        assert_int_equal(sbx_audit_case_batch(audit, ids[0], batch_id, &done, &err), 1);
+        assert_string_equal(batch_id, batch.id);
+        assert_false(done); /* ids[3] is still queued */
+        assert_int_equal(sbx_audit_batch_fetch(audit, "other", batch.id, NULL, 0, &answer, &err),
+                         0);
+        assert_int_equal(sbx_audit_batch_fetch(audit, "acme", batch.id, NULL, 0, &answer, &err), 1);
+        assert_int_equal(json_integer_value(json_object_get(answer, "cases")), 4);
+        assert_false(json_is_true(json_object_get(answer, "done")));
+        json_t *summary = json_object_get(answer, "summary");
+        assert_int_equal(json_integer_value(json_object_get(summary, "accepted")), 1);
+        assert_int_equal(json_integer_value(json_object_get(summary, "wrong_answer")), 1);
+        assert_int_equal(json_integer_value(json_object_get(summary, "timeout")), 1);
+        assert_int_equal(json_integer_value(json_object_get(summary, "pending")), 1);
+        json_t *results = json_object_get(answer, "results");
+        static const char *const verdicts[] = {"accepted", "wrong_answer", "timeout", "pending"};
+        for (size_t i = 0; i < 4; i++) {
+                json_t *result = json_array_get(results, i);
+                assert_int_equal(json_integer_value(json_object_get(result, "index")), (int)i);
+                assert_string_equal(json_string_value(json_object_get(result, "verdict")),
+                                    verdicts[i]);
+                assert_string_equal(json_string_value(json_object_get(result, "id")), ids[i]);
+        }
+        assert_string_equal(
+                json_string_value(json_object_get(json_array_get(results, 0), "stdout")), "4 \n");
+        json_decref(answer);
+        static const char *const fields[] = {"verdict"};
+        assert_int_equal(sbx_audit_batch_fetch(audit, "acme", batch.id, fields, 1, &answer, &err),
+                         1);
+        json_t *first = json_array_get(json_object_get(answer, "results"), 0);
+        assert_int_equal(json_object_size(first), 2); /* index and verdict */
+        json_decref(answer);
+        /* The last one ends: the batch is done. */
+        char *request = NULL;
+        assert_int_equal(sbx_audit_take(audit, ids[3], &request, &err), 1);
+        free(request);
+        assert_int_equal(sbx_audit_finish(audit, &s[3].record, &err), 1);
+        assert_int_equal(sbx_audit_case_batch(audit, ids[3], batch_id, &done, &err), 1);
+        assert_true(done);
+        assert_int_equal(sbx_audit_case_batch(audit, "ffffffffffffffffffffffffffffffff", batch_id,
+                                              &done, &err),
+                         0);
+        for (size_t i = 0; i < 4; i++)
                 free_sample(&s[i]);
         sbx_audit_close(audit);
 }
@@ -852,6 +948,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_concurrent_writers, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_the_queue_of_asynchronous_executions, setup,
                                                 teardown),
+                cmocka_unit_test_setup_teardown(test_a_batch_of_cases, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
