@@ -9,6 +9,7 @@
 
 #include "api/live_config.h"
 #include "api/respond.h"
+#include "api/webhooks.h"
 #include "model/language.h"
 #include "api/metrics.h"
 #include "service/audit_queue.h"
@@ -402,6 +403,8 @@ static void *runner(void *arg)
                 release(item);
                 pthread_cond_broadcast(&async->ended);
                 pthread_cond_broadcast(&async->work);
+                if (end == RUN_ENDED)
+                        sbx_webhooks_wake(api->webhooks); /* its delivery may be due now */
         }
         pthread_mutex_unlock(&async->lock);
         return NULL;
@@ -519,6 +522,7 @@ int sbx_async_submit(struct sbx_async *async, const struct sbx_tenant *tenant,
                         .retry = items[i].settings->retry,
                         .wall_ms = items[i].settings->limits.wall_ms,
                         .index = items[i].index,
+                        .callback_url = items[i].settings->callback_url,
                         .expected_stdout = items[i].expected_stdout,
                         .expected_size = items[i].expected_size,
                 };
@@ -536,11 +540,11 @@ int sbx_async_submit(struct sbx_async *async, const struct sbx_tenant *tenant,
         } else if (rc == 0 && queue->count + n > tenant->tier->max_queued) {
                 uint64_t wait_ms = async->mean_run_ms > 0 ? async->mean_run_ms : 1000;
                 *retry_after_s = wait_ms / 1000 + 1;
-                rc = sbx_error_set(err, ENOSPC,
-                                   "tenant %s has %zu executions queued; %zu more would pass its "
-                                   "tier's maximum of %llu",
-                                   tenant->name, queue->count, n,
-                                   (unsigned long long)tenant->tier->max_queued);
+                rc = sbx_error_plain(err, ENOSPC,
+                                     "tenant %s has %zu executions queued; %zu more would pass its "
+                                     "tier's maximum of %llu",
+                                     tenant->name, queue->count, n,
+                                     (unsigned long long)tenant->tier->max_queued);
         } else if (rc == 0 && sbx_audit_enqueue(async->api->audit, batch, enqueued, n, err) < 0) {
                 rc = -1;
         }

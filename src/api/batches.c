@@ -10,6 +10,7 @@
 #include "api/async.h"
 #include "api/respond.h"
 #include "api/session_registry.h"
+#include "api/webhooks.h"
 #include "model/request.h"
 #include "service/audit_queue.h"
 #include "service/settings.h"
@@ -132,6 +133,28 @@ static enum MHD_Result respond_problem_json(struct sbx_api *api, struct MHD_Conn
                                      SBX_PROBLEM_CONTENT_TYPE, problem, NULL, 0);
 }
 
+/* The batch's callback_url (NULL: none), or false with *answer when it is not one tenant may
+ * have. */
+static bool batch_callback(struct sbx_api *api, struct MHD_Connection *connection,
+                           const struct sbx_tenant *tenant, const json_t *body,
+                           const char **callback_url, enum MHD_Result *answer)
+{
+        const json_t *value = json_object_get(body, "callback_url");
+        *callback_url = json_string_value(value);
+        char why[512];
+        if (value != NULL &&
+            (*callback_url == NULL || strlen(*callback_url) > SBX_CALLBACK_URL_MAX)) {
+                *answer = bad_field(api, connection, "callback_url", "an http:// or https:// URL");
+                return false;
+        }
+        if (*callback_url != NULL &&
+            !sbx_webhooks_check_url(tenant, *callback_url, why, sizeof(why))) {
+                *answer = bad_field(api, connection, "callback_url", why);
+                return false;
+        }
+        return true;
+}
+
 /* Queues b as batch id of tenant and answers 202 (extra, stolen, joins the answer). */
 static enum MHD_Result submit(struct sbx_api *api, struct MHD_Connection *connection,
                               const struct sbx_tenant *tenant, const struct sbx_audit_batch *batch,
@@ -190,7 +213,7 @@ static enum MHD_Result create_cases(struct sbx_api *api, struct MHD_Connection *
                                     const struct sbx_tenant *tenant, const json_t *body,
                                     const char *id)
 {
-        static const char *const top_fields[] = {"program", "cases", "compare"};
+        static const char *const top_fields[] = {"program", "cases", "compare", "callback_url"};
         const char *unknown = unknown_key(body, top_fields, SBX_ARRAY_SIZE(top_fields));
         if (unknown != NULL)
                 return bad_field(api, connection, unknown, "unknown field");
@@ -210,6 +233,9 @@ static enum MHD_Result create_cases(struct sbx_api *api, struct MHD_Connection *
         enum MHD_Result answer;
         const json_t *cases = bounded_array(api, connection, body, "cases", &answer);
         if (cases == NULL)
+                return answer;
+        const char *callback_url;
+        if (!batch_callback(api, connection, tenant, body, &callback_url, &answer))
                 return answer;
         enum sbx_compare compare = SBX_COMPARE_TRIM;
         const json_t *compare_value = json_object_get(body, "compare");
@@ -262,6 +288,7 @@ static enum MHD_Result create_cases(struct sbx_api *api, struct MHD_Connection *
                 .tenant = tenant->name,
                 .created_at_ms = (int64_t)now,
                 .compare = sbx_compare_name(compare),
+                .callback_url = callback_url,
                 .requested = requested,
         };
         return submit(api, connection, tenant, &batch, &b, NULL);
@@ -272,12 +299,17 @@ static enum MHD_Result create_list(struct sbx_api *api, struct MHD_Connection *c
                                    const struct sbx_tenant *tenant, const json_t *body,
                                    const char *id)
 {
-        if (json_object_size(body) != 1)
-                return bad_field(api, connection, "executions",
+        static const char *const top_fields[] = {"executions", "callback_url"};
+        const char *unknown = unknown_key(body, top_fields, SBX_ARRAY_SIZE(top_fields));
+        if (unknown != NULL)
+                return bad_field(api, connection, unknown,
                                  "a list of executions comes alone (no program or cases)");
         enum MHD_Result answer;
         const json_t *executions = bounded_array(api, connection, body, "executions", &answer);
         if (executions == NULL)
+                return answer;
+        const char *callback_url;
+        if (!batch_callback(api, connection, tenant, body, &callback_url, &answer))
                 return answer;
         _cleanup_(batch_items_free) struct batch_items b;
         _cleanup_(json_decrefp) json_t *rejected = json_array();
@@ -302,8 +334,16 @@ static enum MHD_Result create_list(struct sbx_api *api, struct MHD_Connection *c
                            json_object_set_new(execution, "wait", json_false()) < 0) {
                         sbx_problem_set(&problem, 500, "out of memory");
                 } else if (sbx_settings_build(execution, tenant, &settings, &problem) == 0) {
-                        batch_items_add(&b, settings, index, NULL, now);
-                        continue;
+                        char why[512];
+                        if (settings->callback_url == NULL ||
+                            sbx_webhooks_check_url(tenant, settings->callback_url, why,
+                                                   sizeof(why))) {
+                                batch_items_add(&b, settings, index, NULL, now);
+                                continue;
+                        }
+                        sbx_settings_free(settings);
+                        sbx_problem_add_error(&problem, "callback_url", "%s", why);
+                        sbx_problem_set(&problem, 400, "%s", why);
                 }
                 json_t *problem_json = sbx_problem_to_json(&problem);
                 json_array_append_new(rejected, json_pack("{s:I, s:o*}", "index", (json_int_t)index,
@@ -326,6 +366,7 @@ static enum MHD_Result create_list(struct sbx_api *api, struct MHD_Connection *c
                 .id = id,
                 .tenant = tenant->name,
                 .created_at_ms = (int64_t)now,
+                .callback_url = callback_url,
                 .requested = requested,
         };
         return submit(api, connection, tenant, &batch, &b,

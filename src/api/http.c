@@ -25,6 +25,8 @@
 
 #include "api/async.h"
 #include "api/batches.h"
+#include "api/webhooks.h"
+#include "api/webhooks.h"
 #include "api/http_guard.h"
 #include "api/languages.h"
 #include "api/openapi.h"
@@ -594,6 +596,12 @@ static enum MHD_Result queue_execution(struct sbx_api *api, struct MHD_Connectio
                                        const struct sbx_tenant *tenant,
                                        const struct sbx_settings *settings)
 {
+        char why[512];
+        if (settings->callback_url != NULL &&
+            !sbx_webhooks_check_url(tenant, settings->callback_url, why, sizeof(why))) {
+                const struct sbx_problem_field field = {"callback_url", why};
+                return sbx_http_respond_problem(api, connection, 400, why, &field, 1, NULL, 0);
+        }
         _cleanup_(sbx_http_record_parts_free) struct sbx_http_record_parts parts;
         const struct sbx_audit_record record =
                 sbx_http_record_of(settings, sbx_wall_clock_ms(), &parts);
@@ -836,6 +844,9 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         answered = sbx_batches_route(api, connection, url, method, request->tenants,
                                      request->body.data, request->body.len, request->body_too_large,
                                      &handled);
+        if (handled)
+                return answered;
+        answered = sbx_webhooks_route(api, connection, url, method, request->tenants, &handled);
         if (handled)
                 return answered;
         if (strcmp(url, EXECUTIONS_PATH) == 0)

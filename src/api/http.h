@@ -14,6 +14,7 @@
 
 struct sbx_sessions;
 struct sbx_async;
+struct sbx_webhooks;
 struct sbx_settings;
 struct sbx_tenant;
 struct sbx_engine_result;
@@ -27,6 +28,7 @@ struct sbx_api {
         struct sbx_engine_client *engine;
         struct sbx_sessions *sessions; /* api/sessions.h */
         struct sbx_async *async;       /* api/async.h: the queue of asynchronous executions */
+        struct sbx_webhooks *webhooks; /* api/webhooks.h: their senders */
         int listen_fd;                 /* bound and listening; owned by the server once started */
 };
 

@@ -22,6 +22,7 @@
 #include <grp.h>
 #include <linux/capability.h>
 #include <pthread.h>
+#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,7 @@
 
 #include "api/engine_client.h"
 #include "api/async.h"
+#include "api/webhooks.h"
 #include "api/http.h"
 #include "api/sessions.h"
 #include "api/live_config.h"
@@ -222,13 +224,16 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
                         .listen_fd = LISTEN_FD,
                 };
                 api.async = sbx_async_start(&api, &err);
-                if (api.async == NULL)
+                if (api.async != NULL)
+                        api.webhooks = sbx_webhooks_start(&api, &err);
+                if (api.async == NULL || api.webhooks == NULL)
                         fprintf(stderr, "sandboxd-api: %s\n", err.message);
                 else if (sbx_api_serve(&api, signals, &err) < 0)
                         fprintf(stderr, "sandboxd-api: %s\n", err.message);
                 else
                         rc = 0;
                 sbx_async_stop(api.async);
+                sbx_webhooks_stop(api.webhooks);
         }
         sbx_engine_client_free(engine); /* no reload can arrive after this */
         sbx_sessions_free(sessions);
@@ -273,6 +278,11 @@ int main(int argc, char **argv)
         sigaddset(&signals, SIGUSR1);
         pthread_sigmask(SIG_BLOCK, &signals, NULL);
 
+        /* libcurl's global state (webhooks), before any thread exists. */
+        if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+                fprintf(stderr, "sandboxd-api: libcurl failed to start\n");
+                return 1;
+        }
         /* Made once, here, so that no request meets a server without its document. */
         if (sbx_openapi_json() == NULL) {
                 fprintf(stderr, "sandboxd-api: the OpenAPI document: out of memory\n");

@@ -137,6 +137,8 @@ struct sbx_metrics {
          * each waited before it started. */
         uint64_t *queued;
         struct histogram queue_wait;
+        /* Webhook delivery attempts by outcome (webhook_outcomes). */
+        uint64_t webhooks[3];
 };
 
 struct sbx_metrics *sbx_metrics_new(const char *const *tenants, size_t n_tenants,
@@ -326,6 +328,18 @@ void sbx_metrics_observe_queue_wait(struct sbx_metrics *metrics, uint64_t wait_m
         pthread_mutex_lock(&metrics->lock);
         histogram_observe(&metrics->queue_wait, wait_ms * 1000);
         pthread_mutex_unlock(&metrics->lock);
+}
+
+static const char *const webhook_outcomes[] = {"delivered", "retried", "failed"};
+
+void sbx_metrics_count_webhook(struct sbx_metrics *metrics, const char *outcome)
+{
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(webhook_outcomes); i++)
+                if (strcmp(outcome, webhook_outcomes[i]) == 0) {
+                        pthread_mutex_lock(&metrics->lock);
+                        metrics->webhooks[i]++;
+                        pthread_mutex_unlock(&metrics->lock);
+                }
 }
 
 void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *tenant,
@@ -625,6 +639,12 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
                             "How long an asynchronous execution waited in the queue before it "
                             "started, in seconds.");
         write_histogram(out, "sandboxd_queue_wait_seconds", NULL, NULL, &metrics->queue_wait);
+        write_family_header(out, "sandboxd_webhook_deliveries_total", "counter",
+                            "Webhook delivery attempts, by outcome: delivered, retried (it "
+                            "failed and is tried again later), failed (the last attempt).");
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(webhook_outcomes); i++)
+                fprintf(out, "sandboxd_webhook_deliveries_total{outcome=\"%s\"} %" PRIu64 "\n",
+                        webhook_outcomes[i], metrics->webhooks[i]);
 
         for (size_t kind = 0; kind < SBX_METRICS_LONG_LIVED_COUNT; kind++)
                 write_long_lived(out, &metrics->long_lived[kind], &long_lived_names[kind]);

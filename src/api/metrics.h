@@ -71,6 +71,9 @@ void sbx_metrics_count_quota_rejection(struct sbx_metrics *metrics, const char *
 void sbx_metrics_add_queued(struct sbx_metrics *metrics, const char *tenant, int64_t delta);
 void sbx_metrics_observe_queue_wait(struct sbx_metrics *metrics, uint64_t wait_ms);
 
+/* Counts one webhook delivery attempt: "delivered", "retried" or "failed" (api/webhooks.h). */
+void sbx_metrics_count_webhook(struct sbx_metrics *metrics, const char *outcome);
+
 /* Counts one HTTP response by its status code. */
 void sbx_metrics_count_http_request(struct sbx_metrics *metrics, unsigned code);
 

@@ -174,6 +174,39 @@ static const char openapi_template[] = JSON_TEXT(
         }
       }
     },
+    "/v1/webhooks/deliveries": {
+      "get": {
+        "operationId": "listWebhookDeliveries",
+        "summary": "The caller's webhook deliveries, newest first (at most 1000).",
+        "parameters": [
+          {"name": "status", "in": "query", "required": false, "schema": {"type": "string", "enum": ["pending", "delivered", "failed"]}}
+        ],
+        "responses": {
+          "200": {
+            "description": "The deliveries.",
+            "content": {"application/json": {"schema": {"type": "object", "required": ["deliveries"], "properties": {"deliveries": {"type": "array", "items": {"$ref": "#/components/schemas/WebhookDelivery"}}}}}}
+          },
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "500": {"$ref": "#/components/responses/Internal"}
+        }
+      }
+    },
+    "/v1/webhooks/deliveries/{id}/retry": {
+      "post": {
+        "operationId": "retryWebhookDelivery",
+        "summary": "Send a failed delivery again (its attempts counted anew).",
+        "parameters": [
+          {"name": "id", "in": "path", "required": true, "schema": {"type": "string"}}
+        ],
+        "responses": {
+          "202": {"description": "Pending again.", "content": {"application/json": {"schema": {"type": "object", "required": ["id", "status"], "properties": {"id": {"type": "string"}, "status": {"const": "pending"}}}}}},
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "500": {"$ref": "#/components/responses/Internal"}
+        }
+      }
+    },
     "/v1/languages": {
       "get": {
         "operationId": "listLanguages",
@@ -861,7 +894,8 @@ static const char openapi_template[] = JSON_TEXT(
           "network": {"type": "string", "enum": ["none"]},
           "backend": {"type": "string", "enum": null},
           "wait": {"type": "boolean", "default": true, "description": "false: answer 202 at once and run it from the queue."},
-          "retry": {"type": "boolean", "default": false, "description": "With \"wait\": false only: run it again if a crash interrupted its run (otherwise it is recorded interrupted)."}
+          "retry": {"type": "boolean", "default": false, "description": "With \"wait\": false only: run it again if a crash interrupted its run (otherwise it is recorded interrupted)."},
+          "callback_url": {"type": "string", "maxLength": 2048, "description": "With \"wait\": false only: POST the record there once it has ended, signed per Standard Webhooks with the tenant's webhook_secret; its host must resolve to public addresses unless the tier's webhook_allow allows it."}
         },
         "oneOf": [
           {"required": ["code"], "not": {"anyOf": [{"required": ["files"]}, {"required": ["entrypoint"]}]}},
@@ -1010,14 +1044,16 @@ static const char openapi_template[] = JSON_TEXT(
                   }
                 }
               },
-              "compare": {"type": "string", "enum": ["exact", "trim", "tokens"], "default": "trim"}
+              "compare": {"type": "string", "enum": ["exact", "trim", "tokens"], "default": "trim"},
+              "callback_url": {"type": "string", "maxLength": 2048, "description": "POST the batch there once its last case has ended (as for an execution's)."}
             }
           },
           {
             "additionalProperties": false,
             "required": ["executions"],
             "properties": {
-              "executions": {"type": "array", "minItems": 1, "maxItems": 10000, "items": {"$ref": "#/components/schemas/ExecutionRequest"}}
+              "executions": {"type": "array", "minItems": 1, "maxItems": 10000, "items": {"$ref": "#/components/schemas/ExecutionRequest"}},
+              "callback_url": {"type": "string", "maxLength": 2048}
             }
           }
         ]
@@ -1064,6 +1100,22 @@ static const char openapi_template[] = JSON_TEXT(
               }
             }
           }
+        }
+      },
+      "WebhookDelivery": {
+        "type": "object",
+        "required": ["id", "kind", "target_id", "url", "status", "attempts", "next_attempt_at", "last_error", "created_at", "finished_at"],
+        "properties": {
+          "id": {"type": "string", "description": "msg_ and 32 hex digits: the webhook-id header of every attempt."},
+          "kind": {"type": "string", "enum": ["execution", "batch"]},
+          "target_id": {"$ref": "#/components/schemas/ExecutionId"},
+          "url": {"type": "string"},
+          "status": {"type": "string", "enum": ["pending", "delivered", "failed"]},
+          "attempts": {"type": "integer", "minimum": 0},
+          "next_attempt_at": {"type": "integer", "description": "Milliseconds since the epoch."},
+          "last_error": {"type": ["string", "null"]},
+          "created_at": {"type": "integer"},
+          "finished_at": {"type": ["integer", "null"]}
         }
       },
       "ExecutionQueued": {

@@ -142,6 +142,23 @@ static const char *const audit_migrations[] = {
         " expected_stdout BLOB,"
         " PRIMARY KEY (batch_id, idx)"
         ") STRICT;",
+        /* 7: webhook deliveries (api/webhooks.c), one per execution or batch that asked for a
+         * callback, written with it (so a crash cannot lose one) and sent once it has ended. */
+        "CREATE TABLE deliveries ("
+        " id TEXT PRIMARY KEY NOT NULL,"
+        " tenant TEXT NOT NULL,"
+        " kind TEXT NOT NULL,"
+        " target_id TEXT NOT NULL UNIQUE,"
+        " url TEXT NOT NULL,"
+        " status TEXT NOT NULL,"
+        " attempts INTEGER NOT NULL,"
+        " next_attempt_at INTEGER NOT NULL,"
+        " last_error TEXT,"
+        " created_at INTEGER NOT NULL,"
+        " finished_at INTEGER"
+        ") STRICT;"
+        "CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';"
+        "CREATE INDEX deliveries_by_tenant ON deliveries (tenant, status, created_at);",
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,

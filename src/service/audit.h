@@ -41,7 +41,7 @@
 #define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
-#define SBX_AUDIT_SCHEMA_VERSION 6
+#define SBX_AUDIT_SCHEMA_VERSION 7
 
 /* The status of a row whose execution has begun and not ended (yet). */
 #define SBX_AUDIT_STATUS_RUNNING "running"

@@ -70,6 +70,10 @@ static int insert_item(struct sbx_audit *audit, sqlite3_stmt *queue, sqlite3_stm
         if (step_done(queue, "queue", err) < 0 ||
             sbx_audit_begin_queued_locked(audit, record, err) < 0)
                 return -1;
+        if (item->callback_url != NULL &&
+            sbx_audit_delivery_insert_locked(audit, record->tenant, "execution", record->id,
+                                             item->callback_url, record->created_at_ms, err) < 0)
+                return -1;
         if (batch == NULL)
                 return 0;
         sqlite3_bind_text(cases, 1, batch->id, -1, SQLITE_STATIC);
@@ -104,6 +108,10 @@ int sbx_audit_enqueue(struct sbx_audit *audit, const struct sbx_audit_batch *bat
                                     &batches, err);
         if (rc == 0 && batch != NULL)
                 rc = insert_batch(batches, batch, n, err);
+        if (rc == 0 && batch != NULL && batch->callback_url != NULL)
+                rc = sbx_audit_delivery_insert_locked(audit, batch->tenant, "batch", batch->id,
+                                                      batch->callback_url, batch->created_at_ms,
+                                                      err);
         for (size_t i = 0; rc == 0 && i < n; i++)
                 rc = insert_item(audit, queue, cases, batch, &items[i], err);
         sqlite3_finalize(queue);

@@ -36,7 +36,8 @@ struct sbx_audit_enqueued {
         const char *request;
         bool retry;
         uint64_t wall_ms;
-        size_t index; /* a batch's case: its index in the request */
+        size_t index;             /* a batch's case: its index in the request */
+        const char *callback_url; /* NULL, or where its webhook goes (audit_deliveries.h) */
         const char *expected_stdout;
         size_t expected_size;
 };
@@ -52,8 +53,9 @@ struct sbx_audit_batch {
 };
 
 /* Accepts n asynchronous executions, all or none (one transaction): each one's queue row (its
- * request), then its record with status queued; with batch (NULL: none), the batch's row and
- * each one's case row (its index). */
+ * request), then its record with status queued, and its delivery when it has a callback_url;
+ * with batch (NULL: none), the batch's row (and its delivery) and each one's case row (its
+ * index). */
 int sbx_audit_enqueue(struct sbx_audit *audit, const struct sbx_audit_batch *batch,
                       const struct sbx_audit_enqueued *items, size_t n, struct sbx_error *err);
 

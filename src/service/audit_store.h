@@ -39,3 +39,9 @@ int sbx_audit_statement(struct sbx_audit *audit, const char *sql, const char *wh
 /* sbx_audit_begin's insert with status queued, for audit_queue.c; the caller holds the lock. */
 int sbx_audit_begin_queued_locked(struct sbx_audit *audit, const struct sbx_audit_record *record,
                                   struct sbx_error *err);
+
+/* A pending delivery of target_id (kind "execution" or "batch") to url, for audit_queue.c's
+ * transaction; the caller holds the lock. */
+int sbx_audit_delivery_insert_locked(struct sbx_audit *audit, const char *tenant, const char *kind,
+                                     const char *target_id, const char *url, int64_t now_ms,
+                                     struct sbx_error *err);

@@ -471,6 +471,10 @@ static const struct config_key server_keys[] = {
         {"compile_cache_bytes", BYTES(compile_cache_bytes, 0, 1ull << 40)},
         /* The gvisor backend's runsc --platform. */
         {"gvisor_platform", CUSTOM(server_gvisor_platform)},
+        /* Webhooks (api/webhooks.h). */
+        {"webhook_timeout_ms", NUMBER(webhook_timeout_ms, 100, 120000)},
+        {"webhook_backoff_ms", NUMBER(webhook_backoff_ms, 10, 3600000)},
+        {"webhook_max_attempts", NUMBER(webhook_max_attempts, 1, 50)},
 };
 #undef RECORD
 _Static_assert(SBX_ARRAY_SIZE(server_keys) <= MAX_SECTION_KEYS, "too many [server] keys");
@@ -492,6 +496,9 @@ static void server_set_defaults(struct sbx_server_config *server)
         server->store_output = false;
         server->max_connections = 512;
         server->max_connections_per_ip = 128;
+        server->webhook_timeout_ms = 10000;
+        server->webhook_backoff_ms = 1000;
+        server->webhook_max_attempts = 8;
 }
 
 static int server_key(struct loader *loader, const char *key, const char *value)
@@ -508,6 +515,17 @@ static int tier_languages(struct loader *loader, void *record, const char *value
         struct sbx_tier *tier = record;
         return parse_name_list(value, find_language_name, "language", tier->languages,
                                SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, err);
+}
+
+static int tier_webhook_allow(struct loader *loader, void *record, const char *value,
+                              struct sbx_error *err)
+{
+        (void)loader;
+        struct sbx_tier *tier = record;
+        struct sbx_error parse_err = {0};
+        if (sbx_webhook_allow_parse(value, &tier->webhook_allow, &parse_err) < 0)
+                return value_error(err, EINVAL, "%s", parse_err.message);
+        return 0;
 }
 
 static int tier_backends(struct loader *loader, void *record, const char *value,
@@ -538,6 +556,8 @@ static const struct config_key tier_keys[] = {
         {"max_episodes", NUMBER(max_episodes, 1, 65536)},
         /* Asynchronous executions (api/async.h) waiting in the queue per tenant. */
         {"max_queued", NUMBER(max_queued, 1, 1000000)},
+        /* Webhooks to this machine's networks it may send anyway (webhook_policy.h). */
+        {"webhook_allow", CUSTOM(tier_webhook_allow)},
 };
 #undef RECORD
 
@@ -672,9 +692,26 @@ static int tenant_token(struct loader *loader, void *record, const char *value,
         return 0;
 }
 
+/* The key that signs a tenant's webhooks: "whsec_" and base64 (Standard Webhooks), or any
+ * string of at least 16 characters. */
+static int tenant_webhook_secret(struct loader *loader, void *record, const char *value,
+                                 struct sbx_error *err)
+{
+        (void)loader;
+        struct sbx_tenant *tenant = record;
+        if (strlen(value) < 16 || strlen(value) > 256)
+                return value_error(err, EINVAL, "16 to 256 characters");
+        free(tenant->webhook_secret);
+        tenant->webhook_secret = strdup(value);
+        if (tenant->webhook_secret == NULL)
+                return value_error(err, ENOMEM, "out of memory");
+        return 0;
+}
+
 static const struct config_key tenant_keys[] = {
         {"tier", CUSTOM(tenant_tier)},
         {"token_sha256", CUSTOM(tenant_token)},
+        {"webhook_secret", CUSTOM(tenant_webhook_secret)},
 };
 
 static bool tenant_name_taken(const struct sbx_config *config, const char *name)
@@ -1057,8 +1094,10 @@ void sbx_config_free(struct sbx_config *config)
         for (size_t i = 0; i < config->n_tiers; i++)
                 free(config->tiers[i].name);
         free(config->tiers);
-        for (size_t i = 0; i < config->n_tenants; i++)
+        for (size_t i = 0; i < config->n_tenants; i++) {
                 free(config->tenants[i].name);
+                free(config->tenants[i].webhook_secret);
+        }
         free(config->tenants);
         *config = (struct sbx_config){0};
 }

@@ -12,6 +12,7 @@
 #include <sys/types.h>
 
 #include "model/limits.h"
+#include "service/webhook_policy.h"
 #include "util/error.h"
 
 #define SBX_CONFIG_FILE_MAX    (1024 * 1024) /* the largest config file loaded */
@@ -36,6 +37,11 @@ struct sbx_server_config {
         uint64_t max_connections_per_ip; /* ... from one client address */
         uint64_t compile_cache_bytes;    /* the compile cache's bound; 0: no cache */
         const char *gvisor_platform;     /* static: runsc's --platform (gvisor_platform key) */
+        /* Webhook deliveries (api/webhooks.h): one attempt's bound, the first retry's delay
+         * (doubled each time, with jitter), the attempts before it is recorded failed. */
+        uint64_t webhook_timeout_ms;
+        uint64_t webhook_backoff_ms;
+        uint64_t webhook_max_attempts;
         /* GET /metrics needs this token's hash when set (it names every tenant). */
         bool metrics_token_required;
         uint8_t metrics_token_sha256[SBX_SHA256_SIZE];
@@ -53,6 +59,8 @@ struct sbx_tier {
         uint64_t max_session_lifetime_s; /* a session's longest life (default 3600) */
         uint64_t max_episodes;           /* RL episodes open at once per tenant (default 32) */
         uint64_t max_queued; /* asynchronous executions waiting per tenant (default 10000) */
+        /* Where its tenants' webhooks may go besides public addresses (webhook_policy.h). */
+        struct sbx_webhook_allow webhook_allow;
         const char *languages[SBX_TIER_MAX_LANGUAGES]; /* static names (sbx_language_find) */
         size_t n_languages;
         const char *backends[SBX_TIER_MAX_BACKENDS]; /* static names (sbx_backend_find) */
@@ -63,6 +71,7 @@ struct sbx_tenant {
         char *name;
         const struct sbx_tier *tier; /* points into sbx_config.tiers */
         uint8_t token_sha256[SBX_SHA256_SIZE];
+        char *webhook_secret; /* signs its webhooks (webhook_sign.h); NULL: it may not have any */
 };
 
 /* A warm pool ([pool.LANGUAGE], or [pool.LANGUAGE.BACKEND] on another backend than the default):

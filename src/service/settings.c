@@ -45,6 +45,7 @@ struct pipeline {
         const char *language_name;
         const char *backend_name;
         bool queued, retry;
+        const char *callback_url;
         bool has_code;
         struct byte_view code;
         struct file_draft files[SBX_MAX_FILES];
@@ -471,14 +472,25 @@ static void validate_asynchrony(struct pipeline *p)
         p->retry = boolean_field(p, "retry", false);
         if (p->retry && !p->queued)
                 report(p, "retry", "only an asynchronous execution (\"wait\": false) can retry");
+        const json_t *callback = json_object_get(p->body, "callback_url");
+        if (callback == NULL)
+                return;
+        p->callback_url = text_field(p, callback, "callback_url", SBX_CALLBACK_URL_MAX);
+        if (p->callback_url != NULL && !p->queued)
+                report(p, "callback_url",
+                       "only an asynchronous execution (\"wait\": false) calls back");
+        else if (p->callback_url != NULL && strncmp(p->callback_url, "http://", 7) != 0 &&
+                 strncmp(p->callback_url, "https://", 8) != 0)
+                report(p, "callback_url", "an http:// or https:// URL");
 }
 
 /* Types, unknown fields, bounds, paths and env names: everything one request shows alone. */
 static int step_validate(struct pipeline *p)
 {
         static const char *const top_level_fields[] = {
-                "language", "code",           "files",   "entrypoint", "stdin", "args",  "env",
-                "limits",   "compile_limits", "network", "backend",    "wait",  "retry",
+                "language", "code", "files",  "entrypoint",     "stdin",
+                "args",     "env",  "limits", "compile_limits", "network",
+                "backend",  "wait", "retry",  "callback_url",
         };
         if (!json_is_object(p->body)) {
                 sbx_problem_set(p->problem, 400, "the request body must be a JSON object");
@@ -697,6 +709,7 @@ static int step_freeze(struct pipeline *p, struct sbx_settings **out)
         settings->backend = p->backend_name;
         settings->queued = p->queued;
         settings->retry = p->retry;
+        settings->callback_url = p->callback_url ? strdup(p->callback_url) : NULL;
         settings->limits = p->limits;
         memcpy(settings->clamped, p->clamped, sizeof(p->clamped));
         settings->n_clamped = p->n_clamped;
@@ -770,6 +783,7 @@ void sbx_settings_free(struct sbx_settings *settings)
         }
         free(settings->files);
         free(settings->entrypoint);
+        free(settings->callback_url);
         for (size_t i = 0; i < settings->n_args; i++)
                 free(settings->args[i]);
         free(settings->args);

@@ -19,6 +19,9 @@
 #include "service/config.h"
 #include "service/problem.h"
 
+/* The longest callback_url a request may name. */
+#define SBX_CALLBACK_URL_MAX 2048
+
 struct sbx_settings {
         char id[SBX_EXECUTION_ID_CHARS + 1]; /* 128 random bits in hex */
         char *tenant;                        /* the tenant's name */
@@ -26,6 +29,7 @@ struct sbx_settings {
         const char *backend;                 /* static: the sbx_backend_find() name */
         bool queued; /* "wait": false: answered 202 at once, run from the queue (api/async.h) */
         bool retry;  /* "retry": true: queued again when a crash interrupted its run */
+        char *callback_url; /* a queued one's webhook (api/webhooks.h); NULL: none */
         /* Either code (bytes, may contain NUL; NUL-terminated for convenience) ... */
         char *code;
         size_t code_size;

@@ -335,12 +335,13 @@ static void test_reopen_keeps_data_and_migration_is_idempotent(void **state)
          * sessions table (version 3) with its primary key and tenant index, and the queue
          * (version 5) with its primary key, the queued rows' index and its two triggers, and
          * the batches (version 6): two tables, their primary keys, the cases' unique execution
-         * and the batches' tenant index. */
+         * and the batches' tenant index, and the deliveries (version 7): a table, its primary
+         * key, its unique target and two indexes. */
         assert_int_equal(
                 sqlite3_prepare_v2(db, "SELECT count(*) FROM sqlite_schema", -1, &statement, NULL),
                 SQLITE_OK);
         assert_int_equal(sqlite3_step(statement), SQLITE_ROW);
-        assert_int_equal(sqlite3_column_int(statement, 0), 18);
+        assert_int_equal(sqlite3_column_int(statement, 0), 23);
         sqlite3_finalize(statement);
         assert_int_equal(sqlite3_prepare_v2(db, "PRAGMA journal_mode", -1, &statement, NULL),
                          SQLITE_OK);

@@ -352,6 +352,50 @@ static void test_bad_values(void **state)
 
 /* The tier "default" is in every config, so the lines `sandboxd token` prints (tier = default)
  * load as printed into a config that declares other tiers or none; [tier.default] changes it. */
+/* The keys of issue 17: a tier's max_queued and webhook_allow, a tenant's webhook_secret, the
+ * server's webhook_* bounds; their defaults and their refusals. */
+static void test_asynchronous_work_keys(void **state)
+{
+        struct sbx_config config;
+        load_ok("[server]\n"
+                "webhook_timeout_ms = 500\n"
+                "webhook_backoff_ms = 20\n"
+                "webhook_max_attempts = 3\n"
+                "[tier.t]\n"
+                "max_queued = 7\n"
+                "webhook_allow = 127.0.0.1:9000, 10.0.0.0/8\n"
+                "[tenant.acme]\n"
+                "tier = t\n"
+                "token_sha256 = " HASH_ABC "\n"
+                "webhook_secret = whsec_c2FuZGJveGQtdGVzdC13ZWJob29rLWtleS0zMmJ5dGU=\n",
+                &config);
+        assert_int_equal(config.server.webhook_timeout_ms, 500);
+        assert_int_equal(config.server.webhook_backoff_ms, 20);
+        assert_int_equal(config.server.webhook_max_attempts, 3);
+        const struct sbx_tier *t = sbx_config_find_tier(&config, "t");
+        assert_int_equal(t->max_queued, 7);
+        assert_int_equal(t->webhook_allow.n, 2);
+        assert_string_equal(config.tenants[0].webhook_secret,
+                            "whsec_c2FuZGJveGQtdGVzdC13ZWJob29rLWtleS0zMmJ5dGU=");
+        const struct sbx_tier *fallback = sbx_config_find_tier(&config, "default");
+        assert_int_equal(fallback->max_queued, 10000);
+        assert_int_equal(fallback->webhook_allow.n, 0);
+        sbx_config_free(&config);
+        load_ok("", &config);
+        assert_int_equal(config.server.webhook_timeout_ms, 10000);
+        assert_int_equal(config.server.webhook_backoff_ms, 1000);
+        assert_int_equal(config.server.webhook_max_attempts, 8);
+        sbx_config_free(&config);
+        assert_load_error("[tier.t]\nwebhook_allow = localhost\n",
+                          "t:2: [tier.t] webhook_allow: 'localhost' is neither");
+        assert_load_error("[tier.t]\nmax_queued = 0\n", "t:2: [tier.t] max_queued");
+        assert_load_error("[server]\nwebhook_max_attempts = 51\n",
+                          "t:2: [server] webhook_max_attempts");
+        assert_load_error("[tier.t]\n[tenant.acme]\ntier = t\ntoken_sha256 = " HASH_ABC
+                          "\nwebhook_secret = short\n",
+                          "t:5: [tenant.acme] webhook_secret");
+}
+
 static void test_default_tier_always_exists(void **state)
 {
         static const char printed[] =
@@ -590,6 +634,7 @@ int main(void)
                 cmocka_unit_test(test_add_local_tenant),
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_pools),
+                cmocka_unit_test(test_asynchronous_work_keys),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

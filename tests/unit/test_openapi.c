@@ -63,6 +63,8 @@ static void test_every_path_and_method(void **state)
                 {"/v1/executions/{id}", "delete", {"200", "401", "404", "409", "500"}},
                 {"/v1/batches", "post", {"202", "400", "401", "403", "413", "429", "500"}},
                 {"/v1/batches/{id}", "get", {"200", "400", "401", "404", "500"}},
+                {"/v1/webhooks/deliveries", "get", {"200", "400", "401", "500"}},
+                {"/v1/webhooks/deliveries/{id}/retry", "post", {"202", "401", "404", "500"}},
                 {"/v1/languages", "get", {"200", "401", "500"}},
                 {"/v1/sessions", "post", {"201", "400", "401", "403", "413", "429", "500", "503"}},
                 {"/v1/sessions", "get", {"200", "401"}},
