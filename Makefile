@@ -87,6 +87,8 @@ bench: build
 	./bench/peers.sh $(BUILD)/sandboxd
 	/usr/bin/python3 bench/sessions.py --sandboxd $(BUILD)/sandboxd --rounds 300 \
 		--plot-rounds 30 --out bench/results/sessions.md
+	/usr/bin/python3 bench/batches.py --sandboxd $(BUILD)/sandboxd --rounds 3 --singles 200 \
+		--out bench/results/batches.md
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)
