@@ -165,20 +165,8 @@ static enum MHD_Result submit(struct sbx_api *api, struct MHD_Connection *connec
         if (sbx_async_submit(api->async, tenant, batch, b->items, b->n, &position, &retry_after_s,
                              &err) < 0) {
                 json_decref(extra);
-                if (err.code != ENOSPC) {
-                        sbx_warn("batch %s: %s", batch->id, err.message);
-                        return sbx_http_respond_problem(api, connection, 500,
-                                                        "the queue's store failed; nothing was "
-                                                        "accepted",
-                                                        NULL, 0, NULL, 0);
-                }
-                sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "queued");
-                char retry_after[32];
-                snprintf(retry_after, sizeof(retry_after), "%llu",
-                         (unsigned long long)retry_after_s);
-                const struct sbx_http_header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
-                return sbx_http_respond_problem(api, connection, 429, err.message, NULL, 0, &header,
-                                                1);
+                return sbx_http_respond_queue_refusal(api, connection, tenant, &err, retry_after_s,
+                                                      batch->id);
         }
         char location[sizeof(BATCHES_PATH) + SBX_EXECUTION_ID_CHARS + 2];
         snprintf(location, sizeof(location), "%s/%s", BATCHES_PATH, batch->id);

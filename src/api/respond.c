@@ -2,12 +2,14 @@
 #define _GNU_SOURCE
 #include "api/respond.h"
 
+#include <errno.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "service/auth.h"
 #include "util/cleanup.h"
+#include "util/log.h"
 #include "util/time.h"
 
 /* SIGTERM arrived: every new request is answered 503 shutting-down at once, while the running
@@ -148,4 +150,23 @@ enum MHD_Result sbx_http_respond_unauthorized(struct sbx_api *api,
         return sbx_http_respond_problem(api, connection, 401,
                                         "a valid token is required: Authorization: Bearer <token>",
                                         NULL, 0, &challenge, 1);
+}
+
+enum MHD_Result sbx_http_respond_queue_refusal(struct sbx_api *api,
+                                               struct MHD_Connection *connection,
+                                               const struct sbx_tenant *tenant,
+                                               const struct sbx_error *err, uint64_t retry_after_s,
+                                               const char *what)
+{
+        if (err->code != ENOSPC) {
+                sbx_warn("%s: %s", what, err->message);
+                return sbx_http_respond_problem(api, connection, 500,
+                                                "the queue's store failed; nothing was accepted",
+                                                NULL, 0, NULL, 0);
+        }
+        sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "queued");
+        char retry_after[32];
+        snprintf(retry_after, sizeof(retry_after), "%llu", (unsigned long long)retry_after_s);
+        const struct sbx_http_header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
+        return sbx_http_respond_problem(api, connection, 429, err->message, NULL, 0, &header, 1);
 }

@@ -51,6 +51,15 @@ enum MHD_Result sbx_http_respond_unavailable(struct sbx_api *api, struct MHD_Con
                                              const char *slug, const char *detail,
                                              uint64_t retry_after_s, const char *execution_id);
 
+/* The answer to an asynchronous execution or batch that could not be queued (async.h's
+ * sbx_async_submit failed with err): 429 with Retry-After retry_after_s when the tenant's queue is
+ * full (ENOSPC; counted as a quota rejection "queued"), else 500 (logged under what). */
+enum MHD_Result sbx_http_respond_queue_refusal(struct sbx_api *api,
+                                               struct MHD_Connection *connection,
+                                               const struct sbx_tenant *tenant,
+                                               const struct sbx_error *err, uint64_t retry_after_s,
+                                               const char *what);
+
 /* SIGTERM came: from now on every new request is a 503 shutting-down; ends_ms (monotonic) is
  * when the engine's grace period ends. */
 void sbx_http_begin_drain(uint64_t ends_ms);
