@@ -263,7 +263,8 @@ static void fail_record(struct sbx_api *api, const char *id, const char *why)
 enum run_end {
         RUN_ENDED,   /* it has an outcome (or was canceled before it was taken) */
         RUN_REFUSED, /* the engine had no room: queue it again, first */
-        RUN_PARKED,  /* the engine is gone: it stays queued in the store for the next start */
+        RUN_PARKED,  /* the engine is gone: the store keeps it (queued, or running for the next
+                        start) */
 };
 
 /* Runs a taken item: its request from the store, the settings rebuilt under the tenant's tier of
@@ -274,6 +275,10 @@ static enum run_end run(struct sbx_async *async, struct item *item, const struct
         struct sbx_api *api = async->api;
         struct sbx_error err = {0};
         _cleanup_free_ char *text = NULL;
+        /* An engine already gone takes nothing: the execution stays queued (an engine that
+         * goes while the RUN is on its way leaves it running, below). */
+        if (!sbx_engine_client_alive(api->engine))
+                return RUN_PARKED;
         int taken = sbx_audit_take(api->audit, item->id, &text, &err);
         if (taken <= 0) {
                 if (taken < 0) {
@@ -337,13 +342,29 @@ static enum run_end run(struct sbx_async *async, struct item *item, const struct
                 async->mean_run_ms =
                         async->mean_run_ms == 0 ? took : (7 * async->mean_run_ms + took) / 8;
                 pthread_mutex_unlock(&async->lock);
-        } else if (err.code == EBUSY || err.code == EAGAIN || err.code == ESHUTDOWN ||
-                   err.code == EPIPE) {
-                /* Nothing ran: queued again, in the store first. */
+        } else if (canceled && err.code != ETIMEDOUT && err.code != EBADMSG) {
+                /* Its tenant canceled it and it did not run (or we cannot know that it did):
+                 * the cancel stands, never a requeue. */
+                end_record(api, item->id, SBX_STATUS_CANCELED, "canceled by its tenant");
+        } else if (err.code == EBUSY || err.code == EAGAIN || err.code == ESHUTDOWN) {
+                /* The engine refused it, nothing ran: queued again, in the store first. */
                 struct sbx_error store_err = {0};
                 if (sbx_audit_requeue(api->audit, item->id, &store_err) < 0)
                         sbx_warn("async: execution %s: %s", item->id, store_err.message);
-                end = err.code == EBUSY || err.code == EAGAIN ? RUN_REFUSED : RUN_PARKED;
+                end = err.code == ESHUTDOWN ? RUN_PARKED : RUN_REFUSED;
+        } else if (err.code == EPIPE && atomic_load(&item->request_id) == 0) {
+                /* The RUN never left: queued again for the next start. */
+                struct sbx_error store_err = {0};
+                if (sbx_audit_requeue(api->audit, item->id, &store_err) < 0)
+                        sbx_warn("async: execution %s: %s", item->id, store_err.message);
+                end = RUN_PARKED;
+        } else if (err.code == EPIPE) {
+                /* The engine went away after it may have taken the RUN: the record stays
+                 * running for the next start, which completes it from the engine's spool, or as
+                 * interrupted (or queues it again with "retry": true). Never run twice. */
+                sbx_warn("async: execution %s: %s; the next start decides its record", item->id,
+                         err.message);
+                end = RUN_PARKED;
         } else {
                 sbx_warn("async: execution %s: engine: %s", item->id, err.message);
                 fail_record(api, item->id, err.message);
@@ -455,6 +476,18 @@ struct sbx_async *sbx_async_start(struct sbx_api *api, struct sbx_error *err)
         return async;
 }
 
+void sbx_async_drain(struct sbx_async *async, uint64_t deadline_ms)
+{
+        pthread_mutex_lock(&async->lock);
+        async->stopping = true;
+        pthread_cond_broadcast(&async->work);
+        while (async->running != NULL && sbx_now_ms() < deadline_ms) {
+                struct timespec until = monotonic_after(50);
+                pthread_cond_timedwait(&async->ended, &async->lock, &until);
+        }
+        pthread_mutex_unlock(&async->lock);
+}
+
 void sbx_async_stop(struct sbx_async *async)
 {
         if (async == NULL)
@@ -529,7 +562,7 @@ int sbx_async_submit(struct sbx_async *async, const struct sbx_tenant *tenant,
         }
         /* A batch of a compiled language compiles once: its first case opens the gate. */
         struct gate *gate = NULL;
-        if (rc == 0 && batch != NULL && n > 1 &&
+        if (rc == 0 && batch != NULL && batch->compare != NULL && n > 1 &&
             sbx_language_compiles(sbx_language_find(items[0].settings->language)) &&
             (gate = calloc(1, sizeof(*gate))) == NULL)
                 rc = sbx_error_set(err, ENOMEM, "async: allocate");
@@ -604,14 +637,17 @@ int sbx_async_cancel(struct sbx_async *async, const char *tenant, const char *id
         pthread_mutex_lock(&async->lock);
         struct item *item = find_queued(async, id, NULL);
         if (item != NULL && strcmp(item->queue->name, tenant) == 0) {
-                unlink_queued(async, item);
-                release(item);
-                pthread_cond_broadcast(&async->ended);
-                pthread_cond_broadcast(&async->work); /* a gate it held may be open now */
-                pthread_mutex_unlock(&async->lock);
+                /* The store first: if it fails, the execution stays queued, there too. */
                 int rc = sbx_audit_cancel_queued(async->api->audit, tenant, id,
                                                  "canceled by its tenant",
                                                  (int64_t)sbx_wall_clock_ms(), err);
+                if (rc >= 0) {
+                        unlink_queued(async, item);
+                        release(item);
+                        pthread_cond_broadcast(&async->ended);
+                        pthread_cond_broadcast(&async->work); /* a gate it held may be open */
+                }
+                pthread_mutex_unlock(&async->lock);
                 return rc < 0 ? -1 : 1;
         }
         item = find_running(async, id);

@@ -32,6 +32,11 @@ struct sbx_async *sbx_async_start(struct sbx_api *api, struct sbx_error *err);
 
 #define SBX_ASYNC_MAX_RUNNERS 64
 
+/* The API's drain (SIGTERM): no execution is taken from the queue any more (they stay queued in
+ * the store), and those running may end until deadline_ms (monotonic), which the engine's own
+ * grace bounds: before the engine client is shut down, so that their results are recorded. */
+void sbx_async_drain(struct sbx_async *async, uint64_t deadline_ms);
+
 /* Stops taking executions from the queue (they stay queued in the store for the next start),
  * lets those running end within the server's shutdown grace, cancels the rest, joins the
  * runners and frees everything. NULL is a no-op. */

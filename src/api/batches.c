@@ -160,6 +160,14 @@ static enum MHD_Result submit(struct sbx_api *api, struct MHD_Connection *connec
                               const struct sbx_tenant *tenant, const struct sbx_audit_batch *batch,
                               struct batch_items *b, json_t *extra)
 {
+        if (b->n > tenant->tier->max_queued) {
+                json_decref(extra);
+                char message[128];
+                snprintf(message, sizeof(message),
+                         "more than the %llu executions the tier may have queued",
+                         (unsigned long long)tenant->tier->max_queued);
+                return bad_field(api, connection, batch->compare ? "cases" : "executions", message);
+        }
         uint64_t position = 0, retry_after_s = 1;
         struct sbx_error err = {0};
         if (sbx_async_submit(api->async, tenant, batch, b->items, b->n, &position, &retry_after_s,

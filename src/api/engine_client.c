@@ -562,6 +562,10 @@ static int run_call(struct sbx_engine_client *client, const char *execution_id,
         int rc = sbx_message_encode_run(call.request_id, execution_id, request, &buf, &len, err);
         if (rc == 0)
                 rc = send_message(client, buf, len, err);
+        else if (request_id != NULL)
+                atomic_store(request_id, 0); /* nothing was sent */
+        if (rc < 0 && request_id != NULL)
+                atomic_store(request_id, 0);
         if (rc == 0) {
                 rc = call_wait(client, &call, request->limits.wall_ms + SBX_ENGINE_RUN_SLACK_MS,
                                on_event, ctx, message, err);
@@ -595,6 +599,14 @@ int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *e
                                  struct sbx_engine_result *out, struct sbx_error *err)
 {
         return run_call(client, execution_id, request, on_event, ctx, request_id, out, err);
+}
+
+bool sbx_engine_client_alive(struct sbx_engine_client *client)
+{
+        pthread_mutex_lock(&client->lock);
+        bool alive = !client->dead;
+        pthread_mutex_unlock(&client->lock);
+        return alive;
 }
 
 void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request_id)

@@ -118,11 +118,17 @@ size_t sbx_engine_client_sessions(struct sbx_engine_client *client,
 
 /* Like sbx_engine_client_run, for a request with stream set: each SESSION_EVENT (the output as
  * it is read) that comes before the RESULT is handed to on_event, in order, from the calling
- * thread; *request_id is set before the RUN is sent. */
+ * thread; *request_id is set before the RUN is sent, and back to 0 when it could not be sent
+ * (so that a caller can tell a RUN that never left from one the engine may have taken). on_event
+ * may be NULL: a plain run whose request id is still told. */
 int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *execution_id,
                                  const struct sbx_request *request, sbx_engine_event_fn on_event,
                                  void *ctx, _Atomic uint64_t *request_id,
                                  struct sbx_engine_result *out, struct sbx_error *err);
+
+/* Whether calls can still start: false once the engine hung up or the client was shut down
+ * (every call then fails at once with EPIPE, having sent nothing). */
+bool sbx_engine_client_alive(struct sbx_engine_client *client);
 
 /* Sends CANCEL for request_id: a RUN is canceled, a session's streamed run interrupted. */
 void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request_id);

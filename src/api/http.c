@@ -672,12 +672,14 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
                 return sbx_http_respond_problem(api, connection, 400, detail, &field, 1, NULL, 0);
         }
 
+        /* Prefer: respond-async is "wait": false, for the checks of retry and callback_url too. */
+        if (respond_async_preferred(connection) && json_object_get(body, "wait") == NULL)
+                json_object_set_new(body, "wait", json_false());
         struct sbx_settings *settings = NULL;
         struct sbx_problem problem;
         if (sbx_settings_build(body, tenant, &settings, &problem) < 0)
                 return problem_from_settings(api, connection, &problem);
-        if (settings->queued || respond_async_preferred(connection)) {
-                settings->queued = true;
+        if (settings->queued) {
                 enum MHD_Result queued = queue_execution(api, connection, tenant, settings);
                 sbx_settings_free(settings);
                 return queued;
@@ -982,6 +984,7 @@ int sbx_api_serve(struct sbx_api *api, const sigset_t *wait_signals, struct sbx_
         uint64_t now = sbx_now_ms();
         sbx_http_begin_drain(now + server->shutdown_grace_s * 1000);
         wait_for_executions(now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS);
+        sbx_async_drain(api->async, now + server->shutdown_grace_s * 1000 + DRAIN_SLACK_MS);
         if (atomic_load(&executions_in_flight) > 0)
                 sbx_warn("http: %d execution(s) still running after the drain; stopping anyway",
                          atomic_load(&executions_in_flight));

@@ -223,9 +223,10 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
                         .sessions = sessions,
                         .listen_fd = LISTEN_FD,
                 };
-                api.async = sbx_async_start(&api, &err);
-                if (api.async != NULL)
-                        api.webhooks = sbx_webhooks_start(&api, &err);
+                /* The senders first: the runners wake them. */
+                api.webhooks = sbx_webhooks_start(&api, &err);
+                if (api.webhooks != NULL)
+                        api.async = sbx_async_start(&api, &err);
                 if (api.async == NULL || api.webhooks == NULL)
                         fprintf(stderr, "sandboxd-api: %s\n", err.message);
                 else if (sbx_api_serve(&api, signals, &err) < 0)

@@ -61,8 +61,24 @@ static int fold_one(struct sbx_audit *audit, int dirfd, const char *name, bool s
                          name, file_err.message[0] ? file_err.message : strerror(errno));
                 return 0;
         }
-        int rc = sbx_audit_finish_result(audit, &message->body.result, NULL,
-                                         (int64_t)sbx_wall_clock_ms(), store_output, err);
+        /* An asynchronous execution's: its client reads the output from the record, so it is
+         * kept; and one that asked to retry, canceled or failed because the service went down,
+         * is queued again rather than ended. */
+        const struct sbx_result *result = &message->body.result;
+        bool retry = false;
+        int queued = sbx_audit_queued_request(audit, result->id, &retry, err);
+        if (queued < 0)
+                return -1;
+        if (queued && retry &&
+            (result->status == SBX_STATUS_CANCELED ||
+             result->status == SBX_STATUS_INTERNAL_ERROR)) {
+                if (sbx_audit_requeue(audit, result->id, err) < 0)
+                        return -1;
+                sbx_info("recover: execution %s queued again (\"retry\": true)", result->id);
+                return 1;
+        }
+        int rc = sbx_audit_finish_result(audit, result, NULL, (int64_t)sbx_wall_clock_ms(),
+                                         store_output || queued, err);
         if (rc < 0)
                 return -1;
         if (rc == 0)
@@ -76,16 +92,6 @@ int sbx_api_recover(struct sbx_audit *audit, const char *spool_dir, bool store_o
                     struct sbx_recovery *recovery, struct sbx_error *err)
 {
         *recovery = (struct sbx_recovery){0};
-        /* Asynchronous ones that asked for it run again (they are queued once more), before the
-         * spool is read: a result the dead engine's worker left there (canceled, as its engine
-         * died) must not stand for them. The rest of those still running are interrupted. */
-        uint64_t requeued = 0;
-        if (sbx_audit_queue_recover(audit, &requeued, err) < 0)
-                return -1;
-        if (requeued > 0)
-                sbx_info("recover: %llu interrupted asynchronous execution(s) queued again "
-                         "(\"retry\": true)",
-                         (unsigned long long)requeued);
         _cleanup_(closedirp) DIR *dir = opendir(spool_dir);
         if (dir == NULL && errno != ENOENT)
                 sbx_warn("recover: open the spool %s: %s", spool_dir, strerror(errno));
@@ -104,6 +110,15 @@ int sbx_api_recover(struct sbx_audit *audit, const char *spool_dir, bool store_o
                         sbx_warn("recover: remove %s/%s: %s", spool_dir, entry->d_name,
                                  strerror(errno));
         }
+        /* Asynchronous ones still running that asked for it run again (queued once more);
+         * the rest of those still running are interrupted. */
+        uint64_t requeued = 0;
+        if (sbx_audit_queue_recover(audit, &requeued, err) < 0)
+                return -1;
+        if (requeued > 0)
+                sbx_info("recover: %llu interrupted asynchronous execution(s) queued again "
+                         "(\"retry\": true)",
+                         (unsigned long long)requeued);
         if (sbx_audit_interrupt_running(audit, INTERRUPTED_ERROR, (int64_t)sbx_wall_clock_ms(),
                                         &recovery->interrupted, err) < 0)
                 return -1;

@@ -73,6 +73,15 @@ static bool parse_target(const char *url, struct target *target, char *why, size
                 }
                 snprintf(target->host, sizeof(target->host), "%.*s", (int)len, start);
                 target->port = (unsigned)strtoul(port, NULL, 10);
+                /* An internationalised name is resolved by libcurl in its punycode form, which
+                 * getaddrinfo here would not check: such hosts are refused (write the
+                 * xn-- form). */
+                for (const char *c = target->host; *c != '\0' && ok; c++)
+                        if ((unsigned char)*c >= 0x80) {
+                                snprintf(why, why_size,
+                                         "callback_url's host must be ASCII (its xn-- form)");
+                                ok = false;
+                        }
         } else {
                 ok = false;
         }
@@ -113,12 +122,12 @@ static bool resolve_checked(const struct sbx_tier *tier, const struct target *ta
                 if (sbx_webhook_address_allowed(&tier->webhook_allow, target->host, target->port,
                                                 ai->ai_addr, &refusal))
                         continue;
-                char text[INET6_ADDRSTRLEN];
-                address_text(ai->ai_addr, text, sizeof(text));
+                /* The address itself is not told: it would map a tenant's view of internal
+                 * names. */
                 snprintf(why, why_size,
-                         "callback_url's host %s is %s, which is %s: not allowed for webhooks "
-                         "(a tier's webhook_allow can allow it)",
-                         target->host, text, refusal);
+                         "callback_url's host %s has an address that is %s: not allowed for "
+                         "webhooks (a tier's webhook_allow can allow it)",
+                         target->host, refusal);
                 ok = false;
         }
         if (ok) {
@@ -154,27 +163,22 @@ struct attempt {
         char refusal[256]; /* why the connection was refused, if it was */
 };
 
-/* libcurl's last word before it sends: the address it connected to is checked once more. */
-static int check_connection(void *ctx, char *primary_ip, char *local_ip, int primary_port,
-                            int local_port)
+/* libcurl's socket for the address it is about to connect to: checked once more, so that no
+ * connection to a refused address is even begun. */
+static curl_socket_t open_checked_socket(void *ctx, curlsocktype purpose,
+                                         struct curl_sockaddr *address)
 {
-        (void)local_ip;
-        (void)local_port;
         struct attempt *attempt = ctx;
-        struct sockaddr_storage address = {0};
-        struct sockaddr_in *v4 = (struct sockaddr_in *)&address;
-        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&address;
-        if (inet_pton(AF_INET, primary_ip, &v4->sin_addr) == 1)
-                v4->sin_family = AF_INET;
-        else if (inet_pton(AF_INET6, primary_ip, &v6->sin6_addr) == 1)
-                v6->sin6_family = AF_INET6;
         const char *why = NULL;
-        if (sbx_webhook_address_allowed(&attempt->tier->webhook_allow, attempt->target->host,
-                                        (unsigned)primary_port, (struct sockaddr *)&address, &why))
-                return CURL_PREREQFUNC_OK;
-        snprintf(attempt->refusal, sizeof(attempt->refusal), "connected to %s, which is %s",
-                 primary_ip, why ? why : "refused");
-        return CURL_PREREQFUNC_ABORT;
+        if (purpose != CURLSOCKTYPE_IPCXN ||
+            !sbx_webhook_address_allowed(&attempt->tier->webhook_allow, attempt->target->host,
+                                         attempt->target->port, &address->addr, &why)) {
+                snprintf(attempt->refusal, sizeof(attempt->refusal),
+                         "the connection was refused before it began: an address that is %s",
+                         why ? why : "not allowed");
+                return CURL_SOCKET_BAD;
+        }
+        return socket(address->family, address->socktype | SOCK_CLOEXEC, address->protocol);
 }
 
 static size_t discard(char *data, size_t size, size_t n, void *ctx)
@@ -251,7 +255,11 @@ static bool attempt_delivery(struct sbx_api *api, const struct sbx_tenant *tenan
         snprintf(timestamp_header, sizeof(timestamp_header), "webhook-timestamp: %lld",
                  (long long)timestamp);
         snprintf(signature_header, sizeof(signature_header), "webhook-signature: %s", signature);
-        struct curl_slist *resolve = curl_slist_append(NULL, pin);
+        /* A literal needs no name resolution (and libcurl would not parse an IPv6 one there). */
+        unsigned char literal[16];
+        bool is_literal = inet_pton(AF_INET, target.host, literal) == 1 ||
+                          inet_pton(AF_INET6, target.host, literal) == 1;
+        struct curl_slist *resolve = is_literal ? NULL : curl_slist_append(NULL, pin);
         struct curl_slist *headers = curl_slist_append(NULL, "Content-Type: application/json");
         headers = curl_slist_append(headers, id_header);
         headers = curl_slist_append(headers, timestamp_header);
@@ -261,7 +269,7 @@ static bool attempt_delivery(struct sbx_api *api, const struct sbx_tenant *tenan
         struct attempt attempt = {.tier = tenant->tier, .target = &target};
         size_t read = 0;
         bool delivered = false;
-        if (curl == NULL || resolve == NULL || headers == NULL) {
+        if (curl == NULL || (resolve == NULL && !is_literal) || headers == NULL) {
                 snprintf(why, why_size, "out of memory");
         } else {
                 const struct sbx_server_config *server = &api->config->server;
@@ -280,8 +288,8 @@ static bool attempt_delivery(struct sbx_api *api, const struct sbx_tenant *tenan
                 curl_easy_setopt(curl, CURLOPT_USERAGENT, "sandboxd-webhooks/1");
                 curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, discard);
                 curl_easy_setopt(curl, CURLOPT_WRITEDATA, &read);
-                curl_easy_setopt(curl, CURLOPT_PREREQFUNCTION, check_connection);
-                curl_easy_setopt(curl, CURLOPT_PREREQDATA, &attempt);
+                curl_easy_setopt(curl, CURLOPT_OPENSOCKETFUNCTION, open_checked_socket);
+                curl_easy_setopt(curl, CURLOPT_OPENSOCKETDATA, &attempt);
                 CURLcode code = curl_easy_perform(curl);
                 long status = 0;
                 curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &status);
@@ -353,9 +361,10 @@ static void *sender(void *arg)
         struct sbx_webhooks *webhooks = arg;
         struct sbx_api *api = webhooks->api;
         unsigned seed = (unsigned)sbx_now_us() ^ (unsigned)(uintptr_t)&seed;
-        /* A claim lasts one attempt and then some: a sender that dies with the process leaves
-         * it due again soon after. */
-        int64_t lease_ms = (int64_t)api->config->server.webhook_timeout_ms + 5000;
+        /* A claim lasts one attempt and then some (name resolution has no bound of ours, and
+         * the resolver's retries take up to a minute): a sender that dies with the process
+         * leaves it due again after that. */
+        int64_t lease_ms = (int64_t)api->config->server.webhook_timeout_ms + 60000;
         pthread_mutex_lock(&webhooks->lock);
         while (!webhooks->stopping) {
                 pthread_mutex_unlock(&webhooks->lock);

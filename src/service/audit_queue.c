@@ -162,6 +162,29 @@ int sbx_audit_take(struct sbx_audit *audit, const char *id, char **request, stru
         return 1;
 }
 
+int sbx_audit_queued_request(struct sbx_audit *audit, const char *id, bool *retry,
+                             struct sbx_error *err)
+{
+        *retry = false;
+        pthread_mutex_lock(&audit->lock);
+        sqlite3_stmt *statement = NULL;
+        int rc = sqlite3_prepare_v2(audit->db, "SELECT retry FROM queue WHERE id = ?1", -1,
+                                    &statement, NULL);
+        if (rc == SQLITE_OK) {
+                bind_id(statement, id);
+                rc = sqlite3_step(statement);
+        }
+        int found = rc == SQLITE_ROW ? 1 : 0;
+        if (found)
+                *retry = sqlite3_column_int(statement, 0) != 0;
+        else if (rc != SQLITE_DONE)
+                found = sbx_error_set(err, 0, "audit: the queue row of %s: %s", id,
+                                      sqlite3_errstr(rc));
+        sqlite3_finalize(statement);
+        pthread_mutex_unlock(&audit->lock);
+        return found;
+}
+
 int sbx_audit_requeue(struct sbx_audit *audit, const char *id, struct sbx_error *err)
 {
         int rc = sbx_audit_statement(audit,

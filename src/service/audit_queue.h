@@ -72,6 +72,11 @@ int sbx_audit_requeue(struct sbx_audit *audit, const char *id, struct sbx_error 
 int sbx_audit_cancel_queued(struct sbx_audit *audit, const char *tenant, const char *id,
                             const char *why, int64_t finished_at_ms, struct sbx_error *err);
 
+/* Whether execution id is an asynchronous one whose run has not ended (its queue row is there):
+ * 1 with *retry (its request said "retry": true), 0 when it is not, -1 with err. */
+int sbx_audit_queued_request(struct sbx_audit *audit, const char *id, bool *retry,
+                             struct sbx_error *err);
+
 /* At the API process's start, before sbx_audit_interrupt_running(): queues again the running
  * executions whose request said retry (*requeued says how many); the rest of the running ones
  * are the interrupt's. */

@@ -716,7 +716,8 @@ static int step_freeze(struct pipeline *p, struct sbx_settings **out)
         settings->compile_limits = p->compile_limits;
         settings->tenant = strdup(p->tenant->name);
         settings->requested = json_deep_copy(p->body);
-        bool ok = settings->tenant != NULL && settings->requested != NULL;
+        bool ok = settings->tenant != NULL && settings->requested != NULL &&
+                  (p->callback_url == NULL || settings->callback_url != NULL);
         if (ok && p->has_code) {
                 settings->code = copy_bytes(p->code.data, p->code.size);
                 settings->code_size = p->code.size;

@@ -37,6 +37,16 @@ static const struct refused_range refused[] = {
         {AF_INET6, {0xfc}, 7, "private"},
         {AF_INET6, {0xfe, 0x80}, 10, "link-local"},
         {AF_INET6, {0xff}, 8, "multicast"},
+        /* Forms that carry an IPv4 address a gateway may reach (NAT64 of 10.0.0.5 is
+         * 64:ff9b::a00:5): refused whatever the address inside. */
+        {AF_INET6, {0x00, 0x64, 0xff, 0x9b}, 96, "NAT64"},
+        {AF_INET6, {0x00, 0x64, 0xff, 0x9b, 0x00, 0x01}, 48, "NAT64 (local)"},
+        {AF_INET6, {0}, 96, "IPv4-compatible"},
+        {AF_INET6, {[10] = 0xff, [11] = 0xff}, 96, "IPv4-mapped"},
+        {AF_INET6, {0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff}, 96, "IPv4-translated (SIIT)"},
+        {AF_INET6, {0x20, 0x02}, 16, "6to4"},
+        {AF_INET6, {0x20, 0x01, 0x00, 0x00}, 32, "Teredo"},
+        {AF_INET6, {0xfe, 0xc0}, 10, "site-local"},
 };
 
 static bool in_prefix(const unsigned char *address, const unsigned char *network, unsigned prefix)

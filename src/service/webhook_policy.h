@@ -6,7 +6,10 @@
  * Refused unless allowed: loopback (127.0.0.0/8, ::1), "this network" (0.0.0.0/8, ::),
  * private (10/8, 172.16/12, 192.168/16, fc00::/7), shared (100.64/10), link-local (169.254/16,
  * fe80::/10; 169.254.169.254 is the cloud metadata service), multicast and reserved (224/4,
- * 240/4, ff00::/8), and an IPv4 address mapped into IPv6 as its IPv4 self.
+ * 240/4, ff00::/8), an IPv4 address mapped into IPv6 as its IPv4 self, and the IPv6 forms
+ * that carry an IPv4 address a gateway may reach (NAT64 64:ff9b::/96 and 64:ff9b:1::/48,
+ * IPv4-compatible ::/96, SIIT ::ffff:0:0:0/96, 6to4 2002::/16, Teredo 2001::/32) and site-local
+ * fec0::/10.
  *
  * A tier's webhook_allow lists what it may reach anyway: "host:port" (the callback URL's host
  * as written, a name or an address literal, "[v6]:port" for IPv6) or a CIDR block ("10.0.0.0/8",

@@ -173,8 +173,10 @@ def test_every_case_is_accounted_for_across_a_kill():
             batch = finished(srv, batch_id)
         verdicts = [r["verdict"] for r in batch["results"]]
         assert len(verdicts) == 16 and "pending" not in verdicts, verdicts
-        # The ones the kill interrupted say so; every other one ran once and was accepted.
+        # The ones the kill interrupted say so (those running, and those the runners took in the
+        # moment before the API heard of the engine's death: two at a time each); every other
+        # one ran once and was accepted.
         assert set(verdicts) <= {"accepted", "internal_error", "canceled"}, verdicts
-        assert verdicts.count("accepted") >= 14 - 2, verdicts
+        assert verdicts.count("accepted") >= 16 - 2 * 2 - 2, verdicts
         rows = audit_rows(data_dir)
         assert len(rows) == 16

@@ -87,6 +87,8 @@ static void test_what_is_refused_by_default(void **state)
         assert_string_equal(refusal(NULL, "h", 80, "169.254.169.254"),
                             "the cloud metadata address");
         assert_string_equal(refusal(NULL, "h", 80, "::ffff:127.0.0.1"), "loopback");
+        assert_string_equal(refusal(NULL, "h", 80, "64:ff9b::a00:5"), "NAT64");
+        assert_string_equal(refusal(NULL, "h", 80, "::1"), "loopback");
         static const char *const allowed[] = {"93.184.216.34", "172.32.0.1", "8.8.8.8",
                                               "2606:4700::1111", "::ffff:8.8.8.8"};
         for (size_t i = 0; i < sizeof(allowed) / sizeof(allowed[0]); i++)
