@@ -393,19 +393,9 @@ static void *runner(void *arg)
                         }
                         continue;
                 }
-                bool canceled = item->cancel;
                 pthread_mutex_unlock(&async->lock);
-                enum run_end end = RUN_ENDED;
                 uint64_t cpu_ms = 0;
-                if (canceled) {
-                        struct sbx_error err = {0};
-                        if (sbx_audit_cancel_queued(api->audit, item->queue->name, item->id,
-                                                    "canceled by its tenant",
-                                                    (int64_t)sbx_wall_clock_ms(), &err) < 0)
-                                sbx_warn("async: execution %s: %s", item->id, err.message);
-                } else {
-                        end = run(async, item, tenant, &cpu_ms);
-                }
+                enum run_end end = run(async, item, tenant, &cpu_ms);
                 if (tenant != NULL)
                         sbx_quota_release(api->quota, tenant, reservation, end == RUN_ENDED, cpu_ms,
                                           sbx_now_ms());
