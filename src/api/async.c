@@ -70,20 +70,6 @@ struct sbx_async {
         size_t n_runners;
 };
 
-/* A CLOCK_MONOTONIC deadline ms from now, for the conditions (made with that clock). */
-static struct timespec monotonic_after(uint64_t ms)
-{
-        struct timespec at;
-        clock_gettime(CLOCK_MONOTONIC, &at);
-        at.tv_sec += (time_t)(ms / 1000);
-        at.tv_nsec += (long)(ms % 1000) * 1000000L;
-        if (at.tv_nsec >= 1000000000L) {
-                at.tv_sec++;
-                at.tv_nsec -= 1000000000L;
-        }
-        return at;
-}
-
 static struct tenant_queue *tenant_queue(struct sbx_async *async, const char *name)
 {
         for (size_t i = 0; i < async->n_tenants; i++)
@@ -202,14 +188,6 @@ static void unlink_running(struct sbx_async *async, struct item *item)
                 }
 }
 
-static const struct sbx_tenant *find_tenant(const struct sbx_config *config, const char *name)
-{
-        for (size_t i = 0; i < config->n_tenants; i++)
-                if (strcmp(config->tenants[i].name, name) == 0)
-                        return &config->tenants[i];
-        return NULL;
-}
-
 /* The next execution to run, its quota reserved: tenants in turn from the cursor, each one's
  * oldest, the first whose tenant has room. NULL when none may start now. A tenant the
  * configuration no longer has gives its item with *tenant NULL (it fails in run()). Locked. */
@@ -221,7 +199,7 @@ static struct item *pick(struct sbx_async *async, const struct sbx_config *confi
                 struct item *item = async->tenants[index]->head;
                 if (item == NULL || (item->gate != NULL && !item->gate->open && !item->opens_gate))
                         continue;
-                *tenant = find_tenant(config, async->tenants[index]->name);
+                *tenant = sbx_config_find_tenant(config, async->tenants[index]->name);
                 if (*tenant != NULL) {
                         struct sbx_quota_decision decision;
                         struct sbx_error err = {0};
@@ -243,21 +221,9 @@ static struct item *pick(struct sbx_async *async, const struct sbx_config *confi
         return NULL;
 }
 
-/* Completes the record of a taken execution that did not run: status, and why. */
-static void end_record(struct sbx_api *api, const char *id, enum sbx_status status, const char *why)
-{
-        struct sbx_result result = {.status = status, .exit_code = -1};
-        snprintf(result.id, sizeof(result.id), "%s", id);
-        snprintf(result.error, sizeof(result.error), "%.*s", (int)sizeof(result.error) - 1, why);
-        struct sbx_error err = {0};
-        if (sbx_audit_finish_result(api->audit, &result, NULL, (int64_t)sbx_wall_clock_ms(), false,
-                                    &err) < 0)
-                sbx_warn("audit: execution %s: %s", id, err.message);
-}
-
 static void fail_record(struct sbx_api *api, const char *id, const char *why)
 {
-        end_record(api, id, SBX_STATUS_INTERNAL_ERROR, why);
+        sbx_http_end_without_result(api, id, NULL, SBX_STATUS_INTERNAL_ERROR, why);
 }
 
 enum run_end {
@@ -311,7 +277,8 @@ static enum run_end run(struct sbx_async *async, struct item *item, const struct
         bool canceled = item->cancel; /* a DELETE came before its run was sent */
         pthread_mutex_unlock(&async->lock);
         if (canceled) {
-                end_record(api, item->id, SBX_STATUS_CANCELED, "canceled by its tenant");
+                sbx_http_end_without_result(api, item->id, NULL, SBX_STATUS_CANCELED,
+                                            "canceled by its tenant");
                 sbx_settings_free(settings);
                 return RUN_ENDED;
         }
@@ -345,7 +312,8 @@ static enum run_end run(struct sbx_async *async, struct item *item, const struct
         } else if (canceled && err.code != ETIMEDOUT && err.code != EBADMSG) {
                 /* Its tenant canceled it and it did not run (or we cannot know that it did):
                  * the cancel stands, never a requeue. */
-                end_record(api, item->id, SBX_STATUS_CANCELED, "canceled by its tenant");
+                sbx_http_end_without_result(api, item->id, NULL, SBX_STATUS_CANCELED,
+                                            "canceled by its tenant");
         } else if (err.code == EBUSY || err.code == EAGAIN || err.code == ESHUTDOWN) {
                 /* The engine refused it, nothing ran: queued again, in the store first. */
                 struct sbx_error store_err = {0};
@@ -388,7 +356,7 @@ static void *runner(void *arg)
                         if (async->queued == 0) {
                                 pthread_cond_wait(&async->work, &async->lock);
                         } else {
-                                struct timespec until = monotonic_after(RECHECK_MS);
+                                struct timespec until = sbx_monotonic_after(RECHECK_MS);
                                 pthread_cond_timedwait(&async->work, &async->lock, &until);
                         }
                         continue;
@@ -472,7 +440,7 @@ void sbx_async_drain(struct sbx_async *async, uint64_t deadline_ms)
         async->stopping = true;
         pthread_cond_broadcast(&async->work);
         while (async->running != NULL && sbx_now_ms() < deadline_ms) {
-                struct timespec until = monotonic_after(50);
+                struct timespec until = sbx_monotonic_after(50);
                 pthread_cond_timedwait(&async->ended, &async->lock, &until);
         }
         pthread_mutex_unlock(&async->lock);
@@ -482,15 +450,9 @@ void sbx_async_stop(struct sbx_async *async)
 {
         if (async == NULL)
                 return;
-        pthread_mutex_lock(&async->lock);
-        async->stopping = true;
-        pthread_cond_broadcast(&async->work);
         /* The runs under way may end within the grace; the rest are canceled (recorded so). */
-        uint64_t deadline = sbx_now_ms() + async->api->config->server.shutdown_grace_s * 1000;
-        while (async->running != NULL && sbx_now_ms() < deadline) {
-                struct timespec until = monotonic_after(50);
-                pthread_cond_timedwait(&async->ended, &async->lock, &until);
-        }
+        sbx_async_drain(async, sbx_now_ms() + async->api->config->server.shutdown_grace_s * 1000);
+        pthread_mutex_lock(&async->lock);
         for (struct item *item = async->running; item != NULL; item = item->next) {
                 uint64_t request_id = atomic_load(&item->request_id);
                 if (request_id != 0)
@@ -599,7 +561,7 @@ bool sbx_async_position(struct sbx_async *async, const char *id, uint64_t *posit
         if (item != NULL) {
                 *position = at;
                 const struct sbx_config *config = sbx_live_config_acquire(async->api->live);
-                const struct sbx_tenant *tenant = find_tenant(config, item->queue->name);
+                const struct sbx_tenant *tenant = sbx_config_find_tenant(config, item->queue->name);
                 *estimate_ms = estimate(async, at, tenant ? tenant->tier->max_concurrency : 1);
                 sbx_live_config_release(async->api->live, config);
         }
@@ -615,7 +577,7 @@ void sbx_async_wait(struct sbx_async *async, const char *id, uint64_t timeout_ms
         while ((find_queued(async, id, NULL) != NULL || find_running(async, id) != NULL) &&
                sbx_now_ms() < deadline && !sbx_http_draining()) {
                 uint64_t left = deadline - sbx_now_ms();
-                struct timespec until = monotonic_after(left < 1000 ? left : 1000);
+                struct timespec until = sbx_monotonic_after(left < 1000 ? left : 1000);
                 pthread_cond_timedwait(&async->ended, &async->lock, &until);
         }
         pthread_mutex_unlock(&async->lock);

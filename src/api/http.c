@@ -250,19 +250,19 @@ static int begin_audit(struct sbx_api *api, const struct sbx_settings *settings,
         return sbx_audit_begin(api->audit, &record, err);
 }
 
-/* Completes the record of an execution whose result never arrived (or could not be read): it
- * may have run, so the record stays, as internal_error saying why. */
-static void finish_audit_without_result(struct sbx_api *api, const struct sbx_settings *settings,
-                                        const char *why)
+void sbx_http_end_without_result(struct sbx_api *api, const char *id,
+                                 const struct sbx_limits *limits, enum sbx_status status,
+                                 const char *why)
 {
-        struct sbx_result result = {
-                .status = SBX_STATUS_INTERNAL_ERROR, .exit_code = -1, .limits = settings->limits};
-        snprintf(result.id, sizeof(result.id), "%s", settings->id);
+        struct sbx_result result = {.status = status, .exit_code = -1};
+        if (limits != NULL)
+                result.limits = *limits;
+        snprintf(result.id, sizeof(result.id), "%s", id);
         snprintf(result.error, sizeof(result.error), "%.*s", (int)sizeof(result.error) - 1, why);
         struct sbx_error err = {0};
         if (sbx_audit_finish_result(api->audit, &result, NULL, (int64_t)sbx_wall_clock_ms(), false,
                                     &err) < 0)
-                sbx_warn("audit: execution %s: %s", settings->id, err.message);
+                sbx_warn("audit: execution %s: %s", id, err.message);
 }
 
 /* Removes the record of an execution the engine refused: nothing ran. */
@@ -362,7 +362,8 @@ static void engine_failure(struct sbx_api *api, const struct sbx_tenant *tenant,
                 snprintf(out->detail, sizeof(out->detail),
                          "%s; the execution may have run: its record says what is known",
                          err->message);
-                finish_audit_without_result(api, settings, out->detail);
+                sbx_http_end_without_result(api, settings->id, &settings->limits,
+                                            SBX_STATUS_INTERNAL_ERROR, out->detail);
                 break;
         default: /* EPROTO, EINVAL, ENOMEM: nothing reached a sandbox */
                 forget_audit(api, settings);
@@ -707,6 +708,18 @@ static void add_queue_place(struct sbx_api *api, const char *id, json_t *record)
         }
 }
 
+/* The answer to a record's fetch that failed (found -1) or found nothing (0). */
+static enum MHD_Result respond_no_record(struct sbx_api *api, struct MHD_Connection *connection,
+                                         int found)
+{
+        if (found < 0)
+                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
+                                                NULL, 0, NULL, 0);
+        /* Another tenant's execution is "not found" too: no way to probe for ids. */
+        return sbx_http_respond_problem(api, connection, 404, "no such execution", NULL, 0, NULL,
+                                        0);
+}
+
 static bool record_pending(const json_t *record)
 {
         const char *status = json_string_value(json_object_get(record, "status"));
@@ -738,13 +751,8 @@ static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Conn
                 sbx_async_wait(api->async, id, wait_s * 1000);
                 found = sbx_audit_fetch(api->audit, tenant->name, id, &record, &err);
         }
-        if (found < 0)
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
-        if (found == 0)
-                /* Another tenant's execution is "not found" too: no way to probe for ids. */
-                return sbx_http_respond_problem(api, connection, 404, "no such execution", NULL, 0,
-                                                NULL, 0);
+        if (found <= 0)
+                return respond_no_record(api, connection, found);
         add_queue_place(api, id, record);
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, record, NULL, 0);
 }
@@ -759,22 +767,17 @@ static enum MHD_Result handle_cancel_execution(struct sbx_api *api,
         const struct sbx_tenant *tenant = sbx_http_authenticate(connection, request->tenants);
         if (tenant == NULL)
                 return sbx_http_respond_unauthorized(api, connection);
+        if (!sbx_execution_id_valid(id))
+                return respond_no_record(api, connection, 0);
         struct sbx_error err = {0};
-        int canceled = sbx_execution_id_valid(id)
-                               ? sbx_async_cancel(api->async, tenant->name, id, &err)
-                               : 0;
+        int canceled = sbx_async_cancel(api->async, tenant->name, id, &err);
         if (canceled == 2)
                 sbx_async_wait(api->async, id, CANCEL_WAIT_MS);
         json_t *record = NULL;
-        int found = canceled >= 0 && sbx_execution_id_valid(id)
-                            ? sbx_audit_fetch(api->audit, tenant->name, id, &record, &err)
-                            : canceled;
-        if (found < 0)
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
-        if (found == 0)
-                return sbx_http_respond_problem(api, connection, 404, "no such execution", NULL, 0,
-                                                NULL, 0);
+        int found =
+                canceled < 0 ? -1 : sbx_audit_fetch(api->audit, tenant->name, id, &record, &err);
+        if (found <= 0)
+                return respond_no_record(api, connection, found);
         if (canceled == 0) {
                 char detail[160];
                 const char *status = json_string_value(json_object_get(record, "status"));

@@ -47,6 +47,13 @@ json_t *sbx_http_finish_execution(struct sbx_api *api, const struct sbx_tenant *
                                   const struct sbx_settings *settings,
                                   struct sbx_engine_result *outcome);
 
+/* Completes the record of execution id whose result never arrived (it may have run: the record
+ * stays, status internal_error) or that ended before it ran (a queued one's cancel): status, why,
+ * and its effective limits when known (NULL). Logs a failure of the store. */
+void sbx_http_end_without_result(struct sbx_api *api, const char *id,
+                                 const struct sbx_limits *limits, enum sbx_status status,
+                                 const char *why);
+
 /* The JSON parts of an execution's audit record (owned; free with
  * sbx_http_record_parts_free). */
 struct sbx_http_record_parts {

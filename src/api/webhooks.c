@@ -324,20 +324,12 @@ static int64_t next_attempt_ms(const struct sbx_server_config *server, unsigned 
         return (int64_t)sbx_wall_clock_ms() + (int64_t)((double)delay * jitter);
 }
 
-static const struct sbx_tenant *find_tenant(const struct sbx_config *config, const char *name)
-{
-        for (size_t i = 0; i < config->n_tenants; i++)
-                if (strcmp(config->tenants[i].name, name) == 0)
-                        return &config->tenants[i];
-        return NULL;
-}
-
 static void send_one(struct sbx_api *api, const struct sbx_audit_delivery *delivery, unsigned *seed)
 {
         const struct sbx_config *config = sbx_live_config_acquire(api->live);
         char why[512] = "";
-        bool delivered = attempt_delivery(api, find_tenant(config, delivery->tenant), delivery, why,
-                                          sizeof(why));
+        bool delivered = attempt_delivery(api, sbx_config_find_tenant(config, delivery->tenant),
+                                          delivery, why, sizeof(why));
         sbx_live_config_release(api->live, config);
         const struct sbx_server_config *server = &api->config->server;
         unsigned attempts = delivery->attempts + 1;
@@ -378,13 +370,7 @@ static void *sender(void *arg)
                         send_one(api, &delivery, &seed);
                 pthread_mutex_lock(&webhooks->lock);
                 if (claimed <= 0 && !webhooks->stopping) {
-                        struct timespec until;
-                        clock_gettime(CLOCK_MONOTONIC, &until);
-                        until.tv_nsec += IDLE_ROUND_MS * 1000000L;
-                        if (until.tv_nsec >= 1000000000L) {
-                                until.tv_sec++;
-                                until.tv_nsec -= 1000000000L;
-                        }
+                        struct timespec until = sbx_monotonic_after(IDLE_ROUND_MS);
                         pthread_cond_timedwait(&webhooks->wake, &webhooks->lock, &until);
                 }
         }
@@ -443,13 +429,6 @@ void sbx_webhooks_wake(struct sbx_webhooks *webhooks)
 }
 
 /* ---- Routes ---- */
-
-bool sbx_webhooks_route_reads_body(const char *url, const char *method)
-{
-        (void)url;
-        (void)method;
-        return false; /* POST .../retry has no body */
-}
 
 static enum MHD_Result list_deliveries(struct sbx_api *api, struct MHD_Connection *connection,
                                        const struct sbx_tenant *tenant)

@@ -48,9 +48,6 @@ void sbx_webhooks_wake(struct sbx_webhooks *webhooks);
 bool sbx_webhooks_check_url(const struct sbx_tenant *tenant, const char *url, char *why,
                             size_t why_size);
 
-/* Whether the request to url with method carries a body the route reads. */
-bool sbx_webhooks_route_reads_body(const char *url, const char *method);
-
 /* GET /v1/webhooks/deliveries[?status=pending|delivered|failed] and POST
  * /v1/webhooks/deliveries/{id}/retry: answered, with *handled true; false for another url. */
 enum MHD_Result sbx_webhooks_route(struct sbx_api *api, struct MHD_Connection *connection,

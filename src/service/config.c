@@ -714,14 +714,6 @@ static const struct config_key tenant_keys[] = {
         {"webhook_secret", CUSTOM(tenant_webhook_secret)},
 };
 
-static bool tenant_name_taken(const struct sbx_config *config, const char *name)
-{
-        for (size_t i = 0; i < config->n_tenants; i++)
-                if (strcmp(config->tenants[i].name, name) == 0)
-                        return true;
-        return false;
-}
-
 static int begin_tenant(struct loader *loader, const char *name)
 {
         struct sbx_config *config = loader->config;
@@ -729,7 +721,7 @@ static int begin_tenant(struct loader *loader, const char *name)
                 return loader_fail(loader, loader->line, NULL,
                                    "tenant name must be 1 to %d letters, digits, '_' or '-'",
                                    SBX_CONFIG_NAME_MAX);
-        if (tenant_name_taken(config, name))
+        if (sbx_config_find_tenant(config, name) != NULL)
                 return loader_fail(loader, loader->line, NULL, "tenant '%s' is defined twice",
                                    name);
         size_t n = config->n_tenants;
@@ -1102,6 +1094,14 @@ void sbx_config_free(struct sbx_config *config)
         *config = (struct sbx_config){0};
 }
 
+const struct sbx_tenant *sbx_config_find_tenant(const struct sbx_config *config, const char *name)
+{
+        for (size_t i = 0; i < config->n_tenants; i++)
+                if (strcmp(config->tenants[i].name, name) == 0)
+                        return &config->tenants[i];
+        return NULL;
+}
+
 const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, const char *name)
 {
         for (size_t i = 0; i < config->n_tiers; i++)
@@ -1115,7 +1115,7 @@ int sbx_config_add_tenant(struct sbx_config *config, const char *name, const cha
 {
         if (!sbx_config_name_valid(name))
                 return sbx_error_set(err, EINVAL, "invalid tenant name '%s'", name);
-        if (tenant_name_taken(config, name))
+        if (sbx_config_find_tenant(config, name) != NULL)
                 return sbx_error_set(err, EEXIST, "tenant '%s' already exists", name);
         const struct sbx_tier *tier = sbx_config_find_tier(config, tier_name);
         if (tier == NULL)

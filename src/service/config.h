@@ -130,6 +130,9 @@ bool sbx_config_name_valid(const char *name);
 /* The tier called name, or NULL. */
 const struct sbx_tier *sbx_config_find_tier(const struct sbx_config *config, const char *name);
 
+/* The tenant called name, or NULL. */
+const struct sbx_tenant *sbx_config_find_tenant(const struct sbx_config *config, const char *name);
+
 /* Adds a tenant after loading (serve without --config creates "local"). Fails when the name is
  * invalid or taken, the tier unknown, or the token hash already used. Moves config->tenants:
  * call it before anything holds a tenant pointer. */

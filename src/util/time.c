@@ -27,3 +27,16 @@ void sbx_sleep_ms(uint64_t ms)
         while (nanosleep(&left, &left) != 0)
                 ;
 }
+
+struct timespec sbx_monotonic_after(uint64_t ms)
+{
+        struct timespec at;
+        clock_gettime(CLOCK_MONOTONIC, &at);
+        at.tv_sec += (time_t)(ms / 1000);
+        at.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (at.tv_nsec >= 1000000000L) {
+                at.tv_sec++;
+                at.tv_nsec -= 1000000000L;
+        }
+        return at;
+}

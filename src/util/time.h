@@ -2,6 +2,7 @@
 #pragma once
 
 #include <stdint.h>
+#include <time.h>
 
 /* Microseconds on CLOCK_MONOTONIC. */
 uint64_t sbx_now_us(void);
@@ -13,6 +14,10 @@ uint64_t sbx_now_ms(void);
 /* Milliseconds since the Unix epoch (CLOCK_REALTIME): for timestamps people read, never for
  * measuring time. */
 uint64_t sbx_wall_clock_ms(void);
+
+/* The CLOCK_MONOTONIC time ms milliseconds from now: a deadline for pthread_cond_timedwait on a
+ * condition made with that clock. */
+struct timespec sbx_monotonic_after(uint64_t ms);
 
 /* Sleeps ms milliseconds (through signal interruptions). */
 void sbx_sleep_ms(uint64_t ms);
