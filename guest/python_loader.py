@@ -23,6 +23,12 @@
 # import machinery) and atexit (built in): every module imported here would be paid for by each
 # pool entry and would sit in its memory. One execution per loader: the sandbox is destroyed
 # afterwards, never reused. Standard library only.
+#
+# As a template (src/sandbox/native/template.h), the engine starts it outside any sandbox with
+# the arguments "template MODULE FD": it loads sandboxd's shared module MODULE and serves
+# launches on FD there; the module's call returns only in a sandbox's program, a fork of this
+# interpreter already locked down, which then goes on as a pool entry's loader started in the
+# sandbox would (fd 3 is its agent channel).
 import atexit
 import os
 import sys
@@ -154,6 +160,23 @@ def run(argv, env, main, source):
         sys.excepthook(type(exc), exc, exc.__traceback__)
         return 1
 
+
+def become_program(module, fd):
+    """Serves launches as a template; returns in a sandbox's program only."""
+    before = set(sys.modules)
+    import ctypes
+    if ctypes.CDLL(module).sbx_template_serve(int(fd)) != 0:
+        os._exit(1)
+    # The fork was made in C: what os.fork() does in its child (the interpreter's locks and
+    # thread states, the at-fork handlers), then the modules only the template needed go, so
+    # that the program's sys.modules is a fresh interpreter's.
+    ctypes.pythonapi.PyOS_AfterFork_Child()
+    for name in set(sys.modules) - before:
+        del sys.modules[name]
+
+
+if sys.argv[1:2] == ["template"]:
+    become_program(*sys.argv[2:4])
 
 os.write(1 if STDIO else AGENT_FD, b"R")
 finish(run(*receive()))

@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "engine/execution.h"
+#include "engine/templates.h"
 #include "model/backend.h"
 #include "model/language.h"
 #include "model/result_json.h"
@@ -93,6 +94,8 @@ static void run_usage(FILE *out)
                 "  --json                  print the result as one JSON object\n"
                 "  --pooled                run through a warm-pool entry made for this run,\n"
                 "                          as the service does; the result says pooled: true\n"
+                "  --template              with --pooled, python: the entry is forked from a\n"
+                "                          template interpreter, as the service's are\n"
                 "  --test-fail-step STEP   test only: force a setup step to fail\n"
                 "  --test-without LAYER    test only: turn off seccomp, landlock, caps,\n"
                 "                          no_new_privs, rlimits or netns\n");
@@ -263,6 +266,7 @@ enum {
         OPT_TEST_WITHOUT,
         OPT_FILE,
         OPT_POOLED,
+        OPT_TEMPLATE,
         OPT_BACKEND,
         OPT_LIMIT, /* OPT_LIMIT + i: --OPTION of sbx_limit_fields[i] */
         /* OPT_COMPILE_LIMIT + i: --compile-OPTION of sbx_limit_fields[i] */
@@ -280,6 +284,7 @@ static const struct option fixed_options[] = {
         {"test-without", required_argument, NULL, OPT_TEST_WITHOUT},
         {"file", required_argument, NULL, OPT_FILE},
         {"pooled", no_argument, NULL, OPT_POOLED},
+        {"template", no_argument, NULL, OPT_TEMPLATE},
         {"backend", required_argument, NULL, OPT_BACKEND},
         {"help", no_argument, NULL, 'h'},
 };
@@ -335,6 +340,7 @@ int cli_run(int argc, char **argv)
         const char *stdin_path = NULL;
         bool json = false;
         bool pooled = false;
+        bool template = false;
         struct sbx_error err = {0};
 
         struct sbx_limits compile_given = {0};
@@ -382,6 +388,9 @@ int cli_run(int argc, char **argv)
                         break;
                 case OPT_POOLED:
                         pooled = true;
+                        break;
+                case OPT_TEMPLATE:
+                        template = true;
                         break;
                 case OPT_BACKEND:
                         request.backend = sbx_backend_name_find(optarg);
@@ -493,19 +502,40 @@ int cli_run(int argc, char **argv)
 
         struct sbx_result result;
         int rc;
+        if (template && !pooled) {
+                fprintf(stderr, "sandboxd run: --template needs --pooled\n");
+                return CLI_EXIT_USAGE;
+        }
         if (pooled) {
                 /* The entry is made here, so this is as slow as a cold run: it checks that a
                  * pooled execution behaves exactly like a cold one. */
                 struct sbx_pool_entry *entry = NULL;
-                if (!sbx_pool_request_eligible(&request)) {
+                /* An entry made for this run from a template may carry its test hooks: the
+                 * hostile suite's controls lift a layer on that path too. */
+                struct sbx_request hookless = request;
+                if (template)
+                        hookless.test = (struct sbx_test_hooks){0};
+                if (!sbx_pool_request_eligible(&hookless)) {
                         fprintf(stderr, "sandboxd run: --pooled: this request cannot use a warm "
                                         "pool (language on its backend, disk size, test flags "
                                         "or PYTHON* env)\n");
                         return CLI_EXIT_USAGE;
                 }
-                rc = sbx_pool_entry_create(request.language, request.backend, &entry, &err);
+                if (template && (strcmp(request.language, "python") != 0 ||
+                                 strcmp(backend->name, "native") != 0)) {
+                        fprintf(stderr, "sandboxd run: --template: python on the native backend "
+                                        "only\n");
+                        return CLI_EXIT_USAGE;
+                }
+                pid_t template_pid = 0;
+                int template_fd = -1;
+                rc = template ? sbx_template_start(&template_pid, &template_fd, &err) : 0;
+                if (rc == 0)
+                        rc = sbx_pool_entry_create(request.language, request.backend, template_fd,
+                                                   template ? &request.test : NULL, &entry, &err);
                 if (rc == 0)
                         rc = sbx_pool_entry_execute(entry, &request, &result, &err);
+                sbx_template_stop(template_pid, template_fd);
         } else {
                 rc = sbx_execute(&request, &result, &err);
         }

@@ -284,6 +284,7 @@ int cli_serve(int argc, char **argv)
         }
         struct sbx_engine_options engine_options = {
                 .max_sandboxes = (unsigned)config.server.max_sandboxes,
+                .templates = config.server.templates,
                 .shutdown_grace_ms = (uint32_t)(config.server.shutdown_grace_s * 1000),
                 .api_pid = api_pid,
                 .pools = pools,

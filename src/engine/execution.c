@@ -596,12 +596,18 @@ bool sbx_pool_supports(const char *language_name)
         return sbx_language_find(language_name) != NULL;
 }
 
-bool sbx_pool_request_eligible(const struct sbx_request *request)
+/* sbx_pool_request_eligible, but for an entry made with test hooks (sandboxd run --pooled
+ * --template --test-without LAYER: the hostile suite's controls on that path): the request's must
+ * be the entry's. */
+static bool eligible_for(const struct sbx_request *request, const struct sbx_test_hooks *entry)
 {
         const struct sbx_language *language = sbx_language_find(request->language);
         if (language == NULL || request->limits.disk_bytes != pool_disk_bytes())
                 return false;
-        if (request->test.fail_step != NULL || request->test.disabled_layers != 0)
+        if (request->test.disabled_layers != entry->disabled_layers ||
+            (request->test.fail_step != NULL) != (entry->fail_step != NULL) ||
+            (request->test.fail_step != NULL &&
+             strcmp(request->test.fail_step, entry->fail_step) != 0))
                 return false;
         const char *backend = request->backend != NULL ? request->backend : SBX_BACKEND_DEFAULT;
         if (sbx_backend_name_find(backend) == NULL ||
@@ -624,7 +630,13 @@ bool sbx_pool_request_eligible(const struct sbx_request *request)
         return true;
 }
 
+bool sbx_pool_request_eligible(const struct sbx_request *request)
+{
+        return eligible_for(request, &(struct sbx_test_hooks){0});
+}
+
 int sbx_pool_entry_create(const char *language_name, const char *backend_name,
+                          int python_template_fd, const struct sbx_test_hooks *test,
                           struct sbx_pool_entry **out, struct sbx_error *err)
 {
         if (!sbx_pool_supports(language_name))
@@ -666,8 +678,23 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
                 .exec_on_acquire = loader == NULL,
                 .cancel_fd = -1,
         };
+        if (test != NULL)
+                entry->spec.test = *test;
+        /* Forked from the template (sandbox/native/template.h): the same interpreter, already
+         * started, with the same argv and environment. */
+        if (loader != NULL && strcmp(loader->name, "python") == 0 &&
+            strcmp(backend->name, "native") == 0)
+                entry->spec.template_fd = python_template_fd;
         loose_limits(&entry->spec.limits, pool_disk_bytes());
-        if (start_entry_sandbox(backend, &entry->spec, &entry->sandbox, err) < 0) {
+        int rc = start_entry_sandbox(backend, &entry->spec, &entry->sandbox, err);
+        if (rc < 0 && entry->spec.template_fd > 0 && test == NULL) {
+                /* The template is gone (the engine starts another): this entry execs its own
+                 * interpreter instead, as every entry does without one. */
+                sbx_debug("pool entry: not from the template: %s", err->message);
+                entry->spec.template_fd = -1;
+                rc = start_entry_sandbox(backend, &entry->spec, &entry->sandbox, err);
+        }
+        if (rc < 0) {
                 free(entry);
                 return -1;
         }
@@ -711,7 +738,7 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
         _cleanup_(plan_free) struct execution_plan plan = {0};
         /* Never another boundary than the one asked for. */
         const char *backend_name = request->backend ? request->backend : SBX_BACKEND_DEFAULT;
-        if (!sbx_pool_request_eligible(request) ||
+        if (!eligible_for(request, &entry->spec.test) ||
             strcmp(entry->backend->name, backend_name) != 0) {
                 sbx_pool_entry_destroy(entry);
                 return sbx_error_set(err, EINVAL, "request cannot use this warm pool entry");
@@ -746,4 +773,30 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
         if (compile_entry.sandbox != NULL)
                 backend->destroy(compile_entry.sandbox);
         return 0;
+}
+
+int sbx_execute_with_template(const struct sbx_request *request, int python_template_fd,
+                              struct sbx_result *result, struct sbx_error *err)
+{
+        const char *backend = request->backend != NULL ? request->backend : SBX_BACKEND_DEFAULT;
+        const struct sbx_language *language = sbx_language_find(request->language);
+        if (python_template_fd <= 0 || language == NULL || strcmp(language->name, "python") != 0 ||
+            strcmp(backend, "native") != 0 || !sbx_pool_request_eligible(request))
+                return sbx_execute(request, result, err);
+        uint64_t t0 = sbx_now_us();
+        struct sbx_pool_entry *entry = NULL;
+        struct sbx_error entry_err = {0};
+        if (sbx_pool_entry_create(language->name, backend, python_template_fd, NULL, &entry,
+                                  &entry_err) < 0) {
+                /* The template is gone (being restarted): cold, as without one. */
+                sbx_debug("execution: no sandbox from the template: %s", entry_err.message);
+                return sbx_execute(request, result, err);
+        }
+        uint64_t setup_us = sbx_now_us() - t0;
+        int rc = sbx_pool_entry_execute(entry, request, result, err);
+        /* Not a ready entry's: made for this request, its making was this request's setup. */
+        result->pooled = false;
+        result->timing.setup_us += setup_us;
+        result->timing.total_us += setup_us;
+        return rc;
 }

@@ -35,9 +35,19 @@ bool sbx_pool_supports(const char *language);
  * or NODE_* variables (they act at interpreter start-up). Others run cold. */
 bool sbx_pool_request_eligible(const struct sbx_request *request);
 
-/* Creates and starts a pool entry for language on backend (NULL = native). */
-int sbx_pool_entry_create(const char *language, const char *backend, struct sbx_pool_entry **out,
+/* Creates and starts a pool entry for language on backend (NULL = native); a python entry of
+ * the native backend is forked from the template at python_template_fd when it is > 0. test:
+ * the entry's test hooks (NULL: none), which a request must then have exactly (sandboxd run
+ * --pooled --template: an entry made for one run). */
+int sbx_pool_entry_create(const char *language, const char *backend, int python_template_fd,
+                          const struct sbx_test_hooks *test, struct sbx_pool_entry **out,
                           struct sbx_error *err);
+
+/* sbx_execute, but a python request a pool entry could run runs in a sandbox forked from the
+ * template at python_template_fd (> 0), made for it at once, rather than in one that execs a
+ * new interpreter; result->pooled stays false, the making is its setup. */
+int sbx_execute_with_template(const struct sbx_request *request, int python_template_fd,
+                              struct sbx_result *result, struct sbx_error *err);
 
 /* Runs request in entry, which it consumes (destroyed afterwards, also on failure): an eligible
  * request of the entry's backend. Returns like sbx_execute; result->pooled is true. */

@@ -66,7 +66,8 @@ struct sbx_worker_context engine_worker_context(const struct engine *e)
                                            .engine_pid = e->pid,
                                            .spool_dir = e->spool_dir,
                                            .spool_owner = e->spool_owner,
-                                           .compile_cache = e->compile_cache};
+                                           .compile_cache = e->compile_cache,
+                                           .python_template_fd = e->template.fd};
 }
 
 /* ---- The engine's replies ------------------------------------------------------------------ */
@@ -417,8 +418,8 @@ static void reap_children(struct engine *e)
                 struct worker *w = find_worker_by_pid(e, pid);
                 if (w != NULL)
                         worker_ended(e, w, &info);
-                else
-                        sbx_debug("engine: reaped orphan %d", (int)pid);
+                else if (!templates_reaped(e, pid))
+                        sbx_debug("engine: reaped %d (a template's init, or an orphan)", (int)pid);
         }
 }
 
@@ -914,6 +915,7 @@ static int run_loop(struct engine *e, struct sbx_error *err)
                         }
                 }
                 reap_children(e);
+                templates_maintain(e);
                 pools_maintain(e);
 
                 if (e->stopping && e->n_workers > 0 && sbx_now_us() >= e->deadline_us) {
@@ -996,6 +998,12 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         e->api_open = true;
         e->pools = options->pools;
         e->n_pools = options->n_pools;
+        e->template.fd = -1;
+        for (size_t i = 0; i < e->n_pools && options->templates; i++)
+                if (strcmp(e->pools[i].language, "python") == 0 &&
+                    strcmp(e->pools[i].backend, "native") == 0 && !e->pools[i].sessions &&
+                    e->pools[i].min_idle > 0)
+                        e->template.wanted = true;
 
         /* What a crashed earlier engine left behind; no sandbox of ours exists yet. */
         reconcile();
@@ -1014,6 +1022,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
                                 reap_worker(e, i);
                 }
         }
+        templates_stop(e);
         reap_children(e);
         if (e->unclean && e->n_workers == 0)
                 reconcile(); /* killed workers could not remove their cgroups */

@@ -85,6 +85,9 @@ struct sbx_engine_options {
         /* The config file, read again on SIGHUP and sent to the API process (CONFIG); NULL when
          * the service runs on its embedded defaults. */
         const char *config_path;
+        /* Python pool entries are forked from a template interpreter (templates.c), started
+         * when a python pool of the native backend is on. */
+        bool templates;
 };
 
 /* Runs the engine loop on api_fd (a connected SOCK_SEQPACKET socket; not closed here) until

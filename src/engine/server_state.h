@@ -77,6 +77,18 @@ struct engine {
          * into new namespaces, mounts, pivot_root) beside a running execution slows that one
          * (the kernel's mount and namespace locks, the second CPU); most end well within it. */
         uint64_t pool_refill_after_us;
+
+        /* The Python template (templates.c): wanted when a python pool is on and the config
+         * allows it ([server] templates). fd is the engine's end of its socket, inherited by
+         * every worker; -1 while none runs. */
+        struct {
+                bool wanted;
+                pid_t pid;
+                int fd;
+                unsigned failures; /* in a row: starts that ended before the next one was due */
+                uint64_t retry_us; /* no start before this time */
+                uint64_t started_us;
+        } template;
 };
 
 /* What a forked worker does. */
@@ -138,3 +150,17 @@ void pools_worker_ended(struct engine *e, const struct worker *w);
 
 /* Counts the pool workers into stats (idle, starting, in use). */
 void pools_count(const struct engine *e, struct sbx_message_stats *stats);
+
+/* ---- The Python template (templates.c; sandbox/native/template.h) ---- */
+
+/* Starts the template when the engine wants one (engine.template.wanted), none runs and its
+ * restart is due; python pool entries are forked from it from then on. A template that cannot
+ * start is said once and retried with back-off; meanwhile the entries start their own
+ * interpreters. */
+void templates_maintain(struct engine *e);
+
+/* Whether pid was the template (then it is gone: its socket closed, a restart scheduled). */
+bool templates_reaped(struct engine *e, pid_t pid);
+
+/* Stops the template (its socket closed, SIGKILL by pid) and reaps it. */
+void templates_stop(struct engine *e);

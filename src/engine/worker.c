@@ -202,7 +202,8 @@ int sbx_worker_begin(const struct sbx_worker_context *context, int control_fd, b
          * through SIGTERM; a direct SIGINT would kill us without cleaning up. */
         (void)setsid();
         const int keep[] = {context->api_fd, control_fd,
-                            context->compile_cache ? context->compile_cache->dir_fd : -1};
+                            context->compile_cache ? context->compile_cache->dir_fd : -1,
+                            context->python_template_fd};
         if (sbx_close_fds_except(keep, SBX_ARRAY_SIZE(keep)) < 0)
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
         return worker_signals();
@@ -306,7 +307,8 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
         request.on_result = early_answer;
         request.result_ctx = &answer;
         int rc = cancel_fd < 0 ? sbx_error_set(&err, errno, "engine: worker: cancel signalfd")
-                               : sbx_execute(&request, &result, &err);
+                               : sbx_execute_with_template(&request, context->python_template_fd,
+                                                           &result, &err);
         flush_output(&streamed);
         finish_and_exit(context, control_fd, request_id, run, rc, &result, &err, &answer);
 }
@@ -343,7 +345,8 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
 
         struct sbx_pool_entry *entry = NULL;
         struct sbx_error err = {0};
-        if (sbx_pool_entry_create(language, backend, &entry, &err) < 0) {
+        if (sbx_pool_entry_create(language, backend, context->python_template_fd, NULL, &entry,
+                                  &err) < 0) {
                 sbx_warn("pool worker (%s, %s): %s", language, backend, err.message);
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
         }

@@ -27,14 +27,17 @@ struct sbx_worker_context {
         const char *spool_dir; /* for a RESULT the API process is gone for; NULL: none */
         uid_t spool_owner;
         const struct sbx_compile_cache *compile_cache; /* NULL: none */
+        /* The Python template's socket (sandbox/native/template.h): python pool entries of the
+         * native backend are forked from it. -1: none, each starts its own interpreter. */
+        int python_template_fd;
 };
 
 /* What every forked worker does first: dies with the engine (PR_SET_PDEATHSIG SIGTERM), is the
  * subreaper of its sandbox, leaves the terminal's session, keeps fds 0-2, the API socket,
- * control_fd and the compile cache's directory. Returns the cancel fd (a SIGTERM signalfd), or
- * -1 when it has none. Ends the process when the fds cannot be closed, and when the engine is
- * already gone unless engine_gone is given (then it says so there, for a worker that still
- * answers). */
+ * control_fd, the compile cache's directory and the template's socket. Returns the cancel fd (a
+ * SIGTERM signalfd), or -1 when it has none. Ends the process when the fds cannot be closed, and
+ * when the engine is already gone unless engine_gone is given (then it says so there, for a worker
+ * that still answers). */
 int sbx_worker_begin(const struct sbx_worker_context *context, int control_fd, bool *engine_gone);
 
 /* Says "D" on the control socket: the worker's sandbox is destroyed (see server.h). */

@@ -62,6 +62,10 @@ struct sbx_spec {
          * and the engine's session (engine/session.c) drives it through session_fds. */
         bool session;
         int cancel_fd; /* readable = kill the sandbox and end the run (canceled); <= 0 for none */
+        /* Native, with agent: a socket to a template of the program's interpreter
+         * (sandbox/native/template.h), which clones init; the program is then a fork of that
+         * interpreter, not an exec of argv (argv and envp are the template's). <= 0 for none. */
+        int template_fd;
         /* A compile stage: a file the program gets as its fd 3, to write the artifact it built
          * into (the language's compile script ends by copying it there). -1 or 0 for none; not
          * with agent. A compile that acquires an exec-mode entry sends it to init with the

@@ -462,6 +462,9 @@ static const struct config_key server_keys[] = {
         {"max_sessions", NUMBER(max_sessions, 0, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
         {"shutdown_grace_s", NUMBER(shutdown_grace_s, 0, 3600)},
         {"store_output", BOOLEAN(store_output)},
+        /* Python pool entries forked from a template interpreter (DESIGN.md "Warm pools:
+         * templates"); false: each starts its own. */
+        {"templates", BOOLEAN(templates)},
         /* A thread each (libmicrohttpd's thread-per-connection mode). */
         {"max_connections", NUMBER(max_connections, 1, 16384)},
         {"max_connections_per_ip", NUMBER(max_connections_per_ip, 1, 16384)},
@@ -494,6 +497,7 @@ static void server_set_defaults(struct sbx_server_config *server)
         server->max_sandboxes = 64;
         server->shutdown_grace_s = 10;
         server->store_output = false;
+        server->templates = true;
         server->max_connections = 512;
         server->max_connections_per_ip = 128;
         server->webhook_timeout_ms = 10000;

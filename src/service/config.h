@@ -33,6 +33,7 @@ struct sbx_server_config {
         uint64_t max_sessions;           /* sessions open at once; 0: max_sandboxes / 2 */
         uint64_t shutdown_grace_s;       /* SIGTERM: how long running executions may finish */
         bool store_output;               /* keep stdout/stderr in the audit log */
+        bool templates;                  /* python pool entries forked from a template */
         uint64_t max_connections;        /* HTTP connections at once */
         uint64_t max_connections_per_ip; /* ... from one client address */
         uint64_t compile_cache_bytes;    /* the compile cache's bound; 0: no cache */

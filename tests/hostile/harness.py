@@ -1694,6 +1694,15 @@ def pool_eligible(payload, languages=None):
             and (languages is None or payload.language in languages))
 
 
+# `sandboxd run` through a pool entry forked from a template (python on the native backend).
+TEMPLATE_FLAGS = ["--pooled", "--template"]
+
+
+def template_eligible(payload, languages=None):
+    """Whether the payload also runs on the template path: a pool-eligible python payload."""
+    return payload.language == "python" and pool_eligible(payload, languages)
+
+
 def scaled_deadline(payload, limits):
     """limits with the deadline scaled by HOST_TIME_SCALE when the payload must not time out (a
     session's cells keep theirs: their deadlines are what the session class tests)."""
@@ -1761,6 +1770,20 @@ def run_payload(harness, payload, with_control, lock):
             if not p_contained:
                 entry["contained"] = False
                 entry["reasons"] = entry["reasons"] + [f"pooled: {r}" for r in p_reasons]
+        if harness.pooled and template_eligible(payload, harness.pooled_languages):
+            # The service's python path: a pool entry whose init and program are forks of a
+            # template interpreter (DESIGN.md "Warm pools: templates"), judged the same.
+            t_outcome, t_before, t_clean, t_findings = harness.execute(
+                payload, "sandbox", limits, TEMPLATE_FLAGS, payload.args, payload.stdin)
+            t_contained, t_reasons, t_evidence = judge(payload, t_outcome, t_before, t_clean,
+                                                       t_findings)
+            entry["paths"].append("template")
+            entry["template"] = {"contained": t_contained, "reasons": t_reasons,
+                                 "evidence": t_evidence,
+                                 "command": t_outcome.host.get("command")}
+            if not t_contained:
+                entry["contained"] = False
+                entry["reasons"] = entry["reasons"] + [f"template: {r}" for r in t_reasons]
         for backend in harness.backends:
             eligible, why_not = backend_eligible(payload, backend)
             if not eligible:
@@ -1825,6 +1848,20 @@ def run_payload(harness, payload, with_control, lock):
             if not valid:
                 entry["control"]["invalid"] = c_outcome.error or (
                     f"status internal_error: {c_outcome.result.get('error')}")
+            # A layer's control on the template path too: the same layer lifted in a forked
+            # entry (it carries the run's test hooks) must flip the verdict there as well.
+            if kind.startswith("without:") and "template" in entry["paths"]:
+                t_outcome, t_before, t_clean, t_findings = harness.execute(
+                    payload, "sandbox", limits, TEMPLATE_FLAGS + extra, args, stdin)
+                t_contained, t_reasons, _ = judge(payload, t_outcome, t_before, t_clean,
+                                                  t_findings)
+                flipped = t_outcome.valid and not t_contained
+                entry["template"]["control_flipped"] = flipped
+                if not flipped:
+                    entry["control_flipped"] = False
+                    entry["control"]["invalid"] = (
+                        "on the template path the control was judged contained too"
+                        if t_outcome.valid else f"on the template path: {t_outcome.error}")
             # The meta-test per backend: a limit's control (lift) must flip on every backend the
             # payload ran on, judged as there. (outside is the same run whatever the backend;
             # without:LAYER and no_fail_step lift the native backend's own layers and steps.)
@@ -1860,7 +1897,8 @@ def run_payload(harness, payload, with_control, lock):
         control_text = "control=" + ("flipped" if entry["control_flipped"] else "NOT-FLIPPED")
     summary = summarise(payload, entry["evidence"]) if entry.get("evidence") else ""
     for path in entry.get("paths", []):
-        if path not in ("cold", "pooled"):
+        if path not in ("cold", "pooled") and (
+                path != "template" or entry[path].get("control_flipped") is not None):
             control_text += f"  {path}=" + ("agrees" if entry[path]["contained"] else "DISAGREES")
             if entry[path].get("control_flipped") is not None:
                 control_text += ",control=" + ("flipped" if entry[path]["control_flipped"]

@@ -63,11 +63,18 @@ def comparable(result):
     return out
 
 
+# A python entry is made two ways: its sandbox's init cloned by sandboxd and python3 exec'd
+# there, or (the service's way, DESIGN.md "Warm pools: templates") init forked from a template
+# interpreter, whose fork of it is the program. Every comparison holds for both.
+ENTRY_KINDS = {"exec": ("--pooled",), "template": ("--pooled", "--template")}
+
+
+@pytest.mark.parametrize("entry", sorted(ENTRY_KINDS))
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_pooled_equals_cold(run, name):
+def test_pooled_equals_cold(run, name, entry):
     code, args, stdin, flags = PROGRAMS[name]
     cold = run(code, "python", *flags, stdin=stdin, args=args)
-    pooled = run(code, "python", "--pooled", *flags, stdin=stdin, args=args)
+    pooled = run(code, "python", *ENTRY_KINDS[entry], *flags, stdin=stdin, args=args)
     assert cold["pooled"] is False
     assert pooled["pooled"] is True
     assert pooled["timing"]["setup_us"] == 0  # the sandbox was set up before the request
@@ -195,15 +202,16 @@ BYTE_PROGRAMS = {
 }
 
 
+@pytest.mark.parametrize("entry", sorted(ENTRY_KINDS))
 @pytest.mark.parametrize("name", sorted(BYTE_PROGRAMS))
-def test_pooled_equals_cold_for_any_bytes(tmp_path, cli, name):
+def test_pooled_equals_cold_for_any_bytes(tmp_path, cli, name, entry):
     """The result never depends on whether a pool entry was free, whatever the program's bytes:
     NUL, invalid UTF-8, a BOM, a coding cookie, a syntax error."""
     import json
     program = tmp_path / "main.py"
     program.write_bytes(BYTE_PROGRAMS[name])
     results = []
-    for extra in ((), ("--pooled",)):
+    for extra in ((), ENTRY_KINDS[entry]):
         proc = cli("run", "--json", *extra, str(program), "--", "arg")
         results.append(json.loads(proc.stdout))
         results[-1]["rc"] = proc.returncode
@@ -246,14 +254,15 @@ def test_pool_refuses_what_it_cannot_honour(cli):
     assert proc.returncode == 64
 
 
-def test_pool_entry_has_every_layer(run):
+@pytest.mark.parametrize("entry", sorted(ENTRY_KINDS))
+def test_pool_entry_has_every_layer(run, entry):
     """The loader waits fully isolated: the program finds the same lockdown as a cold run."""
     probe = ("import re\nstatus = open('/proc/self/status').read()\n"
              "print({k: v for k, v in re.findall(r'^(\\w+):\\s*(.*)$', status, re.M)"
              " if k in ('CapEff', 'CapBnd', 'CapPrm', 'NoNewPrivs', 'Seccomp')})\n"
              "import os\nprint(sorted(os.listdir('/proc/self/fd')))")
     cold = run(probe)
-    pooled = run(probe, "python", "--pooled")
+    pooled = run(probe, "python", *ENTRY_KINDS[entry])
     assert pooled["stdout"] == cold["stdout"]
     assert "'Seccomp': '2'" in pooled["stdout"]
     assert "'CapEff': '00000000000000eb'" in pooled["stdout"]  # caps.h CAPS_ROOT_SET_MASK

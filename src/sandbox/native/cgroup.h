@@ -69,6 +69,12 @@ int cgroup_enter_self(struct cgroup *cg, struct sbx_error *err);
 /* Moves the calling thread back to the v1 cgroups it was in before cgroup_enter_self(). */
 int cgroup_leave_self(struct cgroup *cg, struct sbx_error *err);
 
+/* Opens, for writing, the "tasks" file of each v1 hierarchy's directory of cg (none on a
+ * unified layout) into fds (at most max), their number in *n: what a process launched by a
+ * template (template.h) writes "0" into to move itself there, as cgroup_enter_self does. */
+int cgroup_open_v1_tasks(const struct cgroup *cg, int *fds, size_t max, size_t *n,
+                         struct sbx_error *err);
+
 /* Child side, right after fork() (single-threaded, before exec): moves the calling process into
  * the cgroup in every hierarchy, the unified one included, by writing "0" to each cgroup.procs.
  * Only openat, write and close: safe in the child of a threaded process. 0, or -errno. (A whole

@@ -181,6 +181,28 @@ int cgroup_leave_self(struct cgroup *cg, struct sbx_error *err)
         return rc;
 }
 
+int cgroup_open_v1_tasks(const struct cgroup *cg, int *fds, size_t max, size_t *n,
+                         struct sbx_error *err)
+{
+        *n = 0;
+        if (cg->mounts->layout == CGROUP_LAYOUT_UNIFIED)
+                return 0;
+        for (int h = 0; h < HIERARCHY_COUNT; h++) {
+                if (h == HIERARCHY_UNIFIED || !owns_directory(cg, h) || cg->dirs[h].fd < 0)
+                        continue;
+                int fd = *n < max ? openat(cg->dirs[h].fd, "tasks", O_WRONLY | O_CLOEXEC) : -1;
+                if (fd < 0) {
+                        int code = *n < max ? errno : E2BIG;
+                        while (*n > 0)
+                                close(fds[--*n]);
+                        return sbx_error_set(err, code, "cgroup: open %s/%s/tasks",
+                                             cgroup_hierarchy_names[h], cg->name);
+                }
+                fds[(*n)++] = fd;
+        }
+        return 0;
+}
+
 int cgroup_join_child(const struct cgroup *cg)
 {
         for (int h = 0; h < HIERARCHY_COUNT; h++) {

@@ -2,6 +2,7 @@
  * the child's setup list ending in execve. */
 #pragma once
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -30,12 +31,15 @@ struct launch_process {
         int lifeline_fd; /* write end of the sync pipe, held open while the sandbox lives: init
                           * sees POLLHUP on its end when the supervisor is gone */
         int error_fd;    /* exec mode: the setup pipe until the program exec'd (launch_exec) */
+        /* Launched by a template: init is the engine's child, not the supervisor's. Its end is
+         * its pidfd becoming readable (launch_reap), and it watches the lifeline for ours. */
+        bool foreign_parent;
 };
 
-/* Clones the sandbox's init into new user, pid, mount, network, IPC and UTS namespaces and into
- * the cgroup (CLONE_INTO_CGROUP where there is a unified hierarchy, born in the v1 ones), maps its
- * root to host_id and lets it run the setup list; sets the cgroup's limits from spec meanwhile,
- * before init may start the program.
+/* Clones the sandbox's init (or has spec->template_fd's template clone it: template.h) into new
+ * user, pid, mount, network, IPC and UTS namespaces and into the cgroup (CLONE_INTO_CGROUP where
+ * there is a unified hierarchy, born in the v1 ones), maps its root to host_id and lets it run the
+ * setup list; sets the cgroup's limits from spec meanwhile, before init may start the program.
  * Returns 0 once the program has exec'd. On failure the program never ran: err names the setup
  * step, and *proc holds whatever must still be killed, reaped and closed (see launch_release). */
 int launch_start(const struct sbx_spec *spec, struct cgroup *cgroup, unsigned host_id,

@@ -125,14 +125,19 @@ static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         return wait_for_loader(sandbox->proc.agent_fd, err);
 }
 
-/* The host pid of init's one child, the program (pool mode: the loader). */
-static int program_pid(pid_t init, pid_t *program, struct sbx_error *err)
+/* The host pid of init's one child, the program (pool mode: the loader). Init's pidfd says that
+ * init still lived after its children were read, so the pid read was init's: a template's init
+ * is not ours to keep as a zombie (the engine reaps it), and its pid could be another process's
+ * once it is gone. */
+static int program_pid(const struct launch_process *proc, pid_t *program, struct sbx_error *err)
 {
         char path[64];
-        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)init, (int)init);
+        snprintf(path, sizeof(path), "/proc/%d/task/%d/children", (int)proc->pid, (int)proc->pid);
         char text[64];
         if (sbx_read_file_at(AT_FDCWD, path, text, sizeof(text), err) < 0)
                 return -1;
+        if (syscall(SYS_pidfd_send_signal, proc->pidfd, 0, NULL, 0) < 0)
+                return sbx_error_set(err, ESRCH, "the sandbox's init is gone");
         char *end;
         long pid = strtol(text, &end, 10);
         if (end == text || pid <= 0)
@@ -152,7 +157,7 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
          * yet to start, and sets its own from the execution's limits, as a cold one does. */
         pid_t program = 0;
         if (cgroup_set_limits(sandbox->cgroup, &request->limits, true, err) < 0 ||
-            (!exec_mode && (program_pid(sandbox->proc.pid, &program, err) < 0 ||
+            (!exec_mode && (program_pid(&sandbox->proc, &program, err) < 0 ||
                             rlimit_apply_to(program, &request->limits, err) < 0)) ||
             cgroup_reset_baseline(sandbox->cgroup, err) < 0)
                 return sbx_error_prefix(err, "acquire");
@@ -282,12 +287,12 @@ static int native_session_fds(struct sbx_sandbox *sandbox, int fds[3], struct sb
 static int native_signal_program(struct sbx_sandbox *sandbox, int sig, struct sbx_error *err)
 {
         pid_t program = 0, again = 0;
-        if (sandbox->proc.pid <= 0 || program_pid(sandbox->proc.pid, &program, err) < 0)
+        if (sandbox->proc.pid <= 0 || program_pid(&sandbox->proc, &program, err) < 0)
                 return -1;
         _cleanup_close_ int pidfd = (int)syscall(SYS_pidfd_open, program, 0);
         if (pidfd < 0)
                 return sbx_error_set(err, errno, "signal the sandbox's program: pidfd_open");
-        if (program_pid(sandbox->proc.pid, &again, err) < 0)
+        if (program_pid(&sandbox->proc, &again, err) < 0)
                 return -1;
         if (again != program)
                 return sbx_error_set(err, ESRCH, "the sandbox's program is gone");
