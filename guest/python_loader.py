@@ -134,6 +134,7 @@ def run(argv, env, main, source):
     for name, value in env:
         os.environ[name] = value
     sys.argv = argv
+    sys.orig_argv = [sys.executable] + argv  # as `python3 main.py ARGS` has it
     sys.path[0] = os.path.dirname(main)
     module = type(sys)("__main__")
     module.__file__ = main
@@ -175,8 +176,16 @@ def become_program(module, fd):
         del sys.modules[name]
 
 
+def warm_up():
+    """Pays, before "R", what an execution's first steps would pay while its client waits: the
+    pages of the compiler and of the evaluation loop made this process's own (in a template's
+    fork, copied from the template's on first write). Its namespace is thrown away."""
+    exec(compile("x = str(2 + 2)", "<warm-up>", "exec"), {})
+
+
 if sys.argv[1:2] == ["template"]:
     become_program(*sys.argv[2:4])
+warm_up()
 
 os.write(1 if STDIO else AGENT_FD, b"R")
 finish(run(*receive()))

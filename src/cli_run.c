@@ -527,15 +527,14 @@ int cli_run(int argc, char **argv)
                                         "only\n");
                         return CLI_EXIT_USAGE;
                 }
-                pid_t template_pid = 0;
-                int template_fd = -1;
-                rc = template ? sbx_template_start(&template_pid, &template_fd, &err) : 0;
+                struct sbx_template process = {.pid = 0, .fd = -1, .stderr_fd = -1};
+                rc = template ? sbx_template_start(&process, &err) : 0;
                 if (rc == 0)
-                        rc = sbx_pool_entry_create(request.language, request.backend, template_fd,
+                        rc = sbx_pool_entry_create(request.language, request.backend, process.fd,
                                                    template ? &request.test : NULL, &entry, &err);
                 if (rc == 0)
                         rc = sbx_pool_entry_execute(entry, &request, &result, &err);
-                sbx_template_stop(template_pid, template_fd);
+                sbx_template_stop(&process);
         } else {
                 rc = sbx_execute(&request, &result, &err);
         }

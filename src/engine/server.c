@@ -67,7 +67,7 @@ struct sbx_worker_context engine_worker_context(const struct engine *e)
                                            .spool_dir = e->spool_dir,
                                            .spool_owner = e->spool_owner,
                                            .compile_cache = e->compile_cache,
-                                           .python_template_fd = e->template.fd};
+                                           .python_template_fd = e->template.process.fd};
 }
 
 /* ---- The engine's replies ------------------------------------------------------------------ */
@@ -998,7 +998,7 @@ int sbx_engine_serve(int api_fd, const struct sbx_engine_options *options, struc
         e->api_open = true;
         e->pools = options->pools;
         e->n_pools = options->n_pools;
-        e->template.fd = -1;
+        e->template.process = (struct sbx_template){.pid = 0, .fd = -1, .stderr_fd = -1};
         for (size_t i = 0; i < e->n_pools && options->templates; i++)
                 if (strcmp(e->pools[i].language, "python") == 0 &&
                     strcmp(e->pools[i].backend, "native") == 0 && !e->pools[i].sessions &&

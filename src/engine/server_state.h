@@ -12,6 +12,7 @@
 #include "engine/execution.h"
 #include "protocol/protocol.h"
 #include "engine/server.h"
+#include "engine/templates.h"
 #include "engine/worker.h"
 
 struct worker {
@@ -79,12 +80,11 @@ struct engine {
         uint64_t pool_refill_after_us;
 
         /* The Python template (templates.c): wanted when a python pool is on and the config
-         * allows it ([server] templates). fd is the engine's end of its socket, inherited by
+         * allows it ([server] templates). process.fd is the engine's end of its socket, inherited by
          * every worker; -1 while none runs. */
         struct {
                 bool wanted;
-                pid_t pid;
-                int fd;
+                struct sbx_template process; /* pid 0 while none runs */
                 unsigned failures; /* in a row: starts that ended before the next one was due */
                 uint64_t retry_us; /* no start before this time */
                 uint64_t started_us;

@@ -16,6 +16,7 @@
 
 #include "engine/server_state.h"
 #include "model/request.h"
+#include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -50,8 +51,38 @@ static int module_path(char *path, size_t size)
         return access(path, R_OK);
 }
 
+/* The template's stdio: pipes, as a sandboxed program's are, because the interpreter records
+ * what its streams are when it makes them (a pipe is not seekable, /dev/null is), and its forks
+ * keep those objects. Stdin reads end of file; nothing reads stdout (the template writes
+ * nothing there); the caller keeps stderr's read end, to log what a template that ended said. */
+struct template_stdio {
+        int in[2], out[2], err[2];
+};
+
+static void stdio_close(struct template_stdio *stdio)
+{
+        int *all[] = {&stdio->in[0],  &stdio->in[1],  &stdio->out[0],
+                      &stdio->out[1], &stdio->err[0], &stdio->err[1]};
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(all); i++)
+                sbx_closep(all[i]);
+}
+
+static int stdio_open(struct template_stdio *stdio)
+{
+        *stdio = (struct template_stdio){{-1, -1}, {-1, -1}, {-1, -1}};
+        if (pipe2(stdio->in, O_CLOEXEC) < 0 || pipe2(stdio->out, O_CLOEXEC) < 0 ||
+            pipe2(stdio->err, O_CLOEXEC | O_NONBLOCK) < 0) {
+                int saved = errno;
+                stdio_close(stdio);
+                errno = saved;
+                return -1;
+        }
+        return 0;
+}
+
 /* The child, between fork and exec: the template's fds, signals and parent-death signal. */
-static _Noreturn void exec_template(int socket_fd, const char *module, pid_t engine)
+static _Noreturn void exec_template(int socket_fd, const struct template_stdio *stdio,
+                                    const char *module, pid_t engine)
 {
         sigset_t none;
         sigemptyset(&none);
@@ -62,8 +93,10 @@ static _Noreturn void exec_template(int socket_fd, const char *module, pid_t eng
         /* It dies with the engine; its inits (the engine's children) die with the engine too. */
         if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != engine)
                 _exit(127);
-        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
-        if (devnull < 0 || dup2(devnull, STDIN_FILENO) < 0 || dup2(devnull, STDOUT_FILENO) < 0 ||
+        int flags = fcntl(stdio->err[1], F_GETFL);
+        if (flags < 0 || fcntl(stdio->err[1], F_SETFL, flags & ~O_NONBLOCK) < 0 ||
+            dup2(stdio->in[0], STDIN_FILENO) < 0 || dup2(stdio->out[1], STDOUT_FILENO) < 0 ||
+            dup2(stdio->err[1], STDERR_FILENO) < 0 ||
             dup2(socket_fd, TEMPLATE_SOCKET_FD) != TEMPLATE_SOCKET_FD ||
             close_range(TEMPLATE_SOCKET_FD + 1, ~0U, 0) < 0 || chdir("/") < 0)
                 _exit(127);
@@ -80,8 +113,9 @@ static _Noreturn void exec_template(int socket_fd, const char *module, pid_t eng
         _exit(127);
 }
 
-int sbx_template_start(pid_t *pid, int *fd, struct sbx_error *err)
+int sbx_template_start(struct sbx_template *template, struct sbx_error *err)
 {
+        *template = (struct sbx_template){.pid = 0, .fd = -1, .stderr_fd = -1};
         char module[4096];
         if (module_path(module, sizeof(module)) < 0)
                 return sbx_error_set(err, ENOENT, "no %s (next to sandboxd, or in %s)",
@@ -89,37 +123,60 @@ int sbx_template_start(pid_t *pid, int *fd, struct sbx_error *err)
         int pair[2];
         if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
                 return sbx_error_set(err, errno, "the template's socket");
+        struct template_stdio stdio;
+        if (stdio_open(&stdio) < 0) {
+                close(pair[0]);
+                close(pair[1]);
+                return sbx_error_set(err, errno, "the template's stdio");
+        }
         pid_t parent = getpid();
         pid_t child = fork();
         if (child == 0)
-                exec_template(pair[1], module, parent);
+                exec_template(pair[1], &stdio, module, parent);
+        int fork_errno = errno;
         close(pair[1]);
+        template->stderr_fd = take_fd(&stdio.err[0]);
+        stdio_close(&stdio);
         if (child < 0) {
                 close(pair[0]);
-                return sbx_error_set(err, errno, "fork the template");
+                sbx_closep(&template->stderr_fd);
+                return sbx_error_set(err, fork_errno, "fork the template");
         }
-        *pid = child;
-        *fd = pair[0];
+        template->pid = child;
+        template->fd = pair[0];
         return 0;
 }
 
-void sbx_template_stop(pid_t pid, int fd)
+void sbx_template_ended(struct sbx_template *template)
 {
-        if (fd >= 0)
-                close(fd);
-        if (pid <= 0)
-                return;
-        kill(pid, SIGKILL);
-        while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
-                ;
+        char text[2048];
+        ssize_t n = template->stderr_fd >= 0 ? read(template->stderr_fd, text, sizeof(text) - 1)
+                                              : -1;
+        if (n > 0) {
+                /* A traceback's end says most: its last 400 bytes. */
+                text[n] = '\0';
+                sbx_warn("the python template said: %s", n > 400 ? text + n - 400 : text);
+        }
+        sbx_closep(&template->stderr_fd);
+        sbx_closep(&template->fd);
+        template->pid = 0;
+}
+
+void sbx_template_stop(struct sbx_template *template)
+{
+        sbx_closep(&template->fd);
+        if (template->pid > 0) {
+                kill(template->pid, SIGKILL);
+                while (waitpid(template->pid, NULL, 0) < 0 && errno == EINTR)
+                        ;
+        }
+        sbx_template_ended(template);
 }
 
 static void start(struct engine *e)
 {
         struct sbx_error err = {0};
-        if (sbx_template_start(&e->template.pid, &e->template.fd, &err) < 0) {
-                e->template.pid = 0;
-                e->template.fd = -1;
+        if (sbx_template_start(&e->template.process, &err) < 0) {
                 if (e->template.failures++ == 0)
                         sbx_warn("engine: the python template: %s; python pool entries start "
                                  "their own interpreters",
@@ -128,24 +185,21 @@ static void start(struct engine *e)
                 return;
         }
         e->template.started_us = sbx_now_us();
-        sbx_debug("engine: python template started (pid %d)", (int)e->template.pid);
+        sbx_debug("engine: python template started (pid %d)", (int)e->template.process.pid);
 }
 
 void templates_maintain(struct engine *e)
 {
-        if (e->template.wanted && !e->stopping && e->template.pid <= 0 &&
+        if (e->template.wanted && !e->stopping && e->template.process.pid <= 0 &&
             sbx_now_us() >= e->template.retry_us)
                 start(e);
 }
 
 bool templates_reaped(struct engine *e, pid_t pid)
 {
-        if (e->template.pid <= 0 || pid != e->template.pid)
+        if (e->template.process.pid <= 0 || pid != e->template.process.pid)
                 return false;
-        e->template.pid = 0;
-        if (e->template.fd >= 0)
-                close(e->template.fd);
-        e->template.fd = -1;
+        sbx_template_ended(&e->template.process);
         if (e->stopping)
                 return true;
         uint64_t now = sbx_now_us();
@@ -163,7 +217,5 @@ bool templates_reaped(struct engine *e, pid_t pid)
 
 void templates_stop(struct engine *e)
 {
-        sbx_template_stop(e->template.pid, e->template.fd);
-        e->template.pid = 0;
-        e->template.fd = -1;
+        sbx_template_stop(&e->template.process);
 }

@@ -35,6 +35,25 @@ PROGRAMS = {
     "unflushed_output": ("import sys\nsys.stdout.write('no newline')\nsys.stderr.write('err')",
                          (), None, ()),
     "environment": ("import os\nprint(sorted(os.environ.items()))", (), None, ()),
+    # What the interpreter and the kernel say about the process: a fork of a template must be
+    # what an exec'd interpreter is (its streams made on pipes, its signal dispositions, its
+    # credentials, limits, mask, umask, session, /proc/self's owner).
+    "process_state": (
+        "import os, resource, signal, sys\n"
+        "for s in (sys.stdin, sys.stdout, sys.stderr):\n"
+        "    print(s.name, s.seekable(), s.line_buffering, s.encoding, s.errors, s.isatty())\n"
+        "print(sys.flags, sys.argv, sys.orig_argv, sys.executable)\n"
+        "print([(int(n), str(signal.getsignal(n))) for n in signal.valid_signals()\n"
+        "       if n not in (signal.SIGKILL, signal.SIGSTOP)])\n"
+        "print(signal.pthread_sigmask(signal.SIG_BLOCK, []), os.umask(0o22), os.getpgrp() == "
+        "os.getpid(), os.getsid(0) == os.getpid())\n"
+        "print(os.getresuid(), os.getresgid(), os.getgroups(), os.getpriority(os.PRIO_PROCESS, 0))\n"
+        "print([resource.getrlimit(r) for r in range(16)])\n"
+        "print(os.stat('/proc/self/fd').st_uid, sorted(os.listdir('/proc/self/fd')))\n"
+        "st = open('/proc/self/status').read().splitlines()\n"
+        "print([l for l in st if l.split(':')[0] in ('CapInh', 'CapPrm', 'CapEff', 'CapBnd',\n"
+        "       'CapAmb', 'NoNewPrivs', 'Seccomp', 'SigIgn', 'SigCgt', 'SigBlk')])",
+        (), None, ()),
     "files_written": (
         "open('/workspace/out.txt', 'w').write('x' * 1000)\n"
         "import os\nprint(sorted(os.listdir('/workspace')), os.path.getsize('/workspace/out.txt'))",
