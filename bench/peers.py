@@ -428,17 +428,35 @@ class Server:
 
     def pool_entries(self):
         """[(worker, init, loader)] pids of the pool's idle loaders: engine -> worker (outside the
-        sandbox) -> init (pid 1 inside) -> loader."""
+        sandbox) -> init (pid 1 inside) -> loader. An entry forked from the template has the
+        engine as its init's parent (CLONE_PARENT): its worker is then one of the engine's
+        worker children (all alike). The template itself is not an entry (template())."""
         children = children_map()
+        engine, api = self.pids()
+        workers = [pid for pid in children.get(engine, [])
+                   if pid != api and proc_cmdline(pid)[:1] == proc_cmdline(engine)[:1]]
         entries = []
         for pid in descendants(self.proc.pid, children):
             cmd = proc_cmdline(pid)
             if len(cmd) > 2 and cmd[0] == PYTHON.encode() and cmd[1] == b"-c" \
                     and b"warm-pool loader" in cmd[2]:
                 init = proc_status(pid, "PPid")
+                if init == engine:
+                    continue  # the template (its forks have its cmdline, and init as parent)
                 worker = proc_status(init, "PPid") if init else None
+                if worker == engine:
+                    worker = workers[len(entries) % len(workers)] if workers else None
                 entries.append((worker, init, pid))
         return entries
+
+    def template(self):
+        """The pid of the engine's python template (DESIGN: templates), or None."""
+        for pid in children_map().get(self.pids()[0], []):
+            cmd = proc_cmdline(pid)
+            # Not an entry's init (a fork of it too, but the engine's child as well): root.
+            if cmd[3:4] == [b"template"] and proc_status(pid, "Uid") == 0:
+                return pid
+        return None
 
 
 class Client:
@@ -815,6 +833,9 @@ def pooled_sandbox_rss(server):
         rows["init_pss"].append(proc_pss_kib(init))
     out = {k: round(median([x for x in v if x is not None])) for k, v in rows.items()}
     out["entries"] = len(entries)
+    template = server.template()
+    out["template"] = proc_status(template, "VmRSS") if template else None
+    out["template_pss"] = proc_pss_kib(template) if template else None
     return out
 
 
@@ -1065,6 +1086,11 @@ def write_report(opts, ctx, latency, extras, throughput, memory, profile, starte
         f"| Pss: interpreter alone / loader / init | {interp_pss} / {pool['loader_pss']} / "
         f"{pool['init_pss']} | | |",
     ]
+    if pool.get("template"):
+        lines.append(
+            f"| the python template (one per daemon; every entry is its fork and shares its "
+            f"pages): RSS / Pss | {pool['template']} / {pool['template_pss']} | "
+            f"{pool['template'] / 1024:.1f} | |")
 
     # Targets.
     warm = stats.get(("http warm (pool on)", "python"), (None,))[0]
@@ -1102,6 +1128,23 @@ def write_report(opts, ctx, latency, extras, throughput, memory, profile, starte
     for name, measured, ok in target_rows:
         lines.append(f"| {name} | {measured} | {verdict(ok)} |")
     ctx["missed"] = [name for name, _, ok in target_rows if ok is False]
+
+    # Issue 18's: against bare exec at every concurrency, and the machine's CPU per execution.
+    if throughput:
+        lines += ["", "## Targets (issue 18)", "", "| target | measured | verdict |",
+                  "| --- | --- | --- |"]
+        for c in sorted({c for _, c in throughput}):
+            warm_row, bare_row = throughput.get(("http warm", c)), throughput.get(("bare", c))
+            if not warm_row or not bare_row:
+                continue
+            rate = ratio(warm_row["rate"], bare_row["rate"])
+            cpu = ratio(warm_row["cpu_ms_per_exec"], bare_row["cpu_ms_per_exec"])
+            lines.append(f"| c={c}: throughput >= 1.5 x bare, 0 errors | {fmt(rate)} x, "
+                         f"{warm_row.get('errors')} errors, pooled {warm_row.get('pooled')}/"
+                         f"{warm_row['ok']} | "
+                         f"{verdict(rate is not None and rate >= 1.5 and not warm_row.get('errors'))} |")
+            lines.append(f"| c={c}: CPU per execution <= 0.5 x bare | {fmt(cpu)} x | "
+                         f"{verdict(cpu is not None and cpu <= 0.5)} |")
 
     lines += ["", "## Where the time goes", ""]
     cost = memory.get("loader_cost")

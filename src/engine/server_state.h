@@ -80,8 +80,8 @@ struct engine {
         uint64_t pool_refill_after_us;
 
         /* The Python template (templates.c): wanted when a python pool is on and the config
-         * allows it ([server] templates). process.fd is the engine's end of its socket, inherited by
-         * every worker; -1 while none runs. */
+         * allows it ([server] templates). process.fd is the engine's end of its socket, inherited
+         * by every worker; -1 while none runs. */
         struct {
                 bool wanted;
                 struct sbx_template process; /* pid 0 while none runs */

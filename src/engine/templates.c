@@ -150,8 +150,8 @@ int sbx_template_start(struct sbx_template *template, struct sbx_error *err)
 void sbx_template_ended(struct sbx_template *template)
 {
         char text[2048];
-        ssize_t n = template->stderr_fd >= 0 ? read(template->stderr_fd, text, sizeof(text) - 1)
-                                              : -1;
+        ssize_t n =
+                template->stderr_fd >= 0 ? read(template->stderr_fd, text, sizeof(text) - 1) : -1;
         if (n > 0) {
                 /* A traceback's end says most: its last 400 bytes. */
                 text[n] = '\0';
