@@ -344,6 +344,8 @@ static void worker_ended(struct engine *e, struct worker *w, const siginfo_t *in
 {
         sbx_closep(&w->control_fd);
         if (w->pool != NULL && w->request_id == 0) {
+                if (info->si_code != CLD_EXITED)
+                        e->unclean = true; /* killed: its entry's cgroups may be left behind */
                 pools_worker_ended(e, w);
                 sbx_closep(&w->pidfd);
                 *w = e->workers[--e->n_workers];

@@ -182,39 +182,3 @@ def test_sigterm_leaves_no_template_behind():
     assert not os.path.exists(f"/proc/{template}") or \
         b"template" not in (cmdline(template) or [b""] * 4)[3:4]
 
-
-def test_a_killed_worker_takes_its_forked_sandbox_with_it():
-    """Init from a template is the engine's child, not its worker's: when the worker (its
-    supervisor) is killed -9 mid-run, init sees the lifeline hang up and ends, and with it the
-    program. Without that, the sandbox would run on until the engine stops."""
-    import threading
-    code = ("import ctypes, time\n"
-            "ctypes.CDLL(None).prctl(15, b'sbx-lifeline', 0, 0, 0)\n"
-            "time.sleep(60)")
-    with running_server(tiers=TIERS, tenants=TENANTS, pools=POOL) as srv:
-        assert wait_for(lambda: template_pid(srv), 10 * SLOW)
-        answers = []
-        thread = threading.Thread(target=lambda: answers.append(srv.post_execution(
-            {"language": "python", "code": code, "limits": {"wall_ms": 60000}})), daemon=True)
-        thread.start()
-
-        def marked():
-            for pid in (p for p in os.listdir("/proc") if p.isdigit()):
-                try:
-                    with open(f"/proc/{pid}/comm") as f:
-                        if f.read().strip() == "sbx-lifeline":
-                            return int(pid)
-                except OSError:
-                    pass
-            return None
-
-        program = wait_for(marked, 10 * SLOW)
-        assert program, "the program never ran"
-        workers = [c for c in children_of(srv.pid)
-                   if (cmdline(c) or [b""])[0].endswith(b"sandboxd")]
-        assert workers
-        for worker in workers:
-            os.kill(worker, signal.SIGKILL)
-        assert wait_for(lambda: marked() is None, 5 * SLOW), "the sandbox outlived its worker"
-        thread.join(30 * SLOW)
-        assert answers and answers[0].status_code in (200, 500, 503), answers
