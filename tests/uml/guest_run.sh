@@ -18,7 +18,8 @@ session=""
 # every cgroup code path on v2 (limits: memory, pids, cpu quota, cpu time, wall; the evidence
 # read back; the kill of a whole cgroup on timeout and when the program ends; reconciliation
 # after a crash; pooled entries, whose cgroups are made ahead of the run: the cases of
-# test_pool_equivalence.py that hit a cap, each kind of entry, not its cases about a program's
+# test_pool_equivalence.py that hit a cap, each kind of entry (python's both exec'd and forked
+# from a template: its init moves into no v1 cgroup there, CLONE_INTO_CGROUP is all), not its cases about a program's
 # bytes, exit paths or node's module loading, ~100 s more there that test no cgroup; a
 # session's memory cap, which must kill its interpreter and not its agent: memory.oom.group;
 # an RL episode's, whose step reads the counters through files kept open). Not bash_pids: bash
@@ -27,10 +28,14 @@ session=""
 # cgroup file, set at acquire), and the hostile resource class's fork bombs hit it in both guests.
 # Files or node ids, relative to tests/integration (read with globbing off: ids have brackets).
 integration_subset="test_cgroups.py test_limits.py
-        test_pool_equivalence.py::test_pooled_equals_cold[memory_bomb]
-        test_pool_equivalence.py::test_pooled_equals_cold[fork_limit]
-        test_pool_equivalence.py::test_pooled_equals_cold[timeout]
-        test_pool_equivalence.py::test_pooled_equals_cold[output_flood]
+        test_pool_equivalence.py::test_pooled_equals_cold[memory_bomb-exec]
+        test_pool_equivalence.py::test_pooled_equals_cold[memory_bomb-template]
+        test_pool_equivalence.py::test_pooled_equals_cold[fork_limit-exec]
+        test_pool_equivalence.py::test_pooled_equals_cold[fork_limit-template]
+        test_pool_equivalence.py::test_pooled_equals_cold[timeout-exec]
+        test_pool_equivalence.py::test_pooled_equals_cold[timeout-template]
+        test_pool_equivalence.py::test_pooled_equals_cold[output_flood-exec]
+        test_pool_equivalence.py::test_pooled_equals_cold[output_flood-template]
         test_pool_equivalence.py::test_node_loader_equals_cold[timeout]
         test_pool_equivalence.py::test_an_exec_entry_equals_cold[bash_memory]
         test_pool_equivalence.py::test_an_exec_entry_equals_cold[bash_timeout]

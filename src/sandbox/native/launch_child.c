@@ -446,8 +446,11 @@ void launch_child_main(const struct launch_child *child)
         int error_fd = p->error_w;
 
         /* If the supervisor dies, so does the sandbox (and with init, its whole pid namespace).
-         * A template's init is the engine's child: the lifeline stands for the supervisor. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
+         * A template's init is the engine's child: the lifeline stands for the supervisor, and
+         * no parent-death signal is set, so that the engine's death reaches the sandbox through
+         * its worker (which cancels the run and answers it) as a cloned init's does. */
+        if (!child->from_template)
+                prctl(PR_SET_PDEATHSIG, SIGKILL);
         if (child->from_template)
                 STEP_OR_DIE(spec, error_fd, "cgroup", enter_v1_cgroups, child);
         char go;
@@ -459,8 +462,8 @@ void launch_child_main(const struct launch_child *child)
          * the supervisor did not die in between (its end of the sync pipe stays open for the
          * sandbox's life, so a hang-up means it is gone). */
         struct pollfd lifeline = {.fd = p->sync_r, .events = POLLIN};
-        if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || poll(&lifeline, 1, 0) < 0 ||
-            (lifeline.revents & (POLLHUP | POLLERR)) != 0)
+        if ((!child->from_template && prctl(PR_SET_PDEATHSIG, SIGKILL) < 0) ||
+            poll(&lifeline, 1, 0) < 0 || (lifeline.revents & (POLLHUP | POLLERR)) != 0)
                 _exit(1); /* POLLIN alone is the second byte, already sent */
         STEP_OR_DIE(spec, error_fd, "cgroup", enter_cgroup_namespace);
         STEP_OR_DIE(spec, error_fd, "hostname", set_hostname);
