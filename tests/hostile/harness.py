@@ -1757,33 +1757,24 @@ def run_payload(harness, payload, with_control, lock):
         contained, reasons, evidence = judge(payload, outcome, before, clean, findings)
         entry.update({"contained": contained, "reasons": reasons, "evidence": evidence,
                       "command": outcome.host.get("command"), "paths": ["cold"]})
-        if harness.pooled and pool_eligible(payload, harness.pooled_languages):
-            # The warm-pool path of the service: the same payload in a pre-started sandbox.
-            p_outcome, p_before, p_clean, p_findings = harness.execute(
-                payload, "sandbox", limits, ["--pooled"], payload.args, payload.stdin)
-            p_contained, p_reasons, p_evidence = judge(payload, p_outcome, p_before, p_clean,
-                                                       p_findings)
-            entry["paths"].append("pooled")
-            entry["pooled"] = {"contained": p_contained, "reasons": p_reasons,
-                               "evidence": p_evidence,
-                               "command": p_outcome.host.get("command")}
-            if not p_contained:
+        # The service's warm paths, judged the same: a pre-started sandbox (pooled) and, for
+        # python, one whose init and program are forks of a template interpreter (DESIGN.md
+        # "Warm pools: templates").
+        warm_paths = [("pooled", ["--pooled"], pool_eligible),
+                      ("template", TEMPLATE_FLAGS, template_eligible)]
+        for path, flags, eligible in warm_paths:
+            if not harness.pooled or not eligible(payload, harness.pooled_languages):
+                continue
+            w_outcome, w_before, w_clean, w_findings = harness.execute(
+                payload, "sandbox", limits, flags, payload.args, payload.stdin)
+            w_contained, w_reasons, w_evidence = judge(payload, w_outcome, w_before, w_clean,
+                                                       w_findings)
+            entry["paths"].append(path)
+            entry[path] = {"contained": w_contained, "reasons": w_reasons,
+                           "evidence": w_evidence, "command": w_outcome.host.get("command")}
+            if not w_contained:
                 entry["contained"] = False
-                entry["reasons"] = entry["reasons"] + [f"pooled: {r}" for r in p_reasons]
-        if harness.pooled and template_eligible(payload, harness.pooled_languages):
-            # The service's python path: a pool entry whose init and program are forks of a
-            # template interpreter (DESIGN.md "Warm pools: templates"), judged the same.
-            t_outcome, t_before, t_clean, t_findings = harness.execute(
-                payload, "sandbox", limits, TEMPLATE_FLAGS, payload.args, payload.stdin)
-            t_contained, t_reasons, t_evidence = judge(payload, t_outcome, t_before, t_clean,
-                                                       t_findings)
-            entry["paths"].append("template")
-            entry["template"] = {"contained": t_contained, "reasons": t_reasons,
-                                 "evidence": t_evidence,
-                                 "command": t_outcome.host.get("command")}
-            if not t_contained:
-                entry["contained"] = False
-                entry["reasons"] = entry["reasons"] + [f"template: {r}" for r in t_reasons]
+                entry["reasons"] = entry["reasons"] + [f"{path}: {r}" for r in w_reasons]
         for backend in harness.backends:
             eligible, why_not = backend_eligible(payload, backend)
             if not eligible:

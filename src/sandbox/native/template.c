@@ -15,6 +15,7 @@
 #include "sandbox/native/launch_internal.h"
 #include "sandbox/native/rlimit.h"
 #include "util/cleanup.h"
+#include "util/file.h"
 
 static void close_all(int *fds, size_t n)
 {
@@ -25,25 +26,9 @@ static void close_all(int *fds, size_t n)
 static void reply(int fd, int error, pid_t pid, int pidfd)
 {
         struct template_reply answer = {.error = error, .pid = (int32_t)pid};
-        struct iovec iov = {.iov_base = &answer, .iov_len = sizeof(answer)};
-        union {
-                char buf[CMSG_SPACE(sizeof(int))];
-                struct cmsghdr align;
-        } control = {0};
-        struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1};
-        if (pidfd >= 0) {
-                msg.msg_control = control.buf;
-                msg.msg_controllen = sizeof(control.buf);
-        }
-        struct cmsghdr *cmsg = pidfd >= 0 ? CMSG_FIRSTHDR(&msg) : NULL;
-        if (cmsg != NULL) {
-                cmsg->cmsg_level = SOL_SOCKET;
-                cmsg->cmsg_type = SCM_RIGHTS;
-                cmsg->cmsg_len = CMSG_LEN(sizeof(int));
-                memcpy(CMSG_DATA(cmsg), &pidfd, sizeof(int));
-        }
         /* A supervisor that gave up meanwhile: its init finds the sync pipe closed and ends. */
-        (void)sendmsg(fd, &msg, MSG_NOSIGNAL);
+        struct sbx_error ignored = {0};
+        (void)sbx_send_record(fd, &answer, sizeof(answer), pidfd, 0, &ignored);
 }
 
 /* Receives one request and its fds (*n of them); 0 at end of file. */
