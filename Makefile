@@ -16,7 +16,8 @@ MESON      ?= meson
 NINJA      ?= ninja
 PYTEST     ?= /usr/bin/python3 -m pytest
 
-.PHONY: all deps build asan fuzz-build fuzz run demo test unit integration hostile uml qemu \
+.PHONY: all deps build asan fuzz-build fuzz run demo test test-packages unit integration hostile \
+	uml qemu \
 	format-check leak-audit bench clean
 
 all: build
@@ -55,7 +56,7 @@ demo: build
 unit: build
 	$(MESON) test -C $(BUILD) --print-errorlogs
 
-integration: build
+integration: build test-packages
 	SANDBOXD=$(abspath $(BUILD)/sandboxd) $(PYTEST) -q tests/integration
 
 hostile: build
@@ -78,7 +79,11 @@ format-check: deps
 leak-audit:
 	/usr/bin/python3 scripts/leak_audit.py
 
-test: build asan fuzz-build
+# The npm packages the tests run (tests/compat) come from their lock file.
+test-packages: deps
+	./scripts/install-test-packages.sh
+
+test: build asan fuzz-build test-packages
 	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/test.sh
 
 bench: build

@@ -63,6 +63,12 @@ for p in $PACKAGES; do
     missing="$missing $p"
   fi
 done
+# npm installs the peers' own clients that the drop-in API tests run (tests/compat, from its lock
+# file: scripts/install-test-packages.sh). Debian's npm, unless a Node.js that brings its own is
+# installed (NodeSource's nodejs, which conflicts with Debian's npm package).
+if ! command -v npm >/dev/null 2>&1; then
+  missing="$missing npm"
+fi
 
 # The qemu guest's kernel: Debian 12's generic amd64 flavour (linux-image-amd64 names the current
 # version), unpacked into $SANDBOXD_TEST_CACHE/guest-kernel/<version>/: boot/ (vmlinuz, config)

@@ -25,7 +25,8 @@
 
 #include "api/async.h"
 #include "api/batches.h"
-#include "api/webhooks.h"
+#include "api/compat_judge0.h"
+#include "api/compat_piston.h"
 #include "api/webhooks.h"
 #include "api/http_guard.h"
 #include "api/languages.h"
@@ -546,42 +547,92 @@ static enum MHD_Result stream_execution(struct sbx_api *api, struct MHD_Connecti
         return sbx_sse_respond(api, connection, sse, streamed_ended, job);
 }
 
-static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connection *connection,
-                                          const struct sbx_tenant *tenant,
-                                          const struct sbx_config *tenants,
-                                          struct sbx_settings **owned)
+/* Admits settings for a run: its quota reserved (*reservation) and its audit record begun.
+ * Returns true when admitted; otherwise it has answered the connection with the refusal, what
+ * that returned in *answered. */
+static bool admit_execution(struct sbx_api *api, struct MHD_Connection *connection,
+                            const struct sbx_tenant *tenant, const struct sbx_settings *settings,
+                            uint64_t *reservation, enum MHD_Result *answered)
 {
-        struct sbx_settings *settings = *owned;
         uint64_t created_at_ms = sbx_wall_clock_ms();
         struct sbx_quota_decision decision;
         struct sbx_error err = {0};
         if (sbx_quota_reserve(api->quota, tenant, settings->limits.wall_ms, sbx_now_ms(), &decision,
-                              &err) < 0)
-                return sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0, NULL,
-                                                0);
-        if (decision.verdict != SBX_QUOTA_ALLOWED)
-                return respond_quota_refusal(api, connection, tenant, &decision);
+                              &err) < 0) {
+                *answered = sbx_http_respond_problem(api, connection, 500, err.message, NULL, 0,
+                                                     NULL, 0);
+                return false;
+        }
+        if (decision.verdict != SBX_QUOTA_ALLOWED) {
+                *answered = respond_quota_refusal(api, connection, tenant, &decision);
+                return false;
+        }
         if (begin_audit(api, settings, created_at_ms, &err) < 0) {
                 sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
                 sbx_warn("execution %s: %s", settings->id, err.message);
-                return sbx_http_respond_problem(api, connection, 500,
-                                                "the audit store failed; nothing was run", NULL, 0,
-                                                NULL, 0);
+                *answered = sbx_http_respond_problem(api, connection, 500,
+                                                     "the audit store failed; nothing was run",
+                                                     NULL, 0, NULL, 0);
+                return false;
         }
-        if (sbx_sse_wanted(connection))
-                return stream_execution(api, connection, tenant, tenants, owned,
-                                        decision.reservation);
+        *reservation = decision.reservation;
+        return true;
+}
 
+/* Runs admitted settings in the engine and ends them: the response body, or NULL after
+ * answering the connection with the engine's failure. */
+static json_t *run_admitted(struct sbx_api *api, struct MHD_Connection *connection,
+                            const struct sbx_tenant *tenant, const struct sbx_settings *settings,
+                            uint64_t reservation, enum MHD_Result *answered)
+{
         struct sbx_request request;
         sbx_settings_to_request(settings, &request);
         struct sbx_engine_result outcome = {0};
+        struct sbx_error err = {0};
         int rc = sbx_engine_client_run(api->engine, settings->id, &request, &outcome, &err);
         uint64_t cpu_ms = rc == 0 ? sbx_result_cpu_ms(&outcome.result) : 0;
-        sbx_quota_release(api->quota, tenant, decision.reservation, rc == 0, cpu_ms, sbx_now_ms());
-        if (rc < 0)
-                return respond_engine_failure(api, connection, tenant, settings, &err);
+        sbx_quota_release(api->quota, tenant, reservation, rc == 0, cpu_ms, sbx_now_ms());
+        if (rc < 0) {
+                *answered = respond_engine_failure(api, connection, tenant, settings, &err);
+                return NULL;
+        }
+        return sbx_http_finish_execution(api, tenant, settings, &outcome);
+}
 
-        json_t *response = sbx_http_finish_execution(api, tenant, settings, &outcome);
+void sbx_http_hold_in_flight(bool *in_flight)
+{
+        if (!*in_flight) {
+                atomic_fetch_add(&executions_in_flight, 1);
+                *in_flight = true; /* until request_completed */
+        }
+}
+
+json_t *sbx_http_execute(struct sbx_api *api, struct MHD_Connection *connection,
+                         const struct sbx_tenant *tenant, const struct sbx_settings *settings,
+                         bool *in_flight, enum MHD_Result *answered)
+{
+        sbx_http_hold_in_flight(in_flight);
+        uint64_t reservation = 0;
+        if (!admit_execution(api, connection, tenant, settings, &reservation, answered))
+                return NULL;
+        return run_admitted(api, connection, tenant, settings, reservation, answered);
+}
+
+static enum MHD_Result execute_and_answer(struct sbx_api *api, struct MHD_Connection *connection,
+                                          const struct sbx_tenant *tenant, struct request *request,
+                                          struct sbx_settings **owned)
+{
+        sbx_http_hold_in_flight(&request->in_flight);
+        uint64_t reservation = 0;
+        enum MHD_Result answered = MHD_NO;
+        if (!admit_execution(api, connection, tenant, *owned, &reservation, &answered))
+                return answered;
+        if (sbx_sse_wanted(connection))
+                return stream_execution(api, connection, tenant, request->tenants, owned,
+                                        reservation);
+        json_t *response = run_admitted(api, connection, tenant, *owned, reservation, &answered);
+        if (response == NULL)
+                return answered;
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, response, NULL, 0);
 }
 
@@ -621,15 +672,6 @@ static enum MHD_Result queue_execution(struct sbx_api *api, struct MHD_Connectio
                                  SBX_AUDIT_STATUS_QUEUED, "queue_position", (json_int_t)position,
                                  "clamped", parts.clamped);
         return sbx_http_respond_json(api, connection, 202, JSON_CONTENT_TYPE, body, &header, 1);
-}
-
-static enum MHD_Result run_execution(struct sbx_api *api, struct MHD_Connection *connection,
-                                     const struct sbx_tenant *tenant, struct request *request,
-                                     struct sbx_settings **settings)
-{
-        atomic_fetch_add(&executions_in_flight, 1);
-        request->in_flight = true; /* until request_completed */
-        return execute_and_answer(api, connection, tenant, request->tenants, settings);
 }
 
 static enum MHD_Result handle_create_execution(struct sbx_api *api,
@@ -685,7 +727,7 @@ static enum MHD_Result handle_create_execution(struct sbx_api *api,
                 sbx_settings_free(settings);
                 return queued;
         }
-        enum MHD_Result result = run_execution(api, connection, tenant, request, &settings);
+        enum MHD_Result result = execute_and_answer(api, connection, tenant, request, &settings);
         sbx_settings_free(settings); /* NULL when a stream took it */
         return result;
 }
@@ -824,9 +866,21 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
                             : sbx_http_respond_method_not_allowed(api, connection, method,
                                                                   READ_METHODS);
         bool handled = false;
-        enum MHD_Result answered = sbx_sessions_route(
-                api, connection, url, method, request->tenants, request->body.data,
-                request->body.len, request->body_too_large, &request->after, &handled);
+        const struct sbx_compat_request compat = {.tenants = request->tenants,
+                                                  .body = request->body.data,
+                                                  .body_len = request->body.len,
+                                                  .body_too_large = request->body_too_large,
+                                                  .in_flight = &request->in_flight};
+        enum MHD_Result answered =
+                sbx_piston_route(api, connection, url, method, &compat, &handled);
+        if (handled)
+                return answered;
+        answered = sbx_judge0_route(api, connection, url, method, &compat, &handled);
+        if (handled)
+                return answered;
+        answered = sbx_sessions_route(api, connection, url, method, request->tenants,
+                                      request->body.data, request->body.len,
+                                      request->body_too_large, &request->after, &handled);
         if (handled)
                 return answered;
         answered = sbx_episodes_route(api, connection, url, method, request->tenants,
@@ -859,6 +913,12 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         return sbx_http_respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
 }
 
+/* The header in which a drop-in API's clients send their token besides Authorization. */
+static const char *compat_peer_header(enum sbx_compat_api compat)
+{
+        return compat == SBX_COMPAT_JUDGE0 ? "X-Auth-Token" : NULL;
+}
+
 static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connection, const char *url,
                                       const char *method, const char *version,
                                       const char *upload_data, size_t *upload_data_size,
@@ -884,9 +944,17 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                                   sbx_sessions_route_reads_body(url, method) ||
                                   sbx_episodes_route_reads_body(url, method) ||
                                   sbx_batches_route_reads_body(url, method);
-                if (!reads_body)
+                enum sbx_compat_api compat =
+                        sbx_piston_route_reads_body(url, method)   ? SBX_COMPAT_PISTON
+                        : sbx_judge0_route_reads_body(url, method) ? SBX_COMPAT_JUDGE0
+                                                                   : 0;
+                if (!reads_body && compat == 0)
                         return route(api, connection, url, method, request);
-                if (sbx_http_authenticate(connection, request->tenants) == NULL)
+                /* A drop-in API's route answers its own refusal, in its dialect. */
+                if (compat != 0 && sbx_compat_tenant(connection, request->tenants, compat,
+                                                     compat_peer_header(compat)) == NULL)
+                        return route(api, connection, url, method, request);
+                if (compat == 0 && sbx_http_authenticate(connection, request->tenants) == NULL)
                         return sbx_http_respond_unauthorized(api, connection);
                 /* Draining: no new work, answered at once (the body is not even read). */
                 if (sbx_http_draining())

@@ -3,6 +3,9 @@
  * metrics. Runs in the unprivileged API process; it never touches a sandbox itself. */
 #pragma once
 
+#include <microhttpd.h>
+#include <stdbool.h>
+
 #include "api/engine_client.h"
 #include "api/live_config.h"
 #include "api/metrics.h"
@@ -46,6 +49,20 @@ struct sbx_http_after {
 json_t *sbx_http_finish_execution(struct sbx_api *api, const struct sbx_tenant *tenant,
                                   const struct sbx_settings *settings,
                                   struct sbx_engine_result *outcome);
+
+/* Runs settings for a client that waits, as POST /v1/executions does without a stream: its
+ * quota, audit record, the engine round trip, its end (sbx_http_finish_execution). Returns the v1
+ * response body (owned by the caller), or NULL after answering the connection with the refusal
+ * (quota, audit store, engine), *answered then holding what that returned. *in_flight is the
+ * request's flag: the execution counts as in flight (the drain waits for it) until the request
+ * completes. The drop-in APIs (api/compat_*.c) translate what it returns. */
+/* Counts the request whose flag in_flight is as in flight until it completes (the drain waits for
+ * its answer); once. */
+void sbx_http_hold_in_flight(bool *in_flight);
+
+json_t *sbx_http_execute(struct sbx_api *api, struct MHD_Connection *connection,
+                         const struct sbx_tenant *tenant, const struct sbx_settings *settings,
+                         bool *in_flight, enum MHD_Result *answered);
 
 /* Completes the record of execution id whose result never arrived (it may have run: the record
  * stays, status internal_error) or that ended before it ran (a queued one's cancel): status, why,

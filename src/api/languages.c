@@ -90,6 +90,15 @@ static void ask_versions(void)
         }
 }
 
+const char *sbx_language_version_line(const struct sbx_language *language)
+{
+        pthread_once(&versions_once, ask_versions);
+        for (size_t i = 0; i < sbx_language_count() && i < SBX_ARRAY_SIZE(versions); i++)
+                if (sbx_language_at(i) == language)
+                        return version_known[i] ? versions[i] : NULL;
+        return NULL;
+}
+
 json_t *sbx_language_words_json(const char *list)
 {
         json_t *array = json_array();

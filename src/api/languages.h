@@ -3,6 +3,7 @@
 
 #include <jansson.h>
 
+#include "model/language.h"
 #include "service/config.h"
 
 /* {"languages": [{name, aliases, extensions, entrypoint, compiled, pooled, version, allowed}]}:
@@ -10,6 +11,10 @@
  * installed), whether config keeps a warm pool of it, and whether tier allows it. The versions
  * are asked of the toolchains once, at the first call. */
 json_t *sbx_languages_json(const struct sbx_config *config, const struct sbx_tier *tier);
+
+/* The first line language's toolchain prints of its version (as in sbx_languages_json), or NULL
+ * when it has none or it is not installed. */
+const char *sbx_language_version_line(const struct sbx_language *language);
 
 /* The space-separated words of list (a language row's aliases or extensions) as a JSON array. */
 json_t *sbx_language_words_json(const char *list);

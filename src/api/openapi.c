@@ -1133,7 +1133,7 @@ static const char openapi_template[] = JSON_TEXT(
         "type": "object",
         "description": "One row of the audit log, written when the execution starts (status running, its outcome null), or when it is queued (status queued), and completed when it ends. Every key is present; a value that was not recorded is null. stdout and stderr are null unless the server stores output (server.store_output) or the execution was asynchronous. A queued one also has queue_position and estimated_start_ms.",
         "additionalProperties": false,
-        "required": ["id", "tenant", "created_at", "finished_at", "language", "status", "exit_code", "signal", "error", "requested", "effective", "clamped", "usage", "evidence", "timing", "stdout_bytes", "stderr_bytes", "stdout_sha256", "stderr_sha256", "stdout", "stderr"],
+        "required": ["id", "tenant", "created_at", "finished_at", "language", "status", "exit_code", "signal", "error", "requested", "effective", "clamped", "usage", "evidence", "timing", "stdout_bytes", "stderr_bytes", "stdout_sha256", "stderr_sha256", "stdout", "stderr", "compile"],
         "properties": {
           "id": {"$ref": "#/components/schemas/ExecutionId"},
           "tenant": {"type": "string"},
@@ -1162,7 +1162,8 @@ static const char openapi_template[] = JSON_TEXT(
           "stdout_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$", "description": "SHA-256 of the output bytes the program wrote (after the cap)."},
           "stderr_sha256": {"type": ["string", "null"], "pattern": "^[0-9a-f]{64}$"},
           "stdout": {"type": ["string", "null"]},
-          "stderr": {"type": ["string", "null"]}
+          "stderr": {"type": ["string", "null"]},
+          "compile": {"type": ["object", "null"], "description": "A compiled language's compile stage as the response had it (a CompileStage), its stdout and stderr under the same rule as the run's; null for a language without one, or while it has not ended."}
         }
       },
       "Health": {

@@ -48,10 +48,21 @@ enum MHD_Result sbx_http_respond(struct sbx_api *api, struct MHD_Connection *con
         return queued;
 }
 
+static _Thread_local const char *problem_echo;
+
+void sbx_http_set_problem_echo(const char *member)
+{
+        problem_echo = member;
+}
+
 enum MHD_Result sbx_http_respond_json(struct sbx_api *api, struct MHD_Connection *connection,
                                       unsigned status, const char *content_type, json_t *body,
                                       const struct sbx_http_header *headers, size_t n_headers)
 {
+        if (problem_echo != NULL && body != NULL &&
+            strcmp(content_type, SBX_PROBLEM_CONTENT_TYPE) == 0 &&
+            json_object_get(body, problem_echo) == NULL)
+                json_object_set(body, problem_echo, json_object_get(body, "detail"));
         _cleanup_free_ char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
         json_decref(body);
         if (text == NULL) {

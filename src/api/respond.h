@@ -32,6 +32,13 @@ enum MHD_Result sbx_http_respond_json(struct sbx_api *api, struct MHD_Connection
                                       unsigned status, const char *content_type, json_t *body,
                                       const struct sbx_http_header *headers, size_t n_headers);
 
+/* The member in which every problem this thread answers from now on also carries its detail
+ * (NULL: none): a drop-in API's own error key ("message" for Piston, "error" for Judge0), so that
+ * its clients find the reason where they look for it while the body stays a problem. Set by the
+ * drop-in APIs' routes for the duration of one request (libmicrohttpd runs each connection on
+ * its own thread). */
+void sbx_http_set_problem_echo(const char *member);
+
 /* A problem of the class slug; extra (stolen, may be NULL) adds members to the body. */
 enum MHD_Result sbx_http_respond_problem_of(struct sbx_api *api, struct MHD_Connection *connection,
                                             unsigned status, const char *slug, const char *detail,

@@ -159,6 +159,10 @@ static const char *const audit_migrations[] = {
         ") STRICT;"
         "CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';"
         "CREATE INDEX deliveries_by_tenant ON deliveries (tenant, status, created_at);",
+        /* 8: a compiled language's compile stage (status, exit_code, signal, stdout, stderr,
+         * usage, cached, ...), so that a queued execution's compiler message outlives its run;
+         * its output under the same rule as the run's. */
+        "ALTER TABLE executions ADD COLUMN compile TEXT;",
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,
@@ -195,6 +199,7 @@ enum column {
         COLUMN_STDERR_SHA256,
         COLUMN_STDOUT,
         COLUMN_STDERR,
+        COLUMN_COMPILE,
         COLUMN_COUNT,
 };
 
@@ -223,6 +228,7 @@ static const struct {
         [COLUMN_STDERR_SHA256] = {"stderr_sha256", COLUMN_TEXT},
         [COLUMN_STDOUT] = {"stdout", COLUMN_OUTPUT},
         [COLUMN_STDERR] = {"stderr", COLUMN_OUTPUT},
+        [COLUMN_COMPILE] = {"compile", COLUMN_JSON},
 };
 
 /* The columns each write statement sets, in the numbering of enum column (?N is column N-1). */
@@ -234,7 +240,7 @@ static const enum column outcome_columns[] = {
         COLUMN_FINISHED_AT,   COLUMN_STATUS,       COLUMN_EXIT_CODE,    COLUMN_SIGNAL,
         COLUMN_ERROR,         COLUMN_EFFECTIVE,    COLUMN_USAGE,        COLUMN_EVIDENCE,
         COLUMN_TIMING,        COLUMN_STDOUT_BYTES, COLUMN_STDERR_BYTES, COLUMN_STDOUT_SHA256,
-        COLUMN_STDERR_SHA256, COLUMN_STDOUT,       COLUMN_STDERR,
+        COLUMN_STDERR_SHA256, COLUMN_STDOUT,       COLUMN_STDERR,       COLUMN_COMPILE,
 };
 
 /* An id whose outcome is on its way (sbx_audit_outcome_coming). */
@@ -586,6 +592,8 @@ static int bind_column(sqlite3_stmt *s, enum column column, const struct sbx_aud
                 return bind_output(s, column, r->stdout_data, r->stdout_size, r->store_output);
         case COLUMN_STDERR:
                 return bind_output(s, column, r->stderr_data, r->stderr_size, r->store_output);
+        case COLUMN_COMPILE:
+                return bind_json(s, column, r->compile);
         case COLUMN_COUNT:
                 break;
         }
@@ -744,6 +752,17 @@ int sbx_audit_finish_result(struct sbx_audit *audit, const struct sbx_result *re
                 result_json = made;
         }
         bool exited = !sbx_status_has_error(result->status) && result->run.exited;
+        /* The compile stage as the response has it; its output only when the run's is kept. */
+        _cleanup_(json_decrefp) json_t *compile = NULL;
+        if (json_is_object(json_object_get(result_json, "compile"))) {
+                compile = json_deep_copy(json_object_get(result_json, "compile"));
+                if (compile == NULL)
+                        return sbx_error_set(err, ENOMEM, "audit: result %s as JSON", result->id);
+                if (!store_output) {
+                        json_object_set_new(compile, "stdout", json_null());
+                        json_object_set_new(compile, "stderr", json_null());
+                }
+        }
         const struct sbx_audit_record record = {
                 .id = result->id,
                 .effective = json_object_get(result_json, "limits"),
@@ -760,6 +779,7 @@ int sbx_audit_finish_result(struct sbx_audit *audit, const struct sbx_result *re
                 .stderr_data = result->run.err.data,
                 .stderr_size = result->run.err.len,
                 .store_output = store_output,
+                .compile = compile,
         };
         return sbx_audit_finish(audit, &record, err);
 }

@@ -41,7 +41,7 @@
 #define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
-#define SBX_AUDIT_SCHEMA_VERSION 7
+#define SBX_AUDIT_SCHEMA_VERSION 8
 
 /* The status of a row whose execution has begun and not ended (yet). */
 #define SBX_AUDIT_STATUS_RUNNING "running"
@@ -79,6 +79,9 @@ struct sbx_audit_record {
         const void *stderr_data;
         size_t stderr_size;
         bool store_output;
+        /* A compiled language's compile stage as JSON (NULL: none), its output already left out
+         * when store_output is false. */
+        const json_t *compile;
 };
 
 /* Opens (creating it if needed) <directory>/audit.db: creates the file with mode 0600 without

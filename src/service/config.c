@@ -61,6 +61,7 @@ struct tenant_source {
         int header_line;
         int tier_line;
         int token_line;
+        int anonymous_line;
         bool has_token;
 };
 
@@ -280,6 +281,36 @@ static const char *find_language_name(const char *name)
 {
         const struct sbx_language *language = sbx_language_find(name);
         return language ? language->name : NULL;
+}
+
+/* A set of drop-in APIs: "piston, judge0", or "none". */
+static int parse_compat_apis(const char *value, unsigned *set, struct sbx_error *err)
+{
+        static const struct {
+                const char *name;
+                enum sbx_compat_api api;
+        } apis[] = {{"piston", SBX_COMPAT_PISTON}, {"judge0", SBX_COMPAT_JUDGE0}};
+        *set = 0;
+        if (strcmp(value, "none") == 0)
+                return 0;
+        _cleanup_free_ char *copy = strdup(value);
+        if (copy == NULL)
+                return value_error(err, ENOMEM, "out of memory");
+        char *saveptr = NULL;
+        for (char *item = strtok_r(copy, ", \t", &saveptr); item != NULL;
+             item = strtok_r(NULL, ", \t", &saveptr)) {
+                size_t i = 0;
+                while (i < SBX_ARRAY_SIZE(apis) && strcmp(apis[i].name, item) != 0)
+                        i++;
+                if (i == SBX_ARRAY_SIZE(apis))
+                        return value_error(err, EINVAL, "'%s' is not piston or judge0", item);
+                if (*set & apis[i].api)
+                        return value_error(err, EINVAL, "'%s' is listed twice", item);
+                *set |= apis[i].api;
+        }
+        if (*set == 0)
+                return value_error(err, EINVAL, "list piston, judge0, or write none");
+        return 0;
 }
 
 /* ---- key tables ------------------------------------------------------------------------ */
@@ -532,6 +563,13 @@ static int tier_webhook_allow(struct loader *loader, void *record, const char *v
         return 0;
 }
 
+static int tier_compat_apis(struct loader *loader, void *record, const char *value,
+                            struct sbx_error *err)
+{
+        (void)loader;
+        return parse_compat_apis(value, &((struct sbx_tier *)record)->compat_apis, err);
+}
+
 static int tier_backends(struct loader *loader, void *record, const char *value,
                          struct sbx_error *err)
 {
@@ -562,6 +600,8 @@ static const struct config_key tier_keys[] = {
         {"max_queued", NUMBER(max_queued, 1, 1000000)},
         /* Webhooks to this machine's networks it may send anyway (webhook_policy.h). */
         {"webhook_allow", CUSTOM(tier_webhook_allow)},
+        /* The drop-in APIs (api/compat.h) its tenants may use. */
+        {"compat_apis", CUSTOM(tier_compat_apis)},
 };
 #undef RECORD
 
@@ -611,6 +651,7 @@ static void tier_set_defaults(struct sbx_tier *tier)
         tier->max_session_lifetime_s = 3600;
         tier->max_episodes = 32;
         tier->max_queued = 10000;
+        tier->compat_apis = SBX_COMPAT_ALL;
         parse_name_list(sbx_language_names(), find_language_name, "language", tier->languages,
                         SBX_ARRAY_SIZE(tier->languages), &tier->n_languages, &ignored);
         tier->backends[0] = sbx_backend_name_find(SBX_BACKEND_DEFAULT);
@@ -712,10 +753,18 @@ static int tenant_webhook_secret(struct loader *loader, void *record, const char
         return 0;
 }
 
+static int tenant_anonymous_apis(struct loader *loader, void *record, const char *value,
+                                 struct sbx_error *err)
+{
+        current_source(loader)->anonymous_line = loader->line;
+        return parse_compat_apis(value, &((struct sbx_tenant *)record)->anonymous_apis, err);
+}
+
 static const struct config_key tenant_keys[] = {
         {"tier", CUSTOM(tenant_tier)},
         {"token_sha256", CUSTOM(tenant_token)},
         {"webhook_secret", CUSTOM(tenant_webhook_secret)},
+        {"anonymous_apis", CUSTOM(tenant_anonymous_apis)},
 };
 
 static int begin_tenant(struct loader *loader, const char *name)
@@ -995,6 +1044,12 @@ static int finish_tenants(struct loader *loader)
                                 return loader_fail(loader, source->token_line, "token_sha256",
                                                    "same token as tenant '%s'",
                                                    config->tenants[j].name);
+                for (size_t j = 0; j < i; j++)
+                        if (config->tenants[j].anonymous_apis & tenant->anonymous_apis)
+                                return loader_fail(loader, source->anonymous_line, "anonymous_apis",
+                                                   "tenant '%s' takes token-less requests there "
+                                                   "already",
+                                                   config->tenants[j].name);
         }
         return 0;
 }
@@ -1163,6 +1218,15 @@ static bool list_contains(const char *const *names, size_t count, const char *na
 bool sbx_tier_allows_language(const struct sbx_tier *tier, const char *name)
 {
         return list_contains(tier->languages, tier->n_languages, name);
+}
+
+const struct sbx_tenant *sbx_config_anonymous_tenant(const struct sbx_config *config,
+                                                     enum sbx_compat_api api)
+{
+        for (size_t i = 0; i < config->n_tenants; i++)
+                if (config->tenants[i].anonymous_apis & api)
+                        return &config->tenants[i];
+        return NULL;
 }
 
 bool sbx_tier_allows_backend(const struct sbx_tier *tier, const char *name)

@@ -48,6 +48,13 @@ struct sbx_server_config {
         uint8_t metrics_token_sha256[SBX_SHA256_SIZE];
 };
 
+/* The drop-in APIs of other services (api/compat.h), as bits of a set. */
+enum sbx_compat_api {
+        SBX_COMPAT_PISTON = 1u << 0, /* Piston v2: /api/v2/... */
+        SBX_COMPAT_JUDGE0 = 1u << 1, /* Judge0 CE: /submissions, /languages, /statuses */
+};
+#define SBX_COMPAT_ALL (SBX_COMPAT_PISTON | SBX_COMPAT_JUDGE0)
+
 struct sbx_tier {
         char *name;
         struct sbx_limits max; /* the ceilings of the settable limits (cpu_millicores unused) */
@@ -59,7 +66,8 @@ struct sbx_tier {
         uint64_t max_sessions;           /* sessions open at once per tenant (default 8) */
         uint64_t max_session_lifetime_s; /* a session's longest life (default 3600) */
         uint64_t max_episodes;           /* RL episodes open at once per tenant (default 32) */
-        uint64_t max_queued; /* asynchronous executions waiting per tenant (default 10000) */
+        uint64_t max_queued;  /* asynchronous executions waiting per tenant (default 10000) */
+        unsigned compat_apis; /* the drop-in APIs its tenants may use (default all) */
         /* Where its tenants' webhooks may go besides public addresses (webhook_policy.h). */
         struct sbx_webhook_allow webhook_allow;
         const char *languages[SBX_TIER_MAX_LANGUAGES]; /* static names (sbx_language_find) */
@@ -73,6 +81,9 @@ struct sbx_tenant {
         const struct sbx_tier *tier; /* points into sbx_config.tiers */
         uint8_t token_sha256[SBX_SHA256_SIZE];
         char *webhook_secret; /* signs its webhooks (webhook_sign.h); NULL: it may not have any */
+        /* The drop-in APIs on which a request without any token acts as this tenant (for the
+         * clients that cannot send one); at most one tenant per API. Default none. */
+        unsigned anonymous_apis;
 };
 
 /* A warm pool ([pool.LANGUAGE], or [pool.LANGUAGE.BACKEND] on another backend than the default):
@@ -144,6 +155,10 @@ int sbx_config_add_tenant(struct sbx_config *config, const char *name, const cha
  * generates its token; the engine never sees tenants). */
 int sbx_config_add_local_tenant(struct sbx_config *config,
                                 const uint8_t token_sha256[SBX_SHA256_SIZE], struct sbx_error *err);
+
+/* The tenant that token-less requests on the drop-in API api act as, or NULL. */
+const struct sbx_tenant *sbx_config_anonymous_tenant(const struct sbx_config *config,
+                                                     enum sbx_compat_api api);
 
 /* Whether the tier lets requests use the language / backend called name. */
 bool sbx_tier_allows_language(const struct sbx_tier *tier, const char *name);

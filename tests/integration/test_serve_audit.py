@@ -18,7 +18,7 @@ assert no_new_leaks  # imported to replace conftest's per-test leak check in thi
 RECORD_KEYS = {"id", "tenant", "created_at", "finished_at", "language", "status", "exit_code",
                "signal", "error", "requested", "effective", "clamped", "usage", "evidence",
                "timing", "stdout_bytes", "stderr_bytes", "stdout_sha256", "stderr_sha256",
-               "stdout", "stderr"}
+               "stdout", "stderr", "compile"}
 
 
 @pytest.fixture(scope="module")
@@ -104,6 +104,30 @@ def test_record_of_a_failure_keeps_exit_code_and_signal(srv):
     assert killed["status"] == "signaled", killed
     record = expect_json(srv.get_execution(killed["id"]), 200)
     assert (record["status"], record["exit_code"], record["signal"]) == ("signaled", None, 15)
+
+
+def test_record_keeps_the_compile_stage():
+    """A compiled language's record has its compile stage; a queued one's keeps the compiler's
+    message (its client reads the outcome from the record), a waited-for one's only what the
+    response had besides its output, unless output is stored."""
+    with running_server(tiers={"t": {"languages": "c, python"}}, tenants={"acme": "t"}) as srv:
+        body = {"language": "c", "code": "int main( {"}
+        result = expect_json(srv.post_execution(body), 200)
+        assert result["status"] == "compile_error", result
+        record = expect_json(srv.get_execution(result["id"]), 200)
+        compile_stage = record["compile"]
+        assert compile_stage["status"] == "exit_nonzero" and compile_stage["exit_code"] == 1
+        assert compile_stage["stdout"] is None and compile_stage["stderr"] is None
+        assert compile_stage["usage"] == result["compile"]["usage"]
+        queued = expect_json(srv.post_execution({**body, "wait": False}), 202)
+        r = srv.request("GET", f"/v1/executions/{queued['id']}?wait=30",
+                        headers=srv.headers("acme", None, None))
+        record = expect_json(r, 200)
+        assert record["status"] == "compile_error", record
+        assert "error" in record["compile"]["stderr"], record
+        python = expect_json(srv.get_execution(expect_json(srv.post_execution(
+            {"language": "python", "code": "print(1)"}), 200)["id"]), 200)
+        assert python["compile"] is None
 
 
 def test_record_of_a_timeout(srv):

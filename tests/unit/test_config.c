@@ -396,6 +396,43 @@ static void test_asynchronous_work_keys(void **state)
                           "t:5: [tenant.acme] webhook_secret");
 }
 
+/* The keys of issue 19: a tier's compat_apis (default both drop-in APIs), a tenant's
+ * anonymous_apis (default none; one tenant per API at most). */
+static void test_compat_keys(void **state)
+{
+        struct sbx_config config;
+        load_ok("[tier.t]\n"
+                "compat_apis = judge0\n"
+                "[tier.u]\n"
+                "compat_apis = none\n"
+                "[tenant.acme]\n"
+                "tier = t\n"
+                "token_sha256 = " HASH_ABC "\n"
+                "anonymous_apis = piston, judge0\n",
+                &config);
+        assert_int_equal(sbx_config_find_tier(&config, "t")->compat_apis, SBX_COMPAT_JUDGE0);
+        assert_int_equal(sbx_config_find_tier(&config, "u")->compat_apis, 0);
+        assert_int_equal(sbx_config_find_tier(&config, "default")->compat_apis, SBX_COMPAT_ALL);
+        assert_int_equal(config.tenants[0].anonymous_apis, SBX_COMPAT_ALL);
+        assert_ptr_equal(sbx_config_anonymous_tenant(&config, SBX_COMPAT_PISTON),
+                         &config.tenants[0]);
+        sbx_config_free(&config);
+        load_ok("[tenant.acme]\ntier = default\ntoken_sha256 = " HASH_ABC "\n", &config);
+        assert_int_equal(config.tenants[0].anonymous_apis, 0);
+        assert_null(sbx_config_anonymous_tenant(&config, SBX_COMPAT_JUDGE0));
+        sbx_config_free(&config);
+        assert_load_error("[tier.t]\ncompat_apis = e2b\n",
+                          "t:2: [tier.t] compat_apis: 'e2b' is not piston or judge0");
+        assert_load_error("[tier.t]\ncompat_apis = piston, piston\n",
+                          "t:2: [tier.t] compat_apis: 'piston' is listed twice");
+        assert_load_error("[tier.t]\ncompat_apis = ,\n", "t:2: [tier.t] compat_apis: list");
+        assert_load_error("[tenant.a]\ntier = default\ntoken_sha256 = " HASH_ABC
+                          "\nanonymous_apis = piston\n"
+                          "[tenant.b]\ntier = default\ntoken_sha256 = " HASH_B
+                          "\nanonymous_apis = judge0, piston\n",
+                          "t:8: [tenant.b] anonymous_apis: tenant 'a' takes token-less");
+}
+
 static void test_default_tier_always_exists(void **state)
 {
         static const char printed[] =
@@ -635,6 +672,7 @@ int main(void)
                 cmocka_unit_test(test_names),
                 cmocka_unit_test(test_pools),
                 cmocka_unit_test(test_asynchronous_work_keys),
+                cmocka_unit_test(test_compat_keys),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,179 @@
+/* What the drop-in APIs share (compat.h). */
+#define _GNU_SOURCE
+#include "api/compat.h"
+
+#include <ctype.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/languages.h"
+#include "api/respond.h"
+#include "service/auth.h"
+
+const struct sbx_tenant *sbx_compat_tenant(struct MHD_Connection *connection,
+                                           const struct sbx_config *tenants,
+                                           enum sbx_compat_api which, const char *peer_header)
+{
+        const char *authorization =
+                MHD_lookup_connection_value(connection, MHD_HEADER_KIND, "Authorization");
+        const char *token = sbx_auth_bearer_token(authorization);
+        if (token == NULL && peer_header != NULL)
+                token = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, peer_header);
+        if (token != NULL)
+                return sbx_auth_find_tenant(tenants, token);
+        if (authorization != NULL)
+                return NULL; /* a credential of another scheme is not "none" */
+        return sbx_config_anonymous_tenant(tenants, which);
+}
+
+const struct sbx_tenant *sbx_compat_authenticate(struct sbx_api *api,
+                                                 struct MHD_Connection *connection,
+                                                 const struct sbx_config *tenants,
+                                                 enum sbx_compat_api which, const char *peer_header,
+                                                 enum MHD_Result *answered)
+{
+        const struct sbx_tenant *tenant =
+                sbx_compat_tenant(connection, tenants, which, peer_header);
+        if (tenant == NULL) {
+                char detail[160];
+                snprintf(detail, sizeof(detail),
+                         "a valid token is required: Authorization: Bearer <token>%s%s",
+                         peer_header != NULL ? ", or " : "",
+                         peer_header != NULL ? peer_header : "");
+                const struct sbx_http_header challenge = {MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+                                                          "Bearer realm=\"sandboxd\""};
+                *answered = sbx_http_respond_problem(api, connection, 401, detail, NULL, 0,
+                                                     &challenge, 1);
+                return NULL;
+        }
+        if (!(tenant->tier->compat_apis & which)) {
+                char detail[160];
+                snprintf(detail, sizeof(detail), "tier %s does not allow the %s API (compat_apis)",
+                         tenant->tier->name, which == SBX_COMPAT_PISTON ? "Piston" : "Judge0");
+                *answered =
+                        sbx_http_respond_problem(api, connection, 403, detail, NULL, 0, NULL, 0);
+                return NULL;
+        }
+        return tenant;
+}
+
+json_t *sbx_compat_body(struct sbx_api *api, struct MHD_Connection *connection,
+                        const struct sbx_compat_request *request, enum MHD_Result *answered)
+{
+        if (request->body_too_large) {
+                char detail[96];
+                snprintf(detail, sizeof(detail), "the body is larger than %llu bytes",
+                         (unsigned long long)api->config->server.max_body_bytes);
+                *answered =
+                        sbx_http_respond_problem(api, connection, 413, detail, NULL, 0, NULL, 0);
+                return NULL;
+        }
+        json_error_t parse_error;
+        json_t *body = request->body_len > 0
+                               ? json_loadb((const char *)request->body, request->body_len,
+                                            JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &parse_error)
+                               : NULL;
+        if (json_is_object(body))
+                return body;
+        char detail[256];
+        if (request->body_len == 0)
+                snprintf(detail, sizeof(detail), "the body is empty: send a JSON object");
+        else if (body == NULL)
+                snprintf(detail, sizeof(detail), "malformed JSON at line %d, column %d: %s",
+                         parse_error.line, parse_error.column, parse_error.text);
+        else
+                snprintf(detail, sizeof(detail), "the body must be a JSON object");
+        json_decref(body);
+        const struct sbx_problem_field field = {"body", "not a JSON object"};
+        *answered = sbx_http_respond_problem(api, connection, 400, detail, &field, 1, NULL, 0);
+        return NULL;
+}
+
+/* Up to three numbers of a version ("3.11" -> 3, 11, and *parts 2); a part "x", "X" or "*"
+ * ends it (what follows is a wildcard too). false when text is not such a version. */
+static bool parse_version(const char *text, unsigned long numbers[3], size_t *parts)
+{
+        *parts = 0;
+        for (const char *p = text;;) {
+                if (*p == 'x' || *p == 'X' || *p == '*')
+                        return p[1] == '\0' || p[1] == '.';
+                if (*parts == 3 || !isdigit((unsigned char)*p))
+                        return false;
+                char *end;
+                numbers[(*parts)++] = strtoul(p, &end, 10);
+                if (*end == '\0')
+                        return true;
+                if (*end != '.')
+                        return false;
+                p = end + 1;
+        }
+}
+
+bool sbx_compat_version(const struct sbx_language *language, char version[32])
+{
+        const char *line = sbx_language_version_line(language);
+        return line != NULL && sbx_compat_version_of_line(line, version);
+}
+
+bool sbx_compat_version_of_line(const char *line, char version[32])
+{
+        /* The first number of the line, with the dotted numbers that follow it. */
+        for (const char *p = line; *p != '\0'; p++) {
+                if (!isdigit((unsigned char)*p) ||
+                    (p > line && (isdigit((unsigned char)p[-1]) || p[-1] == '.')))
+                        continue;
+                unsigned long numbers[3] = {0, 0, 0};
+                for (size_t i = 0; i < 3; i++) {
+                        char *end;
+                        numbers[i] = strtoul(p, &end, 10);
+                        if (*end != '.' || !isdigit((unsigned char)end[1]))
+                                break;
+                        p = end + 1;
+                }
+                snprintf(version, 32, "%lu.%lu.%lu", numbers[0], numbers[1], numbers[2]);
+                return true;
+        }
+        return false;
+}
+
+/* -1, 0 or 1 as the first n numbers of a are below, equal to or above b's. */
+static int compare_versions(const unsigned long a[3], const unsigned long b[3], size_t n)
+{
+        for (size_t i = 0; i < n; i++)
+                if (a[i] != b[i])
+                        return a[i] < b[i] ? -1 : 1;
+        return 0;
+}
+
+bool sbx_compat_version_matches(const char *version, const char *selector)
+{
+        unsigned long have[3], want[3] = {0, 0, 0};
+        size_t have_parts, want_parts;
+        if (!parse_version(version, have, &have_parts) || have_parts != 3)
+                return false;
+        while (*selector == ' ' || *selector == 'v' || *selector == '=')
+                selector++;
+        if (strcmp(selector, "") == 0 || strcmp(selector, "latest") == 0)
+                return true;
+        char operator= '\0';
+        if (strncmp(selector, ">=", 2) == 0) {
+                operator= '>';
+                selector += 2;
+        } else if (*selector == '^' || *selector == '~') {
+                operator= * selector++;
+        }
+        if (!parse_version(selector, want, &want_parts))
+                return false;
+        switch (operator) {
+        case '>':
+                return compare_versions(have, want, 3) >= 0;
+        case '^': /* the same major version, at least the one named */
+                return have[0] == want[0] && compare_versions(have, want, 3) >= 0;
+        case '~': /* the same major and minor version, at least the one named */
+                return compare_versions(have, want, want_parts > 1 ? 2 : 1) == 0 &&
+                       compare_versions(have, want, 3) >= 0;
+        default: /* "3", "3.11", "3.11.2": the parts named are equal */
+                return compare_versions(have, want, want_parts) == 0;
+        }
+}
