@@ -508,6 +508,7 @@ int sbx_async_submit(struct sbx_async *async, const struct sbx_tenant *tenant,
                         .wall_ms = items[i].settings->limits.wall_ms,
                         .index = items[i].index,
                         .callback_url = items[i].settings->callback_url,
+                        .callback_kind = items[i].callback_kind,
                         .expected_stdout = items[i].expected_stdout,
                         .expected_size = items[i].expected_size,
                 };

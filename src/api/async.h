@@ -50,6 +50,8 @@ struct sbx_async_item {
         size_t index; /* a batch's: its case's index in the request */
         const char *expected_stdout;
         size_t expected_size;
+        /* Its webhook's delivery kind (audit_deliveries.h): NULL for "execution". */
+        const char *callback_kind;
 };
 
 /* Accepts n executions of tenant, all or none, as batch's cases when batch is not NULL: commits

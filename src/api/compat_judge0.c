@@ -15,8 +15,10 @@
  * Limits: cpu_time_limit + cpu_extra_time, wall_time_limit (seconds) become cpu_ms and wall_ms,
  * memory_limit (KB) memory_mb, max_processes_and_or_threads pids (plus the sandbox's init),
  * max_file_size (KB) output_bytes; each only when given (the tier's defaults otherwise) and
- * clamped to the tier. What sandboxd does not do is refused with Judge0's own message for a
- * disabled option (compiler_options, additional_files, callback_url, enable_network,
+ * clamped to the tier. callback_url is Judge0's callback: a PUT of the submission, sent by the
+ * webhook senders (api/webhooks.c, delivery kind SBX_JUDGE0_DELIVERY_KIND) under the same rules
+ * as every webhook. What sandboxd does not do is refused with Judge0's own message for a
+ * disabled option (compiler_options, additional_files, enable_network,
  * redirect_stderr_to_stdout, number_of_runs above 1), never silently ignored; stack_limit and the
  * per-process switches are accepted and not enforced. The audit log keeps code and stdin as
  * digests, so source_code, stdin and expected_output read back as null. */
@@ -33,6 +35,7 @@
 
 #include "api/async.h"
 #include "api/respond.h"
+#include "api/webhooks.h"
 #include "model/language.h"
 #include "model/request.h"
 #include "service/audit.h"
@@ -453,7 +456,6 @@ static void translate_submission(const json_t *body, const struct sbx_tenant *te
         } refused[] = {
                 {"compiler_options", "setting compiler options is not allowed"},
                 {"additional_files", "setting additional files is not allowed"},
-                {"callback_url", "setting callback is not allowed"},
                 {"enable_network", "enabling network is not allowed"},
                 {"redirect_stderr_to_stdout", "this option cannot be enabled"},
         };
@@ -464,6 +466,14 @@ static void translate_submission(const json_t *body, const struct sbx_tenant *te
         bool runs_given;
         if (number_member(s, body, "number_of_runs", 1, &runs, &runs_given) && runs > 1)
                 add_error(s, "number_of_runs", "must be less than or equal to 1");
+        const json_t *callback = json_object_get(body, "callback_url");
+        char why[512];
+        if (callback != NULL && !json_is_null(callback) &&
+            (!json_is_string(callback) || json_string_length(callback) > SBX_CALLBACK_URL_MAX))
+                add_error(s, "callback_url", "is not a URL");
+        else if (json_is_string(callback) &&
+                 !sbx_webhooks_check_url(tenant, json_string_value(callback), why, sizeof(why)))
+                add_error(s, "callback_url", why);
         const json_t *arguments = json_object_get(body, "command_line_arguments");
         if (arguments != NULL && !json_is_null(arguments) &&
             (!json_is_string(arguments) || json_string_length(arguments) > 512))
@@ -503,6 +513,8 @@ static void translate_submission(const json_t *body, const struct sbx_tenant *te
         if (json_is_string(arguments) && json_string_length(arguments) > 0)
                 json_object_set_new(v1, "args", split_arguments(json_string_value(arguments)));
         json_object_set_new(v1, "wait", json_false());
+        if (json_is_string(callback))
+                json_object_set(v1, "callback_url", (json_t *)callback);
         if (sbx_settings_build(v1, tenant, &s->settings, &s->problem) < 0) {
                 s->settings = NULL;
                 s->problem_set = true;
@@ -524,6 +536,7 @@ static int enqueue(struct sbx_api *api, const struct sbx_tenant *tenant, struct 
                 .record = &record,
                 .expected_stdout = s->expected,
                 .expected_size = s->expected_size,
+                .callback_kind = SBX_JUDGE0_DELIVERY_KIND,
         };
         uint64_t position = 0;
         if (s->expected == NULL)
@@ -764,7 +777,6 @@ static json_t *render(const json_t *record, const char *verdict, const struct fi
                 case F_EXPECTED_OUTPUT:
                 case F_STACK_LIMIT: /* not enforced */
                 case F_COMPILER_OPTIONS:
-                case F_CALLBACK_URL:
                 case F_ADDITIONAL_FILES:
                         value = json_null();
                         break;
@@ -870,6 +882,11 @@ static json_t *render(const json_t *record, const char *verdict, const struct fi
                 case F_MESSAGE:
                         value = id > 2 ? message_of(status, record, base64) : json_null();
                         break;
+                case F_CALLBACK_URL: {
+                        const json_t *url = json_object_get(requested, "callback_url");
+                        value = json_is_string(url) ? json_incref((json_t *)url) : json_null();
+                        break;
+                }
                 case F_COMMAND_LINE_ARGUMENTS: {
                         const json_t *args = json_object_get(requested, "args");
                         if (!json_is_array(args) || json_array_size(args) == 0) {
@@ -943,6 +960,13 @@ static int fetch_submission(struct sbx_api *api, const char *tenant, const char 
         *out = render(record, case_verdict(api, tenant, id, verdict), set, base64);
         json_decref(record);
         return *out != NULL ? 1 : -1;
+}
+
+int sbx_judge0_callback_body(struct sbx_api *api, const char *tenant, const char *id, json_t **out)
+{
+        struct field_set set;
+        default_field_set(&set);
+        return fetch_submission(api, tenant, id, &set, true, out);
 }
 
 /* ---- handlers ---- */

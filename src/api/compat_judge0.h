@@ -16,6 +16,15 @@ bool sbx_judge0_route_matches(const char *url);
 /* Whether the route of url and method reads a body (POST /submissions, /submissions/batch). */
 bool sbx_judge0_route_reads_body(const char *url, const char *method);
 
+/* The delivery kind (audit_deliveries.h) of a submission's callback_url: a PUT of the
+ * submission as Judge0 sends it (api/webhooks.c). */
+#define SBX_JUDGE0_DELIVERY_KIND "judge0"
+
+/* The body of the callback of tenant's submission with execution id: its default fields,
+ * base64_encoded, as Judge0's callback carries it. 1 with *out (caller owns it), 0 when there is
+ * none, -1 when the store failed. */
+int sbx_judge0_callback_body(struct sbx_api *api, const char *tenant, const char *id, json_t **out);
+
 /* Answers url when it is Judge0's (*handled true), else returns MHD_NO with *handled false. */
 enum MHD_Result sbx_judge0_route(struct sbx_api *api, struct MHD_Connection *connection,
                                  const char *url, const char *method,

@@ -13,6 +13,7 @@
 
 #include <curl/curl.h>
 
+#include "api/compat_judge0.h"
 #include "api/live_config.h"
 #include "api/respond.h"
 #include "service/audit_deliveries.h"
@@ -194,6 +195,17 @@ static size_t discard(char *data, size_t size, size_t n, void *ctx)
 static char *payload(struct sbx_api *api, const struct sbx_audit_delivery *delivery, char *why,
                      size_t why_size)
 {
+        if (strcmp(delivery->kind, SBX_JUDGE0_DELIVERY_KIND) == 0) {
+                /* Judge0's own callback body: the submission as its GET answers it. */
+                json_t *submission = NULL;
+                int found = sbx_judge0_callback_body(api, delivery->tenant, delivery->target_id,
+                                                     &submission);
+                char *text = found > 0 ? json_dumps(submission, JSON_COMPACT) : NULL;
+                json_decref(submission);
+                if (text == NULL)
+                        snprintf(why, why_size, "its submission cannot be read");
+                return text;
+        }
         json_t *data = NULL;
         struct sbx_error err = {0};
         bool batch = strcmp(delivery->kind, "batch") == 0;
@@ -283,6 +295,9 @@ static bool attempt_delivery(struct sbx_api *api, const struct sbx_tenant *tenan
                 curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)server->webhook_timeout_ms);
                 curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)server->webhook_timeout_ms);
                 curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
+                /* Judge0 sends its callbacks with PUT; sandboxd's own webhooks are POSTs. */
+                if (strcmp(delivery->kind, SBX_JUDGE0_DELIVERY_KIND) == 0)
+                        curl_easy_setopt(curl, CURLOPT_CUSTOMREQUEST, "PUT");
                 curl_easy_setopt(curl, CURLOPT_POSTFIELDS, body);
                 curl_easy_setopt(curl, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
                 curl_easy_setopt(curl, CURLOPT_USERAGENT, "sandboxd-webhooks/1");

@@ -55,7 +55,8 @@ int sbx_audit_delivery_claim(struct sbx_audit *audit, int64_t now_ms, int64_t le
                 audit->db,
                 "SELECT d.id, d.tenant, d.kind, d.target_id, d.url, d.attempts FROM deliveries d "
                 "WHERE d.status = 'pending' AND d.next_attempt_at <= ?1 AND ("
-                " (d.kind = 'execution' AND (SELECT e.status FROM executions e WHERE e.id = "
+                " (d.kind IN ('execution', 'judge0') AND (SELECT e.status FROM executions e "
+                "WHERE e.id = "
                 "d.target_id) NOT IN ('" SBX_AUDIT_STATUS_QUEUED "', '" SBX_AUDIT_STATUS_RUNNING
                 "'))"
                 " OR (d.kind = 'batch' AND NOT EXISTS (SELECT 1 FROM batch_cases c JOIN "

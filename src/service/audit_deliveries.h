@@ -22,7 +22,7 @@
 struct sbx_audit_delivery {
         char id[SBX_DELIVERY_ID_SIZE];
         char tenant[128];
-        char kind[16]; /* "execution" or "batch" */
+        char kind[16]; /* "execution", "batch", or "judge0" (an execution, Judge0's callback) */
         char target_id[SBX_EXECUTION_ID_CHARS + 1];
         char url[SBX_DELIVERY_URL_MAX + 1];
         unsigned attempts; /* made before this one */

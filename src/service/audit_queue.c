@@ -71,8 +71,9 @@ static int insert_item(struct sbx_audit *audit, sqlite3_stmt *queue, sqlite3_stm
             sbx_audit_begin_queued_locked(audit, record, err) < 0)
                 return -1;
         if (item->callback_url != NULL &&
-            sbx_audit_delivery_insert_locked(audit, record->tenant, "execution", record->id,
-                                             item->callback_url, record->created_at_ms, err) < 0)
+            sbx_audit_delivery_insert_locked(
+                    audit, record->tenant, item->callback_kind ? item->callback_kind : "execution",
+                    record->id, item->callback_url, record->created_at_ms, err) < 0)
                 return -1;
         if (batch == NULL)
                 return 0;

@@ -36,8 +36,9 @@ struct sbx_audit_enqueued {
         const char *request;
         bool retry;
         uint64_t wall_ms;
-        size_t index;             /* a batch's case: its index in the request */
-        const char *callback_url; /* NULL, or where its webhook goes (audit_deliveries.h) */
+        size_t index;              /* a batch's case: its index in the request */
+        const char *callback_url;  /* NULL, or where its webhook goes (audit_deliveries.h) */
+        const char *callback_kind; /* its delivery's kind: NULL for "execution" */
         const char *expected_stdout;
         size_t expected_size;
 };

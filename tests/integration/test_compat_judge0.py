@@ -256,7 +256,6 @@ def test_validation_errors(srv):
                        "memory_limit": ["must be greater than or equal to 2048"]})
     for field, value, message in [
             ("compiler_options", "-O3", "setting compiler options is not allowed"),
-            ("callback_url", "http://example.com/", "setting callback is not allowed"),
             ("enable_network", True, "enabling network is not allowed"),
             ("additional_files", "UEsFBgAAAAAAAAAAAAAAAAAAAAAAAA==",
              "setting additional files is not allowed"),
@@ -265,6 +264,11 @@ def test_validation_errors(srv):
         expect_validation(call(srv, "POST", "/submissions",
                                {"source_code": "print(1)", "language_id": 71, field: value}),
                           {field: [message]})
+    # A callback needs the tenant's webhook_secret and an address its tier allows (Webhooks).
+    body = expect_validation(call(srv, "POST", "/submissions", {
+        "source_code": "print(1)", "language_id": 71, "callback_url": "http://127.0.0.1:9/x"}),
+        {})
+    assert "webhook_secret" in body["callback_url"][0], body
     # Switches left off are fine.
     r = call(srv, "POST", "/submissions", {"source_code": "print(1)", "language_id": 71,
                                            "enable_network": False, "compiler_options": "",
@@ -353,3 +357,48 @@ def test_other_tenant_cannot_read(srv):
         got = expect_json(call(server, "GET", f"/submissions/batch?tokens={token}",
                                tenant="beta"))
         assert got == {"submissions": [None]}
+
+
+def test_callback_is_a_put_of_the_submission():
+    """callback_url: Judge0's callback, a PUT of the submission's default fields base64_encoded,
+    once it has ended; signed as every sandboxd webhook (the tenant's webhook_secret)."""
+    import hashlib
+    import hmac
+    from test_serve_webhooks import SECRET, Receiver
+
+    with Receiver() as receiver:
+        receiver_put = []
+
+        def do_put(handler):
+            body = handler.rfile.read(int(handler.headers["Content-Length"]))
+            receiver_put.append(({k.lower(): v for k, v in handler.headers.items()}, body))
+            handler.send_response(200)
+            handler.end_headers()
+
+        receiver.server.RequestHandlerClass.do_PUT = do_put
+        tier = {"languages": "python", "webhook_allow": f"127.0.0.1:{receiver.port}"}
+        with running_server(tiers={"t": tier},
+                            tenants={"acme": {"tier": "t", "webhook_secret": SECRET}},
+                            server={"webhook_backoff_ms": 50}) as server:
+            r = call(server, "POST", "/submissions", {
+                "source_code": "print('called back')", "language_id": 71,
+                "expected_output": "called back", "callback_url": receiver.url})
+            assert r.status_code == 201, r.text
+            token = r.json()["token"]
+            deadline = time.monotonic() + 30 * SLOW
+            while not receiver_put and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert receiver_put and not receiver.requests, "no PUT came (or a POST did)"
+            headers, body = receiver_put[0]
+            assert headers["content-type"] == "application/json"
+            got = json.loads(body, object_pairs_hook=lambda pairs: dict(pairs))
+            assert list(got) == DEFAULT_KEYS
+            assert got["token"] == token and got["status"] == {"id": 3, "description": "Accepted"}
+            assert base64.b64decode(got["stdout"]) == b"called back\n"
+            # Standard Webhooks' signature over id.timestamp.body, as sandboxd signs them all.
+            key = base64.b64decode(SECRET.removeprefix("whsec_"))
+            signed = f"{headers['webhook-id']}.{headers['webhook-timestamp']}.".encode() + body
+            expected = base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode()
+            assert f"v1,{expected}" in headers["webhook-signature"].split(), headers
+            got = expect_json(call(server, "GET", f"/submissions/{token}?fields=callback_url"))
+            assert got == {"callback_url": receiver.url}
