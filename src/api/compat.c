@@ -3,6 +3,7 @@
 #include "api/compat.h"
 
 #include <ctype.h>
+#include <openssl/evp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,7 @@
 #include "api/languages.h"
 #include "api/respond.h"
 #include "service/auth.h"
+#include "util/cleanup.h"
 
 const struct sbx_tenant *sbx_compat_tenant(struct MHD_Connection *connection,
                                            const struct sbx_config *tenants,
@@ -90,6 +92,109 @@ json_t *sbx_compat_body(struct sbx_api *api, struct MHD_Connection *connection,
         return NULL;
 }
 
+/* ---- encodings ---- */
+
+/* Base64 as Ruby's decode64 reads it, which Judge0 uses: characters outside the alphabet are
+ * skipped and a missing padding is fine. The bytes (owned, NUL-terminated) and their size. */
+char *sbx_compat_base64_decode(const char *text, size_t length, size_t *size)
+{
+        _cleanup_free_ char *clean = malloc(length + 4);
+        char *bytes = malloc(length / 4 * 3 + 4);
+        if (clean == NULL || bytes == NULL) {
+                free(bytes);
+                return NULL;
+        }
+        size_t n = 0;
+        for (size_t i = 0; i < length; i++)
+                if (isalnum((unsigned char)text[i]) || text[i] == '+' || text[i] == '/')
+                        clean[n++] = text[i];
+        size_t whole = n - n % 4, tail = n % 4;
+        int out = whole > 0 ? EVP_DecodeBlock((unsigned char *)bytes, (unsigned char *)clean,
+                                              (int)whole)
+                            : 0;
+        if (out < 0) {
+                free(bytes);
+                return NULL;
+        }
+        if (tail >= 2) { /* the unpadded last group: 2 or 3 characters carry 1 or 2 bytes */
+                char group[4] = {clean[whole], clean[whole + 1], tail == 3 ? clean[whole + 2] : 'A',
+                                 'A'};
+                unsigned char decoded[3];
+                if (EVP_DecodeBlock(decoded, (unsigned char *)group, 4) < 0) {
+                        free(bytes);
+                        return NULL;
+                }
+                memcpy(bytes + out, decoded, tail - 1);
+                out += (int)tail - 1;
+        }
+        bytes[out] = '\0';
+        *size = (size_t)out;
+        return bytes;
+}
+
+/* bytes as Ruby's encode64 writes them, as Judge0 answers: base64 in lines of 60 characters,
+ * each ending in a newline. */
+json_t *sbx_compat_base64_lines(const void *bytes, size_t size)
+{
+        size_t encoded = 4 * ((size + 2) / 3);
+        _cleanup_free_ char *flat = malloc(encoded + 1);
+        _cleanup_free_ char *lines = malloc(encoded + encoded / 60 + 2);
+        if (flat == NULL || lines == NULL)
+                return NULL;
+        EVP_EncodeBlock((unsigned char *)flat, (const unsigned char *)bytes, (int)size);
+        size_t out = 0;
+        for (size_t i = 0; i < encoded; i += 60) {
+                size_t chunk = encoded - i < 60 ? encoded - i : 60;
+                memcpy(lines + out, flat + i, chunk);
+                out += chunk;
+                lines[out++] = '\n';
+        }
+        return json_stringn(lines, out);
+}
+
+/* bytes as base64 (owned), or NULL when memory runs out. */
+static char *base64_of(const uint8_t *bytes, size_t size)
+{
+        char *text = malloc(4 * ((size + 2) / 3) + 1);
+        if (text != NULL)
+                EVP_EncodeBlock((unsigned char *)text, bytes, (int)size);
+        return text;
+}
+
+/* hex (Piston's "hex" encoding) as base64, which a v1 file takes (owned); NULL when it is not
+ * hex or memory runs out. */
+/* The value of hex digit c, or -1. */
+static int hex_digit(char c)
+{
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+char *sbx_compat_hex_to_base64(const char *hex, size_t length)
+{
+        if (length % 2 != 0)
+                return NULL;
+        _cleanup_free_ uint8_t *bytes = malloc(length / 2 + 1);
+        if (bytes == NULL)
+                return NULL;
+        for (size_t i = 0; i < length / 2; i++) {
+                int high = hex_digit(hex[2 * i]), low = hex_digit(hex[2 * i + 1]);
+                if (high < 0 || low < 0)
+                        return NULL;
+                bytes[i] = (uint8_t)(high << 4 | low);
+        }
+        return base64_of(bytes, length / 2);
+}
+
+/* ---- versions ---- */
+
+#define VERSION_PART_MAX 999999999ul
+
 /* Up to three numbers of a version ("3.11" -> 3, 11, and *parts 2); a part "x", "X" or "*"
  * ends it (what follows is a wildcard too). false when text is not such a version. */
 static bool parse_version(const char *text, unsigned long numbers[3], size_t *parts)
@@ -127,6 +232,9 @@ bool sbx_compat_version_of_line(const char *line, char version[32])
                 for (size_t i = 0; i < 3; i++) {
                         char *end;
                         numbers[i] = strtoul(p, &end, 10);
+                        /* No toolchain's version is larger; it keeps the text within 32. */
+                        if (numbers[i] > VERSION_PART_MAX)
+                                numbers[i] = VERSION_PART_MAX;
                         if (*end != '.' || !isdigit((unsigned char)end[1]))
                                 break;
                         p = end + 1;

@@ -48,6 +48,19 @@ const struct sbx_tenant *sbx_compat_authenticate(struct sbx_api *api,
 json_t *sbx_compat_body(struct sbx_api *api, struct MHD_Connection *connection,
                         const struct sbx_compat_request *request, enum MHD_Result *answered);
 
+/* Base64 as Ruby's decode64 reads it (Judge0's inputs): characters outside the alphabet are
+ * skipped, padding may be missing. The bytes (owned, NUL-terminated; *size without the NUL), or
+ * NULL when memory runs out. */
+char *sbx_compat_base64_decode(const char *text, size_t length, size_t *size);
+
+/* bytes as Ruby's encode64 writes them (Judge0's outputs): base64 in lines of 60 characters,
+ * each ending in a newline; NULL when memory runs out. */
+json_t *sbx_compat_base64_lines(const void *bytes, size_t size);
+
+/* Hex (Piston's "hex" file encoding, length characters) as base64, which a v1 file takes
+ * (owned); NULL when it is not hex or memory runs out. */
+char *sbx_compat_hex_to_base64(const char *hex, size_t length);
+
 /* The version of language's toolchain as MAJOR.MINOR.PATCH ("Python 3.11.2" -> "3.11.2", "go
  * version go1.19.8 linux/amd64" -> "1.19.8"), missing parts as 0; false when it has none. */
 bool sbx_compat_version(const struct sbx_language *language, char version[32]);

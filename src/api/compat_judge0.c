@@ -187,64 +187,6 @@ static bool id_of(const char *token, char id[SBX_EXECUTION_ID_CHARS + 1])
         return sbx_execution_id_valid(id);
 }
 
-/* Base64 as Ruby's decode64 reads it, which Judge0 uses: characters outside the alphabet are
- * skipped and a missing padding is fine. The bytes (owned, NUL-terminated) and their size. */
-static char *base64_decode_lenient(const char *text, size_t length, size_t *size)
-{
-        _cleanup_free_ char *clean = malloc(length + 4);
-        char *bytes = malloc(length / 4 * 3 + 4);
-        if (clean == NULL || bytes == NULL) {
-                free(bytes);
-                return NULL;
-        }
-        size_t n = 0;
-        for (size_t i = 0; i < length; i++)
-                if (isalnum((unsigned char)text[i]) || text[i] == '+' || text[i] == '/')
-                        clean[n++] = text[i];
-        size_t whole = n - n % 4, tail = n % 4;
-        int out = whole > 0 ? EVP_DecodeBlock((unsigned char *)bytes, (unsigned char *)clean,
-                                              (int)whole)
-                            : 0;
-        if (out < 0) {
-                free(bytes);
-                return NULL;
-        }
-        if (tail >= 2) { /* the unpadded last group: 2 or 3 characters carry 1 or 2 bytes */
-                char group[4] = {clean[whole], clean[whole + 1], tail == 3 ? clean[whole + 2] : 'A',
-                                 'A'};
-                unsigned char decoded[3];
-                if (EVP_DecodeBlock(decoded, (unsigned char *)group, 4) < 0) {
-                        free(bytes);
-                        return NULL;
-                }
-                memcpy(bytes + out, decoded, tail - 1);
-                out += (int)tail - 1;
-        }
-        bytes[out] = '\0';
-        *size = (size_t)out;
-        return bytes;
-}
-
-/* bytes as Ruby's encode64 writes them, as Judge0 answers: base64 in lines of 60 characters,
- * each ending in a newline. */
-static json_t *base64_encode_lines(const char *bytes, size_t size)
-{
-        size_t encoded = 4 * ((size + 2) / 3);
-        _cleanup_free_ char *flat = malloc(encoded + 1);
-        _cleanup_free_ char *lines = malloc(encoded + encoded / 60 + 2);
-        if (flat == NULL || lines == NULL)
-                return NULL;
-        EVP_EncodeBlock((unsigned char *)flat, (const unsigned char *)bytes, (int)size);
-        size_t out = 0;
-        for (size_t i = 0; i < encoded; i += 60) {
-                size_t chunk = encoded - i < 60 ? encoded - i : 60;
-                memcpy(lines + out, flat + i, chunk);
-                out += chunk;
-                lines[out++] = '\n';
-        }
-        return json_stringn(lines, out);
-}
-
 /* Seconds as Judge0 writes its decimal columns: "0.001", "0.01", "5.0". */
 static json_t *decimal_seconds(json_int_t ms)
 {
@@ -346,8 +288,8 @@ static char *text_member(struct submission *s, const json_t *body, const char *f
                 return NULL;
         }
         if (base64)
-                return base64_decode_lenient(json_string_value(value), json_string_length(value),
-                                             size);
+                return sbx_compat_base64_decode(json_string_value(value), json_string_length(value),
+                                                size);
         *size = json_string_length(value);
         char *copy = malloc(*size + 1);
         if (copy != NULL) {
@@ -495,7 +437,7 @@ static void translate_submission(const json_t *body, const struct sbx_tenant *te
                 json_object_set_new(v1, "code", code_string);
         } else {
                 /* Not UTF-8 (a base64_encoded one may be any bytes): as a base64 file. */
-                json_t *encoded = base64_encode_lines(code, code_size);
+                json_t *encoded = sbx_compat_base64_lines(code, code_size);
                 const char *file_name = sbx_language_find(language->language)->file_name;
                 json_object_set_new(v1, "files",
                                     json_pack("[{s:s, s:o, s:s}]", "path", file_name, "content",
@@ -696,7 +638,7 @@ static json_t *text_field(const char *text, size_t length, bool base64)
 {
         if (text == NULL || length == 0)
                 return json_null();
-        return base64 ? base64_encode_lines(text, length) : json_stringn(text, length);
+        return base64 ? sbx_compat_base64_lines(text, length) : json_stringn(text, length);
 }
 
 /* What isolate would have said of the run (Judge0's message). */

@@ -75,36 +75,6 @@ static json_t *runtimes_json(const struct sbx_tier *tier, bool packages)
 
 /* ---- POST /api/v2/execute: the request ---- */
 
-/* bytes as base64 (owned), or NULL when memory runs out. */
-static char *base64_of(const uint8_t *bytes, size_t size)
-{
-        char *text = malloc(4 * ((size + 2) / 3) + 1);
-        if (text != NULL)
-                EVP_EncodeBlock((unsigned char *)text, bytes, (int)size);
-        return text;
-}
-
-/* hex (Piston's "hex" encoding) as base64, which a v1 file takes (owned); NULL when it is not
- * hex or memory runs out. */
-static char *hex_to_base64(const char *hex, size_t length)
-{
-        if (length % 2 != 0)
-                return NULL;
-        _cleanup_free_ uint8_t *bytes = malloc(length / 2 + 1);
-        if (bytes == NULL)
-                return NULL;
-        for (size_t i = 0; i < length / 2; i++) {
-                unsigned value;
-                char pair[3] = {hex[2 * i], hex[2 * i + 1], '\0'};
-                char *end;
-                value = (unsigned)strtoul(pair, &end, 16);
-                if (*end != '\0' || pair[0] == '+' || pair[0] == '-' || pair[0] == ' ')
-                        return NULL;
-                bytes[i] = (uint8_t)value;
-        }
-        return base64_of(bytes, length / 2);
-}
-
 /* Piston's files as v1 files (into body), the entrypoint the first UTF-8 one. NULL on success,
  * else why (a static string, or written into why). */
 static const char *translate_files(const json_t *files, const struct sbx_language *language,
@@ -154,8 +124,8 @@ static const char *translate_files(const json_t *files, const struct sbx_languag
                 if (v1 == NULL || json_array_append_new(out, v1) < 0)
                         return "out of memory";
                 if (strcmp(encoding_name, "hex") == 0) {
-                        _cleanup_free_ char *data = hex_to_base64(json_string_value(content),
-                                                                  json_string_length(content));
+                        _cleanup_free_ char *data = sbx_compat_hex_to_base64(
+                                json_string_value(content), json_string_length(content));
                         if (data == NULL) {
                                 snprintf(why, why_size, "files[%zu].content is not hex", index);
                                 return why;

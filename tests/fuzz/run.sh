@@ -27,7 +27,7 @@ esac
 cd "$(dirname "$0")/../.." || exit 1
 seconds=$2
 shift 2
-harnesses=${*:-fuzz_protocol fuzz_settings fuzz_config fuzz_mountinfo fuzz_parse fuzz_session_frame}
+harnesses=${*:-fuzz_protocol fuzz_settings fuzz_config fuzz_mountinfo fuzz_parse fuzz_session_frame fuzz_compat}
 
 mkdir -p "$build/fuzz/artifacts" "$build/fuzz/logs" || exit 1
 failed=""
