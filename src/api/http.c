@@ -61,6 +61,7 @@
 struct request {
         struct sbx_buffer body;
         bool body_too_large;
+        bool body_ignored; /* the route reads no body: what comes is dropped */
         /* The tenants and tiers current when the request came in, held until it ends. */
         const struct sbx_config *tenants;
         struct sbx_http_after after;
@@ -913,6 +914,16 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         return sbx_http_respond_problem(api, connection, 404, "no such resource", NULL, 0, NULL, 0);
 }
 
+/* Whether the request says a body follows (a Content-Length above 0, or a chunked one). */
+static bool announces_body(struct MHD_Connection *connection)
+{
+        const char *length = MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                                         MHD_HTTP_HEADER_CONTENT_LENGTH);
+        return (length != NULL && strtoull(length, NULL, 10) > 0) ||
+               MHD_lookup_connection_value(connection, MHD_HEADER_KIND,
+                                           MHD_HTTP_HEADER_TRANSFER_ENCODING) != NULL;
+}
+
 /* The header in which a drop-in API's clients send their token besides Authorization. */
 static const char *compat_peer_header(enum sbx_compat_api compat)
 {
@@ -936,9 +947,10 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                 *state = request;
                 sbx_http_guard_request_started(connection);
                 /* Only an authenticated request that sends work (POST /v1/executions, a session's
-                 * open, run or file upload) gets its body read: every other
-                 * request is answered from its headers, so that nobody can make this process
-                 * buffer max_body_bytes per connection without a token. */
+                 * open, run or file upload, a drop-in API's run) gets its body read: every other
+                 * request is answered from its headers (its body, if any, dropped), so that
+                 * nobody can make this process buffer max_body_bytes per connection without a
+                 * token. */
                 bool reads_body = (strcmp(url, EXECUTIONS_PATH) == 0 &&
                                    strcmp(method, MHD_HTTP_METHOD_POST) == 0) ||
                                   sbx_sessions_route_reads_body(url, method) ||
@@ -948,8 +960,16 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                         sbx_piston_route_reads_body(url, method)   ? SBX_COMPAT_PISTON
                         : sbx_judge0_route_reads_body(url, method) ? SBX_COMPAT_JUDGE0
                                                                    : 0;
-                if (!reads_body && compat == 0)
-                        return route(api, connection, url, method, request);
+                /* A request that carries no body is answered at the next call: libmicrohttpd
+                 * 0.9.75 closes the connection after a response queued with the headers alone,
+                 * which would cost every GET (a poll) a new connection. One that announces a
+                 * body it has no use for is answered now, before any of it is read. */
+                if (!reads_body && compat == 0) {
+                        if (announces_body(connection))
+                                return route(api, connection, url, method, request);
+                        request->body_ignored = true;
+                        return MHD_YES;
+                }
                 /* A drop-in API's route answers its own refusal, in its dialect. */
                 if (compat != 0 && sbx_compat_tenant(connection, request->tenants, compat,
                                                      compat_peer_header(compat)) == NULL)
@@ -967,6 +987,11 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                         request->body_too_large = true;
                         return route(api, connection, url, method, request);
                 }
+                return MHD_YES;
+        }
+        if (*upload_data_size != 0 && request->body_ignored) {
+                /* A body it did not announce, which nobody reads: dropped as it comes. */
+                *upload_data_size = 0;
                 return MHD_YES;
         }
         if (*upload_data_size != 0) {

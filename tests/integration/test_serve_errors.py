@@ -309,6 +309,29 @@ def test_no_body_is_buffered_without_a_token_and_a_route_that_takes_one(srv, hea
     assert status.split()[1] in (b"401", b"405"), status
 
 
+def test_requests_without_a_body_keep_the_connection(srv):
+    """A GET (a poll, a record read) and a 401 leave the connection open for the next request:
+    one TCP connection serves them all."""
+    token = srv.tokens["acme"]
+    with socket.create_connection(("127.0.0.1", srv.port), timeout=10) as conn:
+        stream = conn.makefile("rb")
+        for head in [b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n",
+                     b"GET /v1/languages HTTP/1.1\r\nHost: x\r\n\r\n",
+                     b"GET /v1/languages HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+                     + token.encode() + b"\r\n\r\n",
+                     b"DELETE /v1/executions/00000000000000000000000000000000 HTTP/1.1\r\n"
+                     b"Host: x\r\nAuthorization: Bearer " + token.encode() + b"\r\n\r\n"]:
+            conn.sendall(head)
+            status = stream.readline()
+            headers = {}
+            while (line := stream.readline()) not in (b"\r\n", b""):
+                name, _, value = line.decode().partition(":")
+                headers[name.strip().lower()] = value.strip()
+            stream.read(int(headers.get("content-length", "0")))
+            assert status.split()[1] in (b"200", b"401", b"404"), (head, status)
+            assert headers.get("connection", "").lower() != "close", (head, headers)
+
+
 def test_small_chunked_body_is_accepted(srv):
     def chunks():
         yield b'{"language": "python",'
