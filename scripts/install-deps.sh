@@ -11,7 +11,7 @@ PACKAGES="
   clang libclang-rt-14-dev
   libmicrohttpd-dev libjansson-dev libseccomp-dev libcap-dev libsqlite3-dev
   libpq-dev libinih-dev libssl-dev libcurl4-openssl-dev libcmocka-dev
-  python3 python3-pytest python3-requests python3-jsonschema
+  python3 python3-pytest python3-requests python3-jsonschema python3-venv
   bash coreutils procps iproute2 util-linux
   bubblewrap
   python3-matplotlib
@@ -21,6 +21,9 @@ PACKAGES="
   runsc
 "
 
+# python3-venv: tests/integration/test_sdk.py installs the Python SDK (clients/python) into a
+# fresh venv with pip, as its users do (offline: the package builds with its own backend).
+#
 # python3-matplotlib: a runtime of the sandbox (DESIGN.md: sessions plot with it), and what
 # tests/integration/test_programs.py draws a PNG with inside one. user-mode-linux: Linux 6.1 as
 # an ordinary process, for the `make test` stage that runs the tests on a pure cgroup v2
