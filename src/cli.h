@@ -13,6 +13,9 @@ int cli_session(int argc, char **argv);
 /* `sandboxd token [TENANT]`: prints a new token and the config lines for it. */
 int cli_token(int argc, char **argv);
 
+/* `sandboxd mcp`: the MCP server on stdin and stdout, a client of the HTTP API (src/mcp). */
+int cli_mcp(int argc, char **argv);
+
 #define CLI_EXIT_USAGE    64 /* EX_USAGE: bad flags or values */
 #define CLI_EXIT_NOINPUT  66 /* EX_NOINPUT: a named file cannot be read */
 #define CLI_EXIT_SOFTWARE 70 /* EX_SOFTWARE: sandboxd itself failed */

@@ -310,23 +310,41 @@ out:
         return rc;
 }
 
+/* Runs `sandboxd-api COMMAND ARGS...` in this process (exec): the commands that need what only
+ * sandboxd-api links (the crypto library for tokens, libcurl for the MCP server), so that
+ * `sandboxd run` starts without them. Returns only on failure. */
+static int exec_api_command(const char *command, int argc, char **argv)
+{
+        struct sbx_error err = {0};
+        char api_program[PATH_MAX];
+        if (api_program_path(api_program, sizeof(api_program), &err) < 0) {
+                fprintf(stderr, "sandboxd %s: %s\n", command, err.message);
+                return CLI_EXIT_SOFTWARE;
+        }
+        const char *api_argv[8] = {api_program, command};
+        for (int i = 1; i < argc && i < 7; i++)
+                api_argv[i + 1] = argv[i];
+        fflush(NULL);
+        execv(api_program, (char *const *)api_argv);
+        fprintf(stderr, "sandboxd %s: cannot run %s: %s\n", command, api_program, strerror(errno));
+        return CLI_EXIT_SOFTWARE;
+}
+
 int cli_token(int argc, char **argv)
 {
         if (argc > 2) {
                 fprintf(stderr, "usage: sandboxd token [TENANT]\n");
                 return CLI_EXIT_USAGE;
         }
-        /* Tokens are made by sandboxd-api, the one program that links the crypto library:
-         * `sandboxd run` starts faster without it. */
-        struct sbx_error err = {0};
-        char api_program[PATH_MAX];
-        if (api_program_path(api_program, sizeof(api_program), &err) < 0) {
-                fprintf(stderr, "sandboxd token: %s\n", err.message);
-                return CLI_EXIT_SOFTWARE;
+        return exec_api_command("token", argc, argv);
+}
+
+int cli_mcp(int argc, char **argv)
+{
+        if (argc > 1) {
+                fprintf(stderr, "usage: sandboxd mcp   (SANDBOXD_URL, SANDBOXD_TOKEN in the "
+                                "environment)\n");
+                return CLI_EXIT_USAGE;
         }
-        const char *api_argv[] = {api_program, "token", argc == 2 ? argv[1] : NULL, NULL};
-        fflush(NULL);
-        execv(api_program, (char *const *)api_argv);
-        fprintf(stderr, "sandboxd token: cannot run %s: %s\n", api_program, strerror(errno));
-        return CLI_EXIT_SOFTWARE;
+        return exec_api_command("mcp", argc, argv);
 }

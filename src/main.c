@@ -4,6 +4,7 @@
  *   sandboxd serve [--config FILE]                          the HTTP service
  *   sandboxd session < JSON-LINES                           one session, no server
  *   sandboxd token [TENANT]                                 a new API token
+ *   sandboxd mcp                                            the MCP server on stdio
  *   sandboxd version
  *
  * main() prepares the process (stdio, signals, subreaper) and dispatches; everything else is a
@@ -19,16 +20,13 @@
 #include "cli.h"
 #include "util/log.h"
 
-#ifndef SANDBOXD_VERSION
-#define SANDBOXD_VERSION "0.1.0"
-#endif
-
 static void usage(FILE *out)
 {
         fprintf(out, "usage: sandboxd run [options] (FILE | -c CODE) [-- ARGS...]\n"
                      "       sandboxd serve [--config FILE]\n"
                      "       sandboxd session < JSON-LINES\n"
                      "       sandboxd token [TENANT]\n"
+                     "       sandboxd mcp   (SANDBOXD_URL, SANDBOXD_TOKEN)\n"
                      "       sandboxd version\n"
                      "Run `sandboxd run --help` for the options.\n");
 }
@@ -76,6 +74,8 @@ int main(int argc, char **argv)
                 return cli_session(argc - 1, argv + 1);
         if (strcmp(argv[1], "token") == 0)
                 return cli_token(argc - 1, argv + 1);
+        if (strcmp(argv[1], "mcp") == 0)
+                return cli_mcp(argc - 1, argv + 1);
         if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
                 printf("sandboxd %s\n", SANDBOXD_VERSION);
                 return 0;

@@ -39,6 +39,7 @@
 #include "api/live_config.h"
 #include "api/metrics.h"
 #include "api/openapi.h"
+#include "mcp/stdio.h"
 #include "api/recover.h"
 #include "protocol/spool.h"
 #include "service/audit.h"
@@ -253,6 +254,8 @@ int main(int argc, char **argv)
         };
         if (argc >= 2 && strcmp(argv[1], "token") == 0)
                 return print_token(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "mcp") == 0)
+                return sbx_mcp_stdio_main(argc - 1, argv + 1);
         const char *config_path = NULL;
         bool create_local = false;
         int opt;
