@@ -12,6 +12,7 @@
 #include "api/respond.h"
 #include "service/auth.h"
 #include "util/cleanup.h"
+#include "util/hex.h"
 
 const struct sbx_tenant *sbx_compat_tenant(struct MHD_Connection *connection,
                                            const struct sbx_config *tenants,
@@ -163,31 +164,14 @@ static char *base64_of(const uint8_t *bytes, size_t size)
 
 /* hex (Piston's "hex" encoding) as base64, which a v1 file takes (owned); NULL when it is not
  * hex or memory runs out. */
-/* The value of hex digit c, or -1. */
-static int hex_digit(char c)
-{
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 char *sbx_compat_hex_to_base64(const char *hex, size_t length)
 {
         if (length % 2 != 0)
                 return NULL;
         _cleanup_free_ uint8_t *bytes = malloc(length / 2 + 1);
-        if (bytes == NULL)
+        /* Exactly length digits: a NUL inside the (JSON) string is no digit. */
+        if (bytes == NULL || !sbx_hex_decode(hex, bytes, length / 2))
                 return NULL;
-        for (size_t i = 0; i < length / 2; i++) {
-                int high = hex_digit(hex[2 * i]), low = hex_digit(hex[2 * i + 1]);
-                if (high < 0 || low < 0)
-                        return NULL;
-                bytes[i] = (uint8_t)(high << 4 | low);
-        }
         return base64_of(bytes, length / 2);
 }
 

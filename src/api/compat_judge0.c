@@ -338,7 +338,7 @@ static bool translate_limits(struct submission *s, const json_t *body, json_t *l
                 return false;
         /* Past a day every ceiling clamps it: keep the numbers in range. */
         const double most = 1e12;
-        if (cpu_given || extra_given)
+        if (cpu_given) /* cpu_extra_time alone extends nothing: the default stays */
                 json_object_set_new(
                         limits, "cpu_ms",
                         json_integer((json_int_t)fmin(most, ceil((cpu + extra) * 1000))));

@@ -20,6 +20,7 @@ import collections
 import contextlib
 import ctypes
 import errno
+import http.server
 import json
 import os
 import re
@@ -29,6 +30,7 @@ import socket
 import sqlite3
 import subprocess
 import tempfile
+import threading
 import time
 
 import pytest
@@ -736,6 +738,81 @@ STANDARD_TENANTS = {"acme": "free", "globex": "pro"}
 
 # [pool.python] that turns the warm pool off: every execution runs cold.
 NO_POOL = {"python": {"min_idle": 0}}
+
+
+class Receiver:
+    """An HTTP receiver on loopback: answers each POST with the next of statuses (the last one
+    repeats), or never answers while hang is set; records every request."""
+
+    def __init__(self, statuses=(200,)):
+        self.statuses = list(statuses)
+        self.requests = []
+        self.hang = threading.Event()
+        self.release = threading.Event()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers["Content-Length"]))
+                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
+                if receiver.hang.is_set():
+                    receiver.release.wait(30)
+                    return
+                status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 \
+                    else receiver.statuses[0]
+                self.send_response(status)
+                if status in (301, 302):
+                    self.send_header("Location", "http://169.254.169.254/")
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+    @property
+    def url(self):
+        return f"http://127.0.0.1:{self.port}/hook"
+
+    def wait_for(self, n, timeout=30 * SLOW):
+        deadline = time.monotonic() + timeout
+        while len(self.requests) < n:
+            assert time.monotonic() < deadline, f"{len(self.requests)} of {n} requests came"
+            time.sleep(0.02)
+        return self.requests
+
+
+# The real clients the tests drive (npm packages, installed by `make test` from the lock file).
+COMPAT_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "compat")
+
+
+def run_node_client(script, args, *, package, input=None, env=None, timeout):
+    """Runs tests/compat/SCRIPT under node with args; returns the completed process (rc 0
+    required). package: the npm package it needs (under tests/compat/node_modules): missing, it
+    fails the test under `make test` (which installs it) and skips it otherwise, saying how to
+    install it."""
+    if not os.path.isdir(os.path.join(COMPAT_DIR, "node_modules", package)):
+        if os.environ.get("SANDBOXD_TEST_RUN"):
+            pytest.fail(f"npm package {package} is missing: `make test` installs it (npm ci)")
+        pytest.skip(f"npm package {package} is not installed: run `npm ci --prefix tests/compat`")
+    node = shutil.which("node")
+    assert node, "node is installed by scripts/install-deps.sh"
+    proc = subprocess.run([node, os.path.join(COMPAT_DIR, script), *args], input=input,
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    return proc
 
 
 def sse_events(response):

@@ -14,7 +14,7 @@ import time
 import pytest
 import requests
 
-from serve_helpers import SLOW, expect_json, no_new_leaks, running_server
+from serve_helpers import SLOW, Receiver, expect_json, no_new_leaks, running_server
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
@@ -364,7 +364,7 @@ def test_callback_is_a_put_of_the_submission():
     once it has ended; signed as every sandboxd webhook (the tenant's webhook_secret)."""
     import hashlib
     import hmac
-    from test_serve_webhooks import SECRET, Receiver
+    from test_serve_webhooks import SECRET
 
     with Receiver() as receiver:
         receiver_put = []

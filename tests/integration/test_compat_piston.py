@@ -7,20 +7,15 @@ switch and the audit record behind every answer."""
 
 import base64
 import json
-import os
-import shutil
-import subprocess
 
 import pytest
 import requests
 
-from serve_helpers import SLOW, expect_json, expect_problem, no_new_leaks, running_server
+from serve_helpers import (SLOW, expect_json, expect_problem, no_new_leaks, run_node_client,
+                           running_server)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-COMPAT_DIR = os.path.join(os.path.dirname(HERE), "compat")
-PISTON_CLIENT = os.path.join(COMPAT_DIR, "node_modules", "piston-client")
 
 TIERS = {
     # A ceiling below what the requests ask, to see clamping; max_concurrency for the parallel
@@ -69,16 +64,8 @@ def run_ok(srv, body):
 
 def piston_client(srv, calls):
     """What piston-client's calls return, run by node in tests/compat."""
-    if not os.path.isdir(PISTON_CLIENT):
-        if os.environ.get("SANDBOXD_TEST_RUN"):
-            pytest.fail(f"{PISTON_CLIENT} is missing: `make test` installs it (npm ci)")
-        pytest.skip("piston-client is not installed: run `npm ci --prefix tests/compat`")
-    node = shutil.which("node")
-    assert node, "node is installed by scripts/install-deps.sh"
-    proc = subprocess.run([node, os.path.join(COMPAT_DIR, "piston_client.mjs"), srv.base],
-                          input=json.dumps(calls), capture_output=True, text=True,
-                          timeout=120 * SLOW, check=False)
-    assert proc.returncode == 0, proc.stderr
+    proc = run_node_client("piston_client.mjs", [srv.base], package="piston-client",
+                           input=json.dumps(calls), timeout=120 * SLOW)
     return json.loads(proc.stdout)
 
 

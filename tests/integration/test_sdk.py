@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from serve_helpers import SLOW, no_new_leaks, running_server
+from serve_helpers import SLOW, Receiver, no_new_leaks, running_server
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
@@ -80,40 +80,11 @@ def sdk(venv):
             del sys.modules[name]
 
 
-class Receiver:
-    """A webhook receiver on loopback: answers every POST 204 and keeps (headers, body)."""
-
-    def __init__(self):
-        self.requests = []
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append((dict(self.headers.items()), body))
-                self.send_response(204)
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-        self.thread.start()
-
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture(scope="module")
 def receiver():
-    r = Receiver()
-    yield r
-    r.close()
+    """A webhook receiver on loopback (serve_helpers.Receiver), answering 200."""
+    with Receiver() as r:
+        yield r
 
 
 @pytest.fixture(scope="module")

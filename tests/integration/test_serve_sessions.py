@@ -2,15 +2,14 @@
 ends (delete, idle timeout, its agent gone), tenants kept apart, quotas, bad input, and every
 run audited as an execution."""
 
-import base64
 import json
 import threading
 import time
 
 import requests
 
-from serve_helpers import (FREE_TIER, PRO_TIER, STANDARD_TENANTS, STANDARD_TIERS, audit_rows,
-                           expect_problem, kept_data_dir, running_server, sse_events)
+from serve_helpers import (FREE_TIER, PRO_TIER, STANDARD_TENANTS, audit_rows, expect_problem,
+                           kept_data_dir, running_server, sse_events)
 
 TIERS = {"free": {**FREE_TIER, "max_concurrency": 4, "max_sessions": 2,
                   "max_session_lifetime_s": 600},

@@ -4,14 +4,12 @@ calls back once, when its last case has ended; a receiver that never answers end
 listed so, and a retry delivers it; loopback, the metadata address and a name resolving to a
 private address are refused unless allowed; a tenant without a secret cannot ask."""
 import base64
-import http.server
 import json
 import re
-import threading
 import time
 from pathlib import Path
 
-from serve_helpers import (NO_POOL, SLOW, expect_json, expect_problem, parse_metrics,
+from serve_helpers import (NO_POOL, SLOW, Receiver, expect_json, expect_problem, parse_metrics,
                            running_server, sample)
 
 SECRET = "whsec_" + base64.b64encode(b"sandboxd-test-webhook-key-32byte").decode()
@@ -26,60 +24,6 @@ def readme_verify():
     namespace = {}
     exec(block.group(1), namespace)  # noqa: S102 - our own README's snippet
     return namespace["verify"]
-
-
-class Receiver:
-    """An HTTP receiver on loopback: answers each POST with the next of statuses (the last one
-    repeats), or never answers while hang is set; records every request."""
-
-    def __init__(self, statuses=(200,)):
-        self.statuses = list(statuses)
-        self.requests = []
-        self.hang = threading.Event()
-        self.release = threading.Event()
-        receiver = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers["Content-Length"]))
-                receiver.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                if receiver.hang.is_set():
-                    receiver.release.wait(30)
-                    return
-                status = receiver.statuses.pop(0) if len(receiver.statuses) > 1 \
-                    else receiver.statuses[0]
-                self.send_response(status)
-                if status in (301, 302):
-                    self.send_header("Location", "http://169.254.169.254/")
-                self.end_headers()
-
-            def log_message(self, *args):
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.release.set()
-        self.server.shutdown()
-        self.server.server_close()
-
-    @property
-    def url(self):
-        return f"http://127.0.0.1:{self.port}/hook"
-
-    def wait_for(self, n, timeout=30 * SLOW):
-        deadline = time.monotonic() + timeout
-        while len(self.requests) < n:
-            assert time.monotonic() < deadline, f"{len(self.requests)} of {n} requests came"
-            time.sleep(0.02)
-        return self.requests
 
 
 def serve(receiver, **server):
