@@ -19,6 +19,7 @@ PACKAGES="
   qemu-system-x86 busybox-static cpio xz-utils
   nodejs node-typescript golang-go rustc default-jdk-headless
   runsc
+  chromium
 "
 
 # python3-venv: tests/integration/test_sdk.py installs the Python SDK (clients/python) into a
@@ -37,6 +38,9 @@ PACKAGES="
 # build-essential): the toolchains of the languages a request may name (src/model/language.c),
 # which the sandbox runs from the host's read-only /usr; tests/integration/test_languages.py
 # runs every one.
+#
+# chromium: the headless browser tests/integration/test_playground.py drives the web playground
+# in (through npm playwright-core, tests/compat).
 #
 # runsc: gVisor, the second isolation backend (src/sandbox/gvisor; `--backend gvisor`), which
 # tests/integration/test_gvisor.py runs; the benchmark compares sandboxd against it as well.

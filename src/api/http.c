@@ -30,10 +30,12 @@
 #include "api/webhooks.h"
 #include "api/http_guard.h"
 #include "api/languages.h"
+#include "api/mcp_http.h"
 #include "api/openapi.h"
 #include "api/respond.h"
 #include "api/episodes.h"
 #include "api/sessions.h"
+#include "api/web.h"
 #include "api/sse.h"
 #include "model/result_json.h"
 #include "service/auth.h"
@@ -800,6 +802,46 @@ static enum MHD_Result handle_get_execution(struct sbx_api *api, struct MHD_Conn
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE, record, NULL, 0);
 }
 
+/* GET /v1/executions: the tenant's most recent records; ?limit= (default 20), ?before= (ms
+ * since the epoch: older than it, for the next page). */
+#define RECENT_DEFAULT 20
+#define RECENT_MAX     100
+
+static enum MHD_Result handle_list_executions(struct sbx_api *api,
+                                              struct MHD_Connection *connection,
+                                              const struct request *request)
+{
+        const struct sbx_tenant *tenant = sbx_http_authenticate(connection, request->tenants);
+        if (tenant == NULL)
+                return sbx_http_respond_unauthorized(api, connection);
+        uint64_t limit = RECENT_DEFAULT, before = INT64_MAX;
+        const char *limit_text =
+                MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "limit");
+        const char *before_text =
+                MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "before");
+        struct sbx_error err = {0};
+        if ((limit_text != NULL &&
+             (sbx_parse_u64(limit_text, RECENT_MAX, &limit, &err) < 0 || limit == 0))) {
+                const struct sbx_problem_field field = {"limit", "1 to 100"};
+                return sbx_http_respond_problem(api, connection, 400, "limit is 1 to 100", &field,
+                                                1, NULL, 0);
+        }
+        if (before_text != NULL && sbx_parse_u64(before_text, INT64_MAX, &before, &err) < 0) {
+                const struct sbx_problem_field field = {"before", "milliseconds since the epoch"};
+                return sbx_http_respond_problem(api, connection, 400, err.message, &field, 1, NULL,
+                                                0);
+        }
+        json_t *list = NULL;
+        if (sbx_audit_recent(api->audit, tenant->name, (int64_t)before, (unsigned)limit, &list,
+                             &err) < 0) {
+                sbx_warn("audit: %s", err.message);
+                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
+                                                NULL, 0, NULL, 0);
+        }
+        return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
+                                     json_pack("{s:o}", "executions", list), NULL, 0);
+}
+
 /* How long a DELETE of a running execution waits for its end, to answer with it. */
 #define CANCEL_WAIT_MS 10000
 
@@ -879,6 +921,12 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         answered = sbx_judge0_route(api, connection, url, method, &compat, &handled);
         if (handled)
                 return answered;
+        answered = sbx_mcp_http_route(api, connection, url, method, &compat, &handled);
+        if (handled)
+                return answered;
+        answered = sbx_web_route(api, connection, url, method, &handled);
+        if (handled)
+                return answered;
         answered = sbx_sessions_route(api, connection, url, method, request->tenants,
                                       request->body.data, request->body.len,
                                       request->body_too_large, &request->after, &handled);
@@ -897,9 +945,14 @@ static enum MHD_Result route(struct sbx_api *api, struct MHD_Connection *connect
         answered = sbx_webhooks_route(api, connection, url, method, request->tenants, &handled);
         if (handled)
                 return answered;
-        if (strcmp(url, EXECUTIONS_PATH) == 0)
-                return post ? handle_create_execution(api, connection, request)
-                            : sbx_http_respond_method_not_allowed(api, connection, method, "POST");
+        if (strcmp(url, EXECUTIONS_PATH) == 0) {
+                if (post)
+                        return handle_create_execution(api, connection, request);
+                if (read)
+                        return handle_list_executions(api, connection, request);
+                return sbx_http_respond_method_not_allowed(api, connection, method,
+                                                           READ_METHODS ", POST");
+        }
         if (strncmp(url, EXECUTIONS_PATH "/", strlen(EXECUTIONS_PATH) + 1) == 0) {
                 const char *id = url + strlen(EXECUTIONS_PATH) + 1;
                 if (strchr(id, '/') == NULL && id[0] != '\0') {
@@ -955,7 +1008,8 @@ static enum MHD_Result handle_request(void *cls, struct MHD_Connection *connecti
                                    strcmp(method, MHD_HTTP_METHOD_POST) == 0) ||
                                   sbx_sessions_route_reads_body(url, method) ||
                                   sbx_episodes_route_reads_body(url, method) ||
-                                  sbx_batches_route_reads_body(url, method);
+                                  sbx_batches_route_reads_body(url, method) ||
+                                  sbx_mcp_http_route_reads_body(url, method);
                 enum sbx_compat_api compat =
                         sbx_piston_route_reads_body(url, method)   ? SBX_COMPAT_PISTON
                         : sbx_judge0_route_reads_body(url, method) ? SBX_COMPAT_JUDGE0

@@ -77,6 +77,19 @@ static const char openapi_template[] = JSON_TEXT(
           "500": {"$ref": "#/components/responses/Internal"},
           "503": {"$ref": "#/components/responses/Unavailable"}
         }
+      },
+      "get": {
+        "operationId": "listExecutions",
+        "summary": "The caller's most recent executions, newest first: their audit records without stdout, stderr and compile (GET /v1/executions/{id} has them).",
+        "parameters": [
+          {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20}},
+          {"name": "before", "in": "query", "required": false, "description": "Only those created before this time (milliseconds since the epoch): the created_at of a page's last one gives the next page.", "schema": {"type": "integer", "minimum": 0}}
+        ],
+        "responses": {
+          "200": {"description": "The records.", "content": {"application/json": {"schema": {"type": "object", "required": ["executions"], "properties": {"executions": {"type": "array", "items": {"type": "object", "description": "An AuditRecord without stdout, stderr and compile."}}}}}}},
+          "400": {"$ref": "#/components/responses/InvalidRequest"},
+          "401": {"$ref": "#/components/responses/Unauthorized"}
+        }
       }
     },
     "/v1/executions/{id}": {

@@ -10,19 +10,16 @@
 #include "mcp/stdio.h"
 
 #include <curl/curl.h>
-#include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "mcp/calls.h"
 #include "mcp/protocol.h"
 #include "util/cleanup.h"
 
-/* tools/call running at once: more wait for their answer as a JSON-RPC error. */
-#define CALLS_MAX 16
 /* The longest line read: a message with a file's content can be large. */
 #define LINE_MAX_BYTES (64u << 20)
 /* Where `sandboxd serve` keeps the local tenant's token (its default data_dir). */
@@ -46,102 +43,52 @@ static void write_message(json_t *message)
         free(text);
 }
 
-/* A tools/call under way. */
-struct call {
-        bool used;
-        json_t *id;
-        atomic_bool cancel;
+/* A tools/call on its thread: the message and the registry's entry of its cancel flag. */
+struct call_job {
         json_t *message;
+        struct sbx_mcp_call *call;
         const struct sbx_mcp_target *target;
 };
 
-static struct call calls[CALLS_MAX];
-static pthread_mutex_t calls_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t calls_changed = PTHREAD_COND_INITIALIZER;
-
 static void *run_call(void *arg)
 {
-        struct call *call = arg;
-        json_t *answer = sbx_mcp_handle(call->target, call->message, &call->cancel);
-        pthread_mutex_lock(&calls_lock);
-        bool canceled = atomic_load(&call->cancel);
-        json_decref(call->message);
-        json_decref(call->id);
-        call->used = false;
-        pthread_cond_broadcast(&calls_changed);
-        pthread_mutex_unlock(&calls_lock);
+        struct call_job *job = arg;
+        json_t *answer = sbx_mcp_handle(job->target, job->message, sbx_mcp_call_flag(job->call));
+        bool canceled = sbx_mcp_call_canceled(job->call);
         if (canceled)
                 json_decref(answer); /* a cancelled request gets no response */
         else
                 write_message(answer);
+        json_decref(job->message);
+        sbx_mcp_call_end(job->call);
+        free(job);
         return NULL;
 }
 
-/* Starts message (a tools/call) on a thread; false when CALLS_MAX are running. */
+/* Starts message (a tools/call) on a thread; false when too many are running. */
 static bool start_call(const struct sbx_mcp_target *target, json_t *message)
 {
-        pthread_mutex_lock(&calls_lock);
-        struct call *call = NULL;
-        for (size_t i = 0; call == NULL && i < CALLS_MAX; i++)
-                if (!calls[i].used)
-                        call = &calls[i];
-        if (call != NULL) {
-                call->used = true;
-                call->id = json_incref(json_object_get(message, "id"));
-                call->message = json_incref(message);
-                call->target = target;
-                atomic_store(&call->cancel, false);
-        }
-        pthread_mutex_unlock(&calls_lock);
-        if (call == NULL)
+        struct call_job *job = malloc(sizeof(*job));
+        struct sbx_mcp_call *call =
+                job != NULL ? sbx_mcp_call_begin("", json_object_get(message, "id")) : NULL;
+        if (call == NULL) {
+                free(job);
                 return false;
+        }
+        *job = (struct call_job){.message = json_incref(message), .call = call, .target = target};
         pthread_attr_t attr;
         pthread_attr_init(&attr);
         pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
         pthread_t thread;
-        int rc = pthread_create(&thread, &attr, run_call, call);
+        int rc = pthread_create(&thread, &attr, run_call, job);
         pthread_attr_destroy(&attr);
         if (rc != 0) {
-                pthread_mutex_lock(&calls_lock);
-                json_decref(call->message);
-                json_decref(call->id);
-                call->used = false;
-                pthread_mutex_unlock(&calls_lock);
+                json_decref(message);
+                sbx_mcp_call_end(call);
+                free(job);
                 return false;
         }
         return true;
-}
-
-/* notifications/cancelled: the call whose id is requestId stops (a call already answered, or an
- * unknown id, is nothing to do: the notification may cross its response). */
-static void cancel_call(const json_t *request_id)
-{
-        pthread_mutex_lock(&calls_lock);
-        for (size_t i = 0; i < CALLS_MAX; i++)
-                if (calls[i].used && json_equal(calls[i].id, request_id))
-                        atomic_store(&calls[i].cancel, true);
-        pthread_mutex_unlock(&calls_lock);
-}
-
-/* At the end of the input: every call is cancelled, and waited for (a few seconds at most). */
-static void finish_calls(void)
-{
-        struct timespec deadline;
-        clock_gettime(CLOCK_REALTIME, &deadline);
-        deadline.tv_sec += 10;
-        pthread_mutex_lock(&calls_lock);
-        for (;;) {
-                bool running = false;
-                for (size_t i = 0; i < CALLS_MAX; i++) {
-                        if (calls[i].used)
-                                atomic_store(&calls[i].cancel, true);
-                        running |= calls[i].used;
-                }
-                if (!running ||
-                    pthread_cond_timedwait(&calls_changed, &calls_lock, &deadline) == ETIMEDOUT)
-                        break;
-        }
-        pthread_mutex_unlock(&calls_lock);
 }
 
 static void handle_line(const struct sbx_mcp_target *target, const char *line, size_t length)
@@ -161,7 +108,8 @@ static void handle_line(const struct sbx_mcp_target *target, const char *line, s
         }
         const char *method = json_string_value(json_object_get(message, "method"));
         if (method != NULL && strcmp(method, "notifications/cancelled") == 0) {
-                cancel_call(json_object_get(json_object_get(message, "params"), "requestId"));
+                sbx_mcp_call_cancel(
+                        "", json_object_get(json_object_get(message, "params"), "requestId"));
                 return;
         }
         if (sbx_mcp_is_request(message, "tools/call")) {
@@ -237,7 +185,8 @@ int sbx_mcp_stdio_main(int argc, char **argv)
                 handle_line(&target, line, (size_t)length);
         }
         free(line);
-        finish_calls();
+        /* The client is gone: what still runs is cancelled (a few seconds to wind down). */
+        sbx_mcp_calls_cancel_all(10000);
         curl_global_cleanup();
         return 0;
 }

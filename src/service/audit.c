@@ -410,7 +410,13 @@ static int audit_prepare_statements(struct sbx_audit *audit, struct sbx_error *e
         for (size_t i = 0; i < COLUMN_COUNT; i++)
                 fits &= append(select, sizeof(select), "%s%s", audit_columns[i].name,
                                i + 1 < COLUMN_COUNT ? ", " : "");
+        /* The same columns, the most recent first: its own statement text, from select's. */
+        char recent[1024];
+        snprintf(recent, sizeof(recent), "%s", select);
         fits &= append(select, sizeof(select), " FROM executions WHERE tenant = ?1 AND id = ?2");
+        fits &= append(recent, sizeof(recent),
+                       " FROM executions WHERE tenant = ?1 AND created_at < ?2"
+                       " ORDER BY created_at DESC, rowid DESC LIMIT ?3");
         if (!fits)
                 return sbx_error_set(err, ENAMETOOLONG, "audit: a statement is too long");
 
@@ -423,7 +429,8 @@ static int audit_prepare_statements(struct sbx_audit *audit, struct sbx_error *e
             audit_prepare(audit, finish, &audit->finish, err) < 0 ||
             audit_prepare(audit, forget, &audit->forget, err) < 0 ||
             audit_prepare(audit, interrupt, &audit->interrupt, err) < 0 ||
-            audit_prepare(audit, select, &audit->select, err) < 0)
+            audit_prepare(audit, select, &audit->select, err) < 0 ||
+            audit_prepare(audit, recent, &audit->recent, err) < 0)
                 return -1;
         return 0;
 }
@@ -491,6 +498,7 @@ void sbx_audit_close(struct sbx_audit *audit)
         sqlite3_finalize(audit->forget);
         sqlite3_finalize(audit->interrupt);
         sqlite3_finalize(audit->select);
+        sqlite3_finalize(audit->recent);
         /* The last connection to close checkpoints the WAL into the database and removes it. */
         if (sqlite3_close(audit->db) != SQLITE_OK)
                 sbx_warn("audit: close: %s", sqlite3_errmsg(audit->db));
@@ -900,6 +908,44 @@ int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id,
         sqlite3_reset(audit->select);
         sqlite3_clear_bindings(audit->select);
         pthread_mutex_unlock(&audit->lock);
+        return result;
+}
+
+int sbx_audit_recent(struct sbx_audit *audit, const char *tenant, int64_t before_ms, unsigned limit,
+                     json_t **out, struct sbx_error *err)
+{
+        *out = json_array();
+        if (*out == NULL)
+                return sbx_error_set(err, ENOMEM, "audit: out of memory");
+        pthread_mutex_lock(&audit->lock);
+        sqlite3_stmt *s = audit->recent;
+        int rc = sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_int64(s, 2, before_ms);
+        if (rc == SQLITE_OK)
+                rc = sqlite3_bind_int64(s, 3, limit);
+        int result = 0;
+        while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
+                json_t *row = audit_row_json(s, err);
+                if (row == NULL) {
+                        result = -1;
+                        break;
+                }
+                json_object_del(row, "stdout");
+                json_object_del(row, "stderr");
+                json_object_del(row, "compile");
+                json_array_append_new(*out, row);
+                rc = SQLITE_OK;
+        }
+        if (result == 0 && rc != SQLITE_DONE)
+                result = sbx_error_set(err, 0, "audit: recent executions: %s", sqlite3_errstr(rc));
+        sqlite3_reset(s);
+        sqlite3_clear_bindings(s);
+        pthread_mutex_unlock(&audit->lock);
+        if (result < 0) {
+                json_decref(*out);
+                *out = NULL;
+        }
         return result;
 }
 

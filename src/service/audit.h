@@ -143,11 +143,18 @@ int sbx_audit_interrupt_running(struct sbx_audit *audit, const char *error, int6
  * "running" and null for every outcome column. The object has every column as a key:
  *   id, tenant, created_at, finished_at (ms since epoch), language, status, exit_code, signal,
  *   error, requested, effective, clamped, usage, evidence, timing (embedded JSON values),
- *   stdout_bytes, stderr_bytes, stdout_sha256, stderr_sha256, stdout, stderr
+ *   stdout_bytes, stderr_bytes, stdout_sha256, stderr_sha256, stdout, stderr, compile
  * with JSON null for a NULL column. stdout/stderr are strings in which every byte that is not
  * valid UTF-8 became U+FFFD. */
 int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id, json_t **out,
                     struct sbx_error *err);
+
+/* tenant's most recent executions created before before_ms (ms since epoch; INT64_MAX: any),
+ * newest first, at most limit: a JSON array of records as sbx_audit_fetch makes them, without
+ * stdout, stderr and compile (a list stays small; one record has them). 0 with *out (caller
+ * owns it), -1 with err. */
+int sbx_audit_recent(struct sbx_audit *audit, const char *tenant, int64_t before_ms, unsigned limit,
+                     json_t **out, struct sbx_error *err);
 
 /* Writes the SHA-256 of size bytes at data (data may be NULL when size is 0) to hex as 64
  * lowercase hex digits and a NUL. Returns 0, or -1 with err when libcrypto fails. */

@@ -28,6 +28,7 @@ struct sbx_audit {
         sqlite3_stmt *forget;    /* DELETE WHERE id = ?1 AND running */
         sqlite3_stmt *interrupt; /* UPDATE status, error, finished_at of every running row */
         sqlite3_stmt *select;
+        sqlite3_stmt *recent; /* a tenant's executions, newest first (sbx_audit_recent) */
 };
 
 /* Runs sql with the parameters bind sets, under the lock: the rows it changed, or -1 with err

@@ -1,23 +1,29 @@
-// Drives `sandboxd mcp` with the official MCP TypeScript SDK (npm @modelcontextprotocol/sdk),
-// unchanged: argv[2] is the sandboxd binary; SANDBOXD_URL and SANDBOXD_TOKEN are in the
-// environment. It connects over stdio (initialize), lists the tools, calls them as an agent
-// would (run_code; a session with a file and a PNG plot; a tool error; a long run it cancels;
-// an unknown tool) and prints what it saw as one JSON object for
+// Drives sandboxd's MCP server with the official MCP TypeScript SDK (npm
+// @modelcontextprotocol/sdk), unchanged: argv[2] is the sandboxd binary, argv[3] the transport:
+// "stdio" (`sandboxd mcp` as a subprocess) or "http" (the service's /mcp, streamable HTTP);
+// SANDBOXD_URL and SANDBOXD_TOKEN are in the environment. It connects (initialize), lists the
+// tools, calls them as an agent would (run_code; a session with a file and a PNG plot; a tool
+// error; a long run it cancels; an unknown tool) and prints what it saw as one JSON object for
 // tests/integration/test_mcp.py to judge.
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport, getDefaultEnvironment } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
 
-const sandboxd = process.argv[2];
-const transport = new StdioClientTransport({
-  command: sandboxd,
-  args: ["mcp"],
-  env: {
-    ...getDefaultEnvironment(),
-    SANDBOXD_URL: process.env.SANDBOXD_URL,
-    SANDBOXD_TOKEN: process.env.SANDBOXD_TOKEN,
-  },
-  stderr: "inherit",
-});
+const [sandboxd, kind] = process.argv.slice(2);
+const transport = kind === "http"
+  ? new StreamableHTTPClientTransport(new URL(process.env.SANDBOXD_URL + "/mcp"), {
+      requestInit: { headers: { Authorization: `Bearer ${process.env.SANDBOXD_TOKEN}` } },
+    })
+  : new StdioClientTransport({
+      command: sandboxd,
+      args: ["mcp"],
+      env: {
+        ...getDefaultEnvironment(),
+        SANDBOXD_URL: process.env.SANDBOXD_URL,
+        SANDBOXD_TOKEN: process.env.SANDBOXD_TOKEN,
+      },
+      stderr: "inherit",
+    });
 const client = new Client({ name: "sandboxd-test", version: "1.0.0" });
 const seen = {};
 const call = (name, args, options) => client.callTool({ name, arguments: args }, undefined, options);

@@ -1,25 +1,25 @@
-"""`sandboxd mcp` (src/mcp): the MCP server on stdio, driven by the official MCP TypeScript SDK
-(npm @modelcontextprotocol/sdk, tests/compat) unchanged, against a real `sandboxd serve`:
-initialize, the tools and their schemas, run_code, a session round trip with a file and a PNG
-plot, tool errors, the cancellation of a long run (which the service then records canceled) and
-an unknown tool; then the protocol's edges over raw stdio (malformed messages, batches,
-version negotiation, a missing token), which the SDK cannot send."""
+"""The MCP server (src/mcp), on stdio (`sandboxd mcp`) and on the service's /mcp (streamable
+HTTP, src/api/mcp_http.c), each driven by the official MCP TypeScript SDK (npm
+@modelcontextprotocol/sdk, tests/compat) unchanged, against a real `sandboxd serve`: initialize,
+the tools and their schemas, run_code, a session round trip with a file and a PNG plot, tool
+errors, the cancellation of a long run (which the service then records canceled) and an unknown
+tool; then the protocol's edges the SDK cannot send, over raw stdio (malformed messages,
+batches, version negotiation, a missing token) and raw HTTP (methods, token, Origin, status
+codes)."""
 
 import json
 import os
-import shutil
 import subprocess
 import time
 
 import pytest
+import requests
 
-from serve_helpers import SANDBOXD, SLOW, audit_rows, no_new_leaks, running_server
+from serve_helpers import (SANDBOXD, SLOW, audit_rows, expect_problem, no_new_leaks,
+                           run_node_client, running_server)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-COMPAT_DIR = os.path.join(os.path.dirname(HERE), "compat")
-MCP_SDK = os.path.join(COMPAT_DIR, "node_modules", "@modelcontextprotocol", "sdk")
 PNG_MAGIC = "iVBORw0KGgo"  # base64 of the PNG signature
 TOOLS = ["run_code", "list_languages", "create_session", "run_in_session", "write_file",
          "read_file", "list_files", "close_session"]
@@ -37,19 +37,13 @@ def mcp_env(srv, token=None):
                 SANDBOXD_TOKEN=token if token is not None else srv.tokens["acme"])
 
 
-@pytest.fixture(scope="module")
-def seen(srv):
-    """What the SDK's client saw, calling every tool (tests/compat/mcp_client.mjs)."""
-    if not os.path.isdir(MCP_SDK):
-        if os.environ.get("SANDBOXD_TEST_RUN"):
-            pytest.fail(f"{MCP_SDK} is missing: `make test` installs it (npm ci)")
-        pytest.skip("the MCP SDK is not installed: run `npm ci --prefix tests/compat`")
-    node = shutil.which("node")
-    assert node, "node is installed by scripts/install-deps.sh"
-    proc = subprocess.run([node, os.path.join(COMPAT_DIR, "mcp_client.mjs"),
-                           os.path.abspath(SANDBOXD)], env=mcp_env(srv), capture_output=True,
-                          text=True, timeout=240 * SLOW, check=False)
-    assert proc.returncode == 0, proc.stderr[-4000:]
+@pytest.fixture(scope="module", params=["stdio", "http"])
+def seen(srv, request):
+    """What the SDK's client saw over each transport, calling every tool
+    (tests/compat/mcp_client.mjs)."""
+    proc = run_node_client("mcp_client.mjs", [os.path.abspath(SANDBOXD), request.param],
+                           package="@modelcontextprotocol/sdk", env=mcp_env(srv),
+                           timeout=240 * SLOW)
     return json.loads(proc.stdout)
 
 
@@ -131,6 +125,10 @@ def test_session_round_trip(seen):
     assert seen["closed"]["isError"] is False
 
 
+# The canceled executions the other transport's run of the test below saw already.
+CANCELED_BEFORE = set()
+
+
 def test_cancellation_stops_the_run(srv, seen):
     cancel = seen["cancel"]
     assert "rejected" in cancel and cancel["after_ms"] < 10000, cancel
@@ -139,12 +137,15 @@ def test_cancellation_stops_the_run(srv, seen):
     deadline = time.monotonic() + 20 * SLOW
     while True:
         rows = [r for r in audit_rows(srv.data_dir).values()
-                if r["status"] == "canceled" and r["language"] == "python"]
+                if r["status"] == "canceled" and r["language"] == "python"
+                and r["id"] not in CANCELED_BEFORE]
         if rows or time.monotonic() > deadline:
             break
         time.sleep(0.2)
-    assert rows, "no canceled execution in the audit log"
+    assert len(rows) == 1, f"canceled executions new in the audit log: {rows}"
     assert rows[0]["finished_at"] - rows[0]["created_at"] < 15000 * SLOW, rows[0]
+    CANCELED_BEFORE.add(rows[0]["id"])
+
 
 
 # --- the protocol over raw stdio -----------------------------------------------------------
@@ -221,3 +222,58 @@ def test_token_and_service_problems(srv):
         pytest.skip("this machine has a local token file, which `sandboxd mcp` then uses")
     proc, _ = raw_session(srv, [], token="")
     assert proc.returncode == 78 and "SANDBOXD_TOKEN" in proc.stderr
+
+
+# --- the protocol over raw HTTP (/mcp) -----------------------------------------------------
+
+
+def post_mcp(srv, body, *, token="acme", headers=None):
+    h = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+    if token is not None:
+        h["Authorization"] = f"Bearer {srv.tokens[token]}"
+    h.update(headers or {})
+    data = body if isinstance(body, str) else json.dumps(body)
+    return requests.post(srv.url("/mcp"), data=data, headers=h, timeout=(5, 60 * SLOW))
+
+
+def test_http_transport_edges(srv):
+    ping = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
+    r = post_mcp(srv, ping)
+    assert r.status_code == 200 and r.headers["Content-Type"] == "application/json"
+    assert r.json() == {"jsonrpc": "2.0", "id": 1, "result": {}}
+    # A notification or a response is accepted without a body.
+    r = post_mcp(srv, {"jsonrpc": "2.0", "method": "notifications/initialized"})
+    assert (r.status_code, r.content) == (202, b"")
+    r = post_mcp(srv, {"jsonrpc": "2.0", "id": 5, "result": {}})
+    assert r.status_code == 202
+    # Malformed: 400 with the JSON-RPC error.
+    r = post_mcp(srv, "{not json")
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32700
+    r = post_mcp(srv, [ping])
+    assert r.status_code == 400 and r.json()["error"]["code"] == -32600
+    r = post_mcp(srv, {"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                       "params": {"name": "nope"}})
+    assert r.status_code == 200 and r.json()["error"]["code"] == -32602
+    r = post_mcp(srv, ping, headers={"MCP-Protocol-Version": "1999-01-01"})
+    assert r.status_code == 400
+    r = post_mcp(srv, ping, headers={"MCP-Protocol-Version": "2025-06-18"})
+    assert r.status_code == 200
+    # The tenant's token, and no browser page of another origin (DNS rebinding).
+    expect_problem(post_mcp(srv, ping, token=None), 401)
+    expect_problem(post_mcp(srv, ping, headers={"Origin": "http://evil.example"}), 403)
+    same = f"http://127.0.0.1:{srv.port}"
+    assert post_mcp(srv, ping, headers={"Origin": same}).status_code == 200
+    # No server stream and no sessions: GET and DELETE are 405.
+    for method in ["GET", "DELETE"]:
+        r = requests.request(method, srv.url("/mcp"), timeout=10,
+                             headers={"Authorization": f"Bearer {srv.tokens['acme']}"})
+        expect_problem(r, 405)
+        assert r.headers["Allow"] == "POST"
+    # A tool runs as the tenant: its quota and audit log.
+    r = post_mcp(srv, {"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                       "params": {"name": "run_code",
+                                  "arguments": {"language": "bash", "code": "echo via http"}}})
+    result = r.json()["result"]
+    assert result["isError"] is False and result["structuredContent"]["stdout"] == "via http\n"
+    record = audit_rows(srv.data_dir)[result["structuredContent"]["id"]]
+    assert record["tenant"] == "acme"

@@ -159,6 +159,33 @@ def test_other_tenant_gets_404_indistinguishable_from_unknown(srv):
     expect_problem(srv.get_execution(own["id"], tenant="acme"), 404)
 
 
+def test_recent_executions_list_the_tenants_own(srv):
+    """GET /v1/executions: the tenant's records, newest first, without their output; paged."""
+    mine = []
+    for i in range(3):
+        mine.append(srv.run(f"print({i})")["id"])
+        time.sleep(0.002)  # a page ends at a millisecond: keep them apart
+    theirs = srv.run("print('globex')", tenant="globex")["id"]
+
+    def listing(query="", tenant="acme"):
+        r = srv.request("GET", f"/v1/executions{query}",
+                        headers=srv.headers(tenant, None, None))
+        return expect_json(r, 200)["executions"]
+
+    page = listing("?limit=2")
+    assert [e["id"] for e in page] == mine[:0:-1], page
+    assert all(e["tenant"] == "acme" and "stdout" not in e for e in page)
+    assert set(page[0]) == RECORD_KEYS - {"stdout", "stderr", "compile"}
+    rest = listing(f"?limit=100&before={page[-1]['created_at']}")
+    assert mine[0] in [e["id"] for e in rest] and mine[1] not in [e["id"] for e in rest]
+    assert theirs not in [e["id"] for e in listing()]
+    assert theirs in [e["id"] for e in listing(tenant="globex")]
+    for query in ["?limit=0", "?limit=101", "?limit=x", "?before=-1"]:
+        expect_problem(srv.request("GET", f"/v1/executions{query}",
+                                   headers=srv.headers("acme", None, None)), 400)
+    expect_problem(srv.request("GET", "/v1/executions"), 401)
+
+
 def test_rejected_request_leaves_no_record(srv):
     """Only executions are recorded: a request refused by validation, by the tier, or for an
     unknown token adds no record (counted in the store itself), and a made-up id in the right

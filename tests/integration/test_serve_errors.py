@@ -471,7 +471,7 @@ def test_unknown_execution_id_is_404(srv, execution_id):
     expect_problem(srv.get_execution(requests.utils.quote(execution_id, safe="")), 404)
 
 
-@pytest.mark.parametrize("path", ["/", "/nope", "/v1", "/v1/", "/v2/executions", "/health/",
+@pytest.mark.parametrize("path", ["/index.html", "/nope", "/v1", "/v1/", "/v2/executions", "/health/",
                                   "/v1/executions/abc/def", "/V1/executions", "/metrics.json",
                                   "/v1/openapi.yaml"])
 def test_unknown_path_is_404(srv, path):
@@ -479,10 +479,9 @@ def test_unknown_path_is_404(srv, path):
 
 
 @pytest.mark.parametrize("method, path, allow", [
-    ("GET", "/v1/executions", "POST"),
-    ("PUT", "/v1/executions", "POST"),
-    ("DELETE", "/v1/executions", "POST"),
-    ("PATCH", "/v1/executions", "POST"),
+    ("PUT", "/v1/executions", "GET, HEAD, POST"),
+    ("DELETE", "/v1/executions", "GET, HEAD, POST"),
+    ("PATCH", "/v1/executions", "GET, HEAD, POST"),
     ("POST", "/v1/executions/" + "0" * 32, "GET, HEAD, DELETE"),
     ("PUT", "/v1/executions/" + "0" * 32, "GET, HEAD, DELETE"),
     ("POST", "/health", "GET, HEAD"),

@@ -229,6 +229,50 @@ static void test_other_tenant_and_unknown_id_are_not_found(void **state)
         sbx_audit_close(audit);
 }
 
+/* A tenant's recent executions: newest first, bounded, paged by created_at, its own only, without
+ * their output. */
+static void test_recent_executions(void **state)
+{
+        struct fixture *f = *state;
+        struct sbx_audit *audit = open_store(f);
+        static const char *const ids[] = {"a0000000000000000000000000000000",
+                                          "a1111111111111111111111111111111",
+                                          "a2222222222222222222222222222222"};
+        struct sample s[4];
+        for (size_t i = 0; i < 3; i++) {
+                make_record(&s[i], ids[i], "acme");
+                s[i].record.created_at_ms += (int64_t)i;
+                record_ok(audit, &s[i].record);
+        }
+        make_record(&s[3], "b0000000000000000000000000000000", "beta");
+        s[3].record.created_at_ms += 10;
+        record_ok(audit, &s[3].record);
+        struct sbx_error err = {0};
+        json_t *list = NULL;
+        assert_int_equal(sbx_audit_recent(audit, "acme", INT64_MAX, 2, &list, &err), 0);
+        assert_int_equal(json_array_size(list), 2);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "id")),
+                            ids[2]);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 1), "id")),
+                            ids[1]);
+        assert_null(json_object_get(json_array_get(list, 0), "stdout"));
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "status")),
+                            "ok");
+        int64_t before = json_integer_value(json_object_get(json_array_get(list, 1), "created_at"));
+        json_decref(list);
+        assert_int_equal(sbx_audit_recent(audit, "acme", before, 10, &list, &err), 0);
+        assert_int_equal(json_array_size(list), 1);
+        assert_string_equal(json_string_value(json_object_get(json_array_get(list, 0), "id")),
+                            ids[0]);
+        json_decref(list);
+        assert_int_equal(sbx_audit_recent(audit, "nobody", INT64_MAX, 10, &list, &err), 0);
+        assert_int_equal(json_array_size(list), 0);
+        json_decref(list);
+        for (size_t i = 0; i < 4; i++)
+                free_sample(&s[i]);
+        sbx_audit_close(audit);
+}
+
 static void test_nulls_errors_and_stored_output(void **state)
 {
         struct fixture *f = *state;
@@ -931,6 +975,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_record_and_fetch, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_session_rows, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_recent_executions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_other_tenant_and_unknown_id_are_not_found,
                                                 setup, teardown),
                 cmocka_unit_test_setup_teardown(test_nulls_errors_and_stored_output, setup,
