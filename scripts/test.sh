@@ -79,13 +79,15 @@ stage uml "uml-integration:$uml_xml" env BUILD="$BUILD" ./tests/uml/run.sh integ
 stage qemu "qemu-integration:$qemu_xml qemu-hostile:$qemu_json" \
         env BUILD="$BUILD" ./tests/qemu/run.sh
 # The no-Landlock path (a kernel without it, or with it left out of the LSM list): the same guest
-# booted with Landlock left out, and the hostile classes whose payloads Landlock is a layer
-# against; each must stay contained by the other layers, or say in its declaration that its
-# refusal needs Landlock (the harness then judges it by what still holds).
+# booted with Landlock left out, and the hostile classes with payloads Landlock is a layer
+# against (filesystem, network, privilege: the declarations that name it); each must stay
+# contained by the other layers, or say in its declaration that its refusal needs Landlock (the
+# harness then judges it by what still holds). kernel and infoleak, whose payloads Landlock is no
+# layer of, ran there too until the whole of `make test` passed 30 minutes: 90 s under emulation.
 stage qemu-without-landlock "qemu-without-landlock:$qemu_wl_json" \
         env BUILD="$BUILD" QEMU_KERNEL_ARGS="lsm=lockdown,yama,apparmor,bpf" \
         QEMU_REPORT=qemu-without-landlock-report.json \
-        QEMU_HOSTILE_ARGS="--class filesystem,network,privilege,kernel,infoleak" \
+        QEMU_HOSTILE_ARGS="--class filesystem,network,privilege" \
         ./tests/qemu/run.sh hostile
 stage fuzz "" ./tests/fuzz/run.sh "$FUZZ_BUILD" 10
 stage leak-audit "" /usr/bin/python3 scripts/leak_audit.py --except "$baseline"
