@@ -128,9 +128,10 @@ static int create_local_tenant(struct sbx_config *config, uint8_t digest[SBX_SHA
                "  try:   curl -s -H 'Authorization: Bearer %s' -H 'Content-Type: application/json' "
                "\\\n"
                "           -d '{\"language\":\"python\",\"code\":\"print(2+2)\"}' "
-               "http://%s/v1/executions\n",
+               "http://%s/v1/executions\n"
+               "  or open http://%s/ in a browser (the playground) and paste the token\n",
                config->tiers[0].name, token, config->server.data_dir, LOCAL_TOKEN_FILE, token,
-               config->server.listen);
+               config->server.listen, config->server.listen);
         fflush(stdout);
         return 0;
 }

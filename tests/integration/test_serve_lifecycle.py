@@ -380,6 +380,11 @@ def test_no_tenant_configured_creates_local_with_a_printed_token():
                 assert result["status"] == "ok" and result["stdout"] == "4\n", result
                 expect_problem(server.post_execution(body, token=printed.group(2) + "x"), 401)
                 tokens.append(printed.group(2))
+                # The playground's address, printed beside the curl line, answers the page.
+                page = re.search(r"or open (http://\S+/) in a browser", out)
+                assert page, out
+                r = requests.get(page.group(1), timeout=10)
+                assert r.status_code == 200 and r.headers["Content-Type"].startswith("text/html")
         assert tokens[0] == tokens[1]
         token_file = os.path.join(data_dir, "local-token")
         assert stat.S_IMODE(os.stat(token_file).st_mode) == 0o600
