@@ -1,6 +1,6 @@
 // Drives the web playground (web/, served by `sandboxd serve` at /) in headless Chromium with
 // playwright-core, as a user would: paste the token, run a program, a timeout, session cells with
-// a matplotlib plot; then reads what the page shows. tests/integration/test_playground.py runs
+// a matplotlib plot and an HTML result; then reads what the page shows. tests/integration/test_playground.py runs
 // it against a real server and checks what it prints: one JSON object on stdout. Any step that
 // does not happen within its time fails the script (exit 1, the reason on stderr).
 //
@@ -162,6 +162,25 @@ try {
   await second.locator(".result img").waitFor();
   // The image has been decoded (a PNG the browser could draw).
   await second.locator(".result img").evaluate((img) => img.decode());
+  // An HTML result (the program's own markup): shown in a sandboxed frame, not in the page.
+  const third = page.locator("#cells .cell").nth(2);
+  await third.waitFor();
+  await setCode(page, "#cells .cell:nth-child(3) .cell-editor", [
+    "class Table:",
+    "    def _repr_html_(self):",
+    "        return '<table><tr><th>x</th></tr><tr><td>%d</td></tr></table>' % x",
+    "Table()",
+  ].join("\n"));
+  await third.locator("button", { hasText: "Run cell" }).click();
+  const thirdSummary = await finishedSummary(third.locator(".cell-output"));
+  const frame = third.locator("iframe.html-result");
+  await frame.waitFor();
+  report.html = {
+    status: (await describeResult(third.locator(".cell-output"), thirdSummary)).status,
+    sandbox: await frame.getAttribute("sandbox"),
+    cell: await frame.contentFrame().locator("td").innerText(),
+    inPage: await page.locator("#cells table").count(),
+  };
   report.session = {
     first: await describeResult(first.locator(".cell-output"), firstSummary),
     second: await describeResult(second.locator(".cell-output"), secondSummary),

@@ -2,9 +2,9 @@
 script and stylesheet under /assets/) with a strict Content-Security-Policy; headless Chromium
 (/usr/bin/chromium), driven by playwright-core (tests/compat/playground_browser.mjs), uses it as
 a person would: pastes the token, runs print(2+2) and sees 4, sees a timeout's status, runs
-session cells (state kept, a matplotlib figure shown as an image), and sees the runs in the
-recent executions. Nothing may break the policy, and the token may appear in no URL and in no
-log. Screenshots go to build/playground-{run,timeout,session}.png; with SANDBOXD_UPDATE_DOCS=1
+session cells (state kept, a matplotlib figure shown as an image, an HTML result in a sandboxed
+frame), and sees the runs in the recent executions. Nothing may break the policy, and the token
+may appear in no URL and in no log. Screenshots go to build/playground-{run,timeout,session}.png; with SANDBOXD_UPDATE_DOCS=1
 the session's also becomes docs/playground.png (the README's picture)."""
 
 import json
@@ -123,15 +123,18 @@ def test_the_playground_in_a_browser(srv):
     [image] = session["second"]["images"]
     assert image["src"].startswith("data:image/png;base64,iVBORw0KGgo"), image
     assert image["width"] > 100 and image["height"] > 100, image
-    assert session["counts"] == ["[1]", "[2]", "[ ]"], session
+    assert session["counts"] == ["[1]", "[2]", "[3]", "[ ]"], session
+    # The program's HTML: rendered in a frame sandboxed with nothing allowed, never in the page.
+    assert report["html"] == {"status": "ok", "sandbox": "", "cell": "21", "inPage": 0}, \
+        report["html"]
     assert report["sessionDeleted"] == 204
 
-    # The recent executions: the four runs, newest first, as the API lists them.
+    # The recent executions: the five runs, newest first, as the API lists them.
     listed = expect_json(srv.get("/v1/executions?limit=20",
                                  headers=srv.headers(content_type=None)))["executions"]
     rows = report["recent"]["rows"]
     assert [row["id"] for row in rows] == [record["id"] for record in listed], (rows, listed)
-    assert [row["cells"][3] for row in rows] == ["ok", "ok", "timeout", "ok"], rows
+    assert [row["cells"][3] for row in rows] == ["ok", "ok", "ok", "timeout", "ok"], rows
     assert {row["cells"][2] for row in rows} == {"python"}, rows
     assert report["recent"]["record"]["id"] == rows[0]["id"]
     assert report["recent"]["record"]["status"] == "ok"
