@@ -135,14 +135,21 @@ char *sbx_compat_base64_decode(const char *text, size_t length, size_t *size)
 
 /* bytes as Ruby's encode64 writes them, as Judge0 answers: base64 in lines of 60 characters,
  * each ending in a newline. */
+char *sbx_compat_base64(const void *bytes, size_t size)
+{
+        char *text = malloc(4 * ((size + 2) / 3) + 1);
+        if (text != NULL)
+                EVP_EncodeBlock((unsigned char *)text, bytes, (int)size);
+        return text;
+}
+
 json_t *sbx_compat_base64_lines(const void *bytes, size_t size)
 {
         size_t encoded = 4 * ((size + 2) / 3);
-        _cleanup_free_ char *flat = malloc(encoded + 1);
+        _cleanup_free_ char *flat = sbx_compat_base64(bytes, size);
         _cleanup_free_ char *lines = malloc(encoded + encoded / 60 + 2);
         if (flat == NULL || lines == NULL)
                 return NULL;
-        EVP_EncodeBlock((unsigned char *)flat, (const unsigned char *)bytes, (int)size);
         size_t out = 0;
         for (size_t i = 0; i < encoded; i += 60) {
                 size_t chunk = encoded - i < 60 ? encoded - i : 60;
@@ -151,15 +158,6 @@ json_t *sbx_compat_base64_lines(const void *bytes, size_t size)
                 lines[out++] = '\n';
         }
         return json_stringn(lines, out);
-}
-
-/* bytes as base64 (owned), or NULL when memory runs out. */
-static char *base64_of(const uint8_t *bytes, size_t size)
-{
-        char *text = malloc(4 * ((size + 2) / 3) + 1);
-        if (text != NULL)
-                EVP_EncodeBlock((unsigned char *)text, bytes, (int)size);
-        return text;
 }
 
 /* hex (Piston's "hex" encoding) as base64, which a v1 file takes (owned); NULL when it is not
@@ -172,7 +170,7 @@ char *sbx_compat_hex_to_base64(const char *hex, size_t length)
         /* Exactly length digits: a NUL inside the (JSON) string is no digit. */
         if (bytes == NULL || !sbx_hex_decode(hex, bytes, length / 2))
                 return NULL;
-        return base64_of(bytes, length / 2);
+        return sbx_compat_base64(bytes, length / 2);
 }
 
 /* ---- versions ---- */

@@ -53,6 +53,9 @@ json_t *sbx_compat_body(struct sbx_api *api, struct MHD_Connection *connection,
  * NULL when memory runs out. */
 char *sbx_compat_base64_decode(const char *text, size_t length, size_t *size);
 
+/* bytes as base64 in one line, with padding (RFC 4648; owned), or NULL when memory runs out. */
+char *sbx_compat_base64(const void *bytes, size_t size);
+
 /* bytes as Ruby's encode64 writes them (Judge0's outputs): base64 in lines of 60 characters,
  * each ending in a newline; NULL when memory runs out. */
 json_t *sbx_compat_base64_lines(const void *bytes, size_t size);

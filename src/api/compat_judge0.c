@@ -436,11 +436,12 @@ static void translate_submission(const json_t *body, const struct sbx_tenant *te
         if (code_string != NULL) {
                 json_object_set_new(v1, "code", code_string);
         } else {
-                /* Not UTF-8 (a base64_encoded one may be any bytes): as a base64 file. */
-                json_t *encoded = sbx_compat_base64_lines(code, code_size);
+                /* Not UTF-8 (a base64_encoded one may be any bytes): as a base64 file, in the
+                 * one-line form a v1 file takes. */
+                _cleanup_free_ char *encoded = sbx_compat_base64(code, code_size);
                 const char *file_name = sbx_language_find(language->language)->file_name;
                 json_object_set_new(v1, "files",
-                                    json_pack("[{s:s, s:o, s:s}]", "path", file_name, "content",
+                                    json_pack("[{s:s, s:s, s:s}]", "path", file_name, "content",
                                               encoded, "encoding", "base64"));
                 json_object_set_new(v1, "entrypoint", json_string(file_name));
         }
@@ -683,10 +684,19 @@ static json_t *compile_output_of(const json_t *record, bool base64)
         return text_field(both, out_len + err_len, base64);
 }
 
-static json_t *limit_of(const json_t *record, const char *name, json_int_t scale)
+/* object's integer member name (milliseconds) as Judge0's decimal seconds, or null. */
+static json_t *seconds_member(const json_t *object, const char *name)
 {
-        const json_t *value = json_object_get(json_object_get(record, "effective"), name);
-        return json_is_integer(value) ? json_integer(json_integer_value(value) * scale)
+        const json_t *value = json_object_get(object, name);
+        return json_is_integer(value) ? decimal_seconds(json_integer_value(value)) : json_null();
+}
+
+/* object's integer member name times multiply, divided by divide (Judge0's units), or null. */
+static json_t *scaled_member(const json_t *object, const char *name, json_int_t multiply,
+                             json_int_t divide)
+{
+        const json_t *value = json_object_get(object, name);
+        return json_is_integer(value) ? json_integer(json_integer_value(value) * multiply / divide)
                                       : json_null();
 }
 
@@ -700,6 +710,7 @@ static json_t *render(const json_t *record, const char *verdict, const struct fi
         int id = status_id(status, json_integer_value(signal), verdict);
         bool ran = id > 2 && id != 6;
         const json_t *usage = json_object_get(record, "usage");
+        const json_t *effective = json_object_get(record, "effective");
         const struct judge0_language *language =
                 language_by_name(json_string_value(json_object_get(record, "language")));
         char token[TOKEN_CHARS + 1];
@@ -744,23 +755,14 @@ static json_t *render(const json_t *record, const char *verdict, const struct fi
                                        : json_null();
                         break;
                 case F_TIME:
-                        value = ran && json_is_integer(json_object_get(usage, "cpu_ms"))
-                                        ? decimal_seconds(json_integer_value(
-                                                  json_object_get(usage, "cpu_ms")))
-                                        : json_null();
+                        value = ran ? seconds_member(usage, "cpu_ms") : json_null();
                         break;
                 case F_WALL_TIME:
-                        value = ran && json_is_integer(json_object_get(usage, "wall_ms"))
-                                        ? decimal_seconds(json_integer_value(
-                                                  json_object_get(usage, "wall_ms")))
-                                        : json_null();
+                        value = ran ? seconds_member(usage, "wall_ms") : json_null();
                         break;
                 case F_MEMORY:
-                        value = ran && json_is_integer(json_object_get(usage, "memory_peak_bytes"))
-                                        ? json_integer(json_integer_value(json_object_get(
-                                                               usage, "memory_peak_bytes")) /
-                                                       1024)
-                                        : json_null();
+                        value = ran ? scaled_member(usage, "memory_peak_bytes", 1, 1024)
+                                    : json_null();
                         break;
                 case F_TOKEN:
                         value = json_string(token);
@@ -768,37 +770,24 @@ static json_t *render(const json_t *record, const char *verdict, const struct fi
                 case F_NUMBER_OF_RUNS:
                         value = json_integer(1);
                         break;
-                case F_CPU_TIME_LIMIT: {
-                        const json_t *cpu =
-                                json_object_get(json_object_get(record, "effective"), "cpu_ms");
-                        value = json_is_integer(cpu) ? decimal_seconds(json_integer_value(cpu))
-                                                     : json_null();
+                case F_CPU_TIME_LIMIT:
+                        value = seconds_member(effective, "cpu_ms");
                         break;
-                }
                 case F_CPU_EXTRA_TIME:
                         value = json_string("0.0");
                         break;
-                case F_WALL_TIME_LIMIT: {
-                        const json_t *wall =
-                                json_object_get(json_object_get(record, "effective"), "wall_ms");
-                        value = json_is_integer(wall) ? decimal_seconds(json_integer_value(wall))
-                                                      : json_null();
+                case F_WALL_TIME_LIMIT:
+                        value = seconds_member(effective, "wall_ms");
                         break;
-                }
                 case F_MEMORY_LIMIT:
-                        value = limit_of(record, "memory_mb", 1024);
+                        value = scaled_member(effective, "memory_mb", 1024, 1);
                         break;
                 case F_MAX_PROCESSES:
-                        value = limit_of(record, "pids", 1);
+                        value = scaled_member(effective, "pids", 1, 1);
                         break;
-                case F_MAX_FILE_SIZE: {
-                        const json_t *output = json_object_get(json_object_get(record, "effective"),
-                                                               "output_bytes");
-                        value = json_is_integer(output)
-                                        ? json_integer(json_integer_value(output) / 1024)
-                                        : json_null();
+                case F_MAX_FILE_SIZE:
+                        value = scaled_member(effective, "output_bytes", 1, 1024);
                         break;
-                }
                 case F_PER_PROCESS_TIME:
                 case F_PER_PROCESS_MEMORY:
                 case F_REDIRECT_STDERR:

@@ -54,7 +54,6 @@
 #define ENGINE_FD 4
 
 /* In the data directory: the local tenant's token (see local_token). */
-#define LOCAL_TOKEN_FILE "local-token"
 
 /* The process gives up root for good: no supplementary groups, the API uid/gid, an empty
  * bounding set, no capabilities, no_new_privs. A bug in HTTP or JSON handling then runs with the
@@ -88,7 +87,8 @@ static int local_token(const char *data_dir, char token[SBX_TOKEN_LENGTH + 1],
                        struct sbx_error *err)
 {
         char path[PATH_MAX];
-        if (snprintf(path, sizeof(path), "%s/%s", data_dir, LOCAL_TOKEN_FILE) >= (int)sizeof(path))
+        if (snprintf(path, sizeof(path), "%s/%s", data_dir, SBX_LOCAL_TOKEN_FILE) >=
+            (int)sizeof(path))
                 return sbx_error_set(err, ENAMETOOLONG, "path of the local token");
         _cleanup_close_ int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
@@ -130,7 +130,7 @@ static int create_local_tenant(struct sbx_config *config, uint8_t digest[SBX_SHA
                "           -d '{\"language\":\"python\",\"code\":\"print(2+2)\"}' "
                "http://%s/v1/executions\n"
                "  or open http://%s/ in a browser (the playground) and paste the token\n",
-               config->tiers[0].name, token, config->server.data_dir, LOCAL_TOKEN_FILE, token,
+               config->tiers[0].name, token, config->server.data_dir, SBX_LOCAL_TOKEN_FILE, token,
                config->server.listen, config->server.listen);
         fflush(stdout);
         return 0;

@@ -18,12 +18,13 @@
 
 #include "mcp/calls.h"
 #include "mcp/protocol.h"
+#include "service/config.h"
 #include "util/cleanup.h"
 
 /* The longest line read: a message with a file's content can be large. */
 #define LINE_MAX_BYTES (64u << 20)
-/* Where `sandboxd serve` keeps the local tenant's token (its default data_dir). */
-#define LOCAL_TOKEN_PATH "/var/lib/sandboxd/local-token"
+/* Where `sandboxd serve` keeps the local tenant's token (with its default data_dir). */
+#define LOCAL_TOKEN_PATH SBX_DEFAULT_DATA_DIR "/" SBX_LOCAL_TOKEN_FILE
 
 static pthread_mutex_t output_lock = PTHREAD_MUTEX_INITIALIZER;
 

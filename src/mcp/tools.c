@@ -7,14 +7,13 @@
 
 #include <curl/curl.h>
 #include <errno.h>
-#include <openssl/evp.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "api/compat.h"
-#include "model/result_json.h"
+#include "model/request.h"
 #include "util/cleanup.h"
 
 /* The tools, in the order tools/list gives them: src/mcp/tools.json, compiled in
@@ -108,17 +107,6 @@ static const char *string_argument(const json_t *arguments, const char *name)
         return json_string_value(json_object_get(arguments, name));
 }
 
-/* Whether id is a session id (32 lowercase hex digits): it goes into a URL path. */
-static bool session_id_valid(const char *id)
-{
-        if (id == NULL || strlen(id) != 32)
-                return false;
-        for (const char *p = id; *p != '\0'; p++)
-                if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f')))
-                        return false;
-        return true;
-}
-
 /* path with each segment percent-encoded, the slashes kept (owned; NULL when out of memory). */
 static char *escape_path(const char *path)
 {
@@ -183,6 +171,26 @@ static json_t *answer_json(const struct sbx_mcp_answer *answer)
 {
         json_error_t error;
         return answer->body != NULL ? json_loads(answer->body, 0, &error) : NULL;
+}
+
+/* What a call that was sent (sent: send_json's or sbx_mcp_request's return) came to: the JSON of
+ * an answer with the expected status (a JSON null when it has no body; owned), or NULL with
+ * *failure the tool error to answer with (the service unreachable, or its problem). Frees
+ * answer. */
+static json_t *answered_json(const char *what, int sent, const struct sbx_error *err,
+                             struct sbx_mcp_answer *answer, long expected, json_t **failure)
+{
+        if (sent < 0) {
+                *failure = unreachable_result(what, err);
+                return NULL;
+        }
+        json_t *json = answer->status != expected ? NULL
+                       : answer->size == 0        ? json_null()
+                                                  : answer_json(answer);
+        if (json == NULL)
+                *failure = problem_result(what, answer->status, answer->body);
+        sbx_mcp_answer_free(answer);
+        return json;
 }
 
 /* ---- what a run says ---- */
@@ -329,15 +337,11 @@ static json_t *list_languages(const struct sbx_mcp_target *target, const atomic_
 {
         struct sbx_mcp_answer answer;
         struct sbx_error err = {0};
-        if (send_json(target, "GET", "/v1/languages", NULL, false, cancel, &answer, &err) < 0)
-                return unreachable_result("list_languages", &err);
-        json_t *languages = answer.status == 200 ? answer_json(&answer) : NULL;
-        if (languages == NULL) {
-                json_t *result = problem_result("list_languages", answer.status, answer.body);
-                sbx_mcp_answer_free(&answer);
-                return result;
-        }
-        sbx_mcp_answer_free(&answer);
+        json_t *failure = NULL;
+        int sent = send_json(target, "GET", "/v1/languages", NULL, false, cancel, &answer, &err);
+        json_t *languages = answered_json("list_languages", sent, &err, &answer, 200, &failure);
+        if (languages == NULL)
+                return failure;
         static const char heading[] = "Languages you may use (name: version; aliases):";
         size_t used = sizeof(heading) - 1, index;
         char *text = strdup(heading);
@@ -375,21 +379,16 @@ static json_t *create_session(const struct sbx_mcp_target *target, const json_t 
                 json_object_set_new(body, "language", json_string("python"));
         struct sbx_mcp_answer answer;
         struct sbx_error err = {0};
-        if (send_json(target, "POST", "/v1/sessions", body, false, cancel, &answer, &err) < 0)
-                return unreachable_result("create_session", &err);
-        json_t *session = answer.status == 201 ? answer_json(&answer) : NULL;
-        json_t *result =
-                session == NULL
-                        ? problem_result("create_session", answer.status, answer.body)
-                        : tool_result(false, json_incref(session),
-                                      "session %s is open (%s); pass its id as "
-                                      "session_id to run_in_session, write_file, "
-                                      "read_file, list_files and close_session",
-                                      json_string_value(json_object_get(session, "id")),
-                                      json_string_value(json_object_get(session, "language")));
-        json_decref(session);
-        sbx_mcp_answer_free(&answer);
-        return result;
+        json_t *failure = NULL;
+        int sent = send_json(target, "POST", "/v1/sessions", body, false, cancel, &answer, &err);
+        json_t *session = answered_json("create_session", sent, &err, &answer, 201, &failure);
+        if (session == NULL)
+                return failure;
+        return tool_result(false, session,
+                           "session %s is open (%s); pass its id as session_id to "
+                           "run_in_session, write_file, read_file, list_files and close_session",
+                           json_string_value(json_object_get(session, "id")),
+                           json_string_value(json_object_get(session, "language")));
 }
 
 static json_t *run_in_session(const struct sbx_mcp_target *target, const char *session,
@@ -445,18 +444,14 @@ static json_t *write_file(const struct sbx_mcp_target *target, const char *sessi
         };
         struct sbx_mcp_answer answer;
         struct sbx_error err = {0};
-        if (sbx_mcp_request(target, &call, &answer, &err) < 0)
-                return unreachable_result("write_file", &err);
-        json_t *written = answer.status == 201 ? answer_json(&answer) : NULL;
-        json_t *result =
-                written == NULL ? problem_result("write_file", answer.status, answer.body)
-                                : tool_result(false, json_incref(written), "wrote %lld bytes to %s",
-                                              (long long)json_integer_value(
-                                                      json_object_get(written, "size")),
-                                              json_string_value(json_object_get(written, "path")));
-        json_decref(written);
-        sbx_mcp_answer_free(&answer);
-        return result;
+        json_t *failure = NULL;
+        int sent = sbx_mcp_request(target, &call, &answer, &err);
+        json_t *written = answered_json("write_file", sent, &err, &answer, 201, &failure);
+        if (written == NULL)
+                return failure;
+        return tool_result(false, written, "wrote %lld bytes to %s",
+                           (long long)json_integer_value(json_object_get(written, "size")),
+                           json_string_value(json_object_get(written, "path")));
 }
 
 static json_t *read_file(const struct sbx_mcp_target *target, const char *session,
@@ -486,10 +481,7 @@ static json_t *read_file(const struct sbx_mcp_target *target, const char *sessio
                                    "isError", false);
         } else {
                 json_decref(text);
-                _cleanup_free_ char *encoded = malloc(4 * ((answer.size + 2) / 3) + 1);
-                if (encoded != NULL)
-                        EVP_EncodeBlock((unsigned char *)encoded, (const unsigned char *)data,
-                                        (int)answer.size);
+                _cleanup_free_ char *encoded = sbx_compat_base64(data, answer.size);
                 _cleanup_free_ char *uri = NULL;
                 if (encoded != NULL && asprintf(&uri, "sandboxd://sessions/%s/files/%s", session,
                                                 file[0] == '/' ? file + 1 : file) >= 0)
@@ -517,15 +509,11 @@ static json_t *list_files(const struct sbx_mcp_target *target, const char *sessi
                 return tool_result(true, NULL, "list_files: out of memory");
         struct sbx_mcp_answer answer;
         struct sbx_error err = {0};
-        if (send_json(target, "GET", path, NULL, false, cancel, &answer, &err) < 0)
-                return unreachable_result("list_files", &err);
-        json_t *listing = answer.status == 200 ? answer_json(&answer) : NULL;
-        if (listing == NULL) {
-                json_t *result = problem_result("list_files", answer.status, answer.body);
-                sbx_mcp_answer_free(&answer);
-                return result;
-        }
-        sbx_mcp_answer_free(&answer);
+        json_t *failure = NULL;
+        int sent = send_json(target, "GET", path, NULL, false, cancel, &answer, &err);
+        json_t *listing = answered_json("list_files", sent, &err, &answer, 200, &failure);
+        if (listing == NULL)
+                return failure;
         size_t used = 0, index;
         char *text = strdup("");
         append(&text, &used, "%s:", json_string_value(json_object_get(listing, "path")));
@@ -549,13 +537,13 @@ static json_t *close_session(const struct sbx_mcp_target *target, const char *se
         snprintf(path, sizeof(path), "/v1/sessions/%s", session);
         struct sbx_mcp_answer answer;
         struct sbx_error err = {0};
-        if (send_json(target, "DELETE", path, NULL, false, cancel, &answer, &err) < 0)
-                return unreachable_result("close_session", &err);
-        json_t *result = answer.status == 204
-                                 ? tool_result(false, NULL, "session %s is closed", session)
-                                 : problem_result("close_session", answer.status, answer.body);
-        sbx_mcp_answer_free(&answer);
-        return result;
+        json_t *failure = NULL;
+        int sent = send_json(target, "DELETE", path, NULL, false, cancel, &answer, &err);
+        json_t *closed = answered_json("close_session", sent, &err, &answer, 204, &failure);
+        if (closed == NULL)
+                return failure;
+        json_decref(closed);
+        return tool_result(false, NULL, "session %s is closed", session);
 }
 
 json_t *sbx_mcp_call_tool(const struct sbx_mcp_target *target, const char *name,
@@ -568,7 +556,8 @@ json_t *sbx_mcp_call_tool(const struct sbx_mcp_target *target, const char *name,
         if (strcmp(name, "create_session") == 0)
                 return create_session(target, arguments, cancel);
         const char *session = string_argument(arguments, "session_id");
-        if (!session_id_valid(session))
+        /* A session id is an execution id's form; it goes into a URL path. */
+        if (session == NULL || !sbx_execution_id_valid(session))
                 return tool_result(true, NULL,
                                    "%s needs session_id: the id create_session answered (32 hex "
                                    "digits)",

@@ -518,7 +518,7 @@ static void server_set_defaults(struct sbx_server_config *server)
         struct sbx_error ignored = {0};
         /* Cannot fail but for memory; a NULL listen is then reported by the loader. */
         parse_listen("127.0.0.1:8080", server, &ignored);
-        server->data_dir = strdup("/var/lib/sandboxd");
+        server->data_dir = strdup(SBX_DEFAULT_DATA_DIR);
         server->gvisor_platform = "ptrace";
         /* A high uid no distribution allocates, so the API process shares no files or
          * processes with a real account; no passwd entry is needed. */

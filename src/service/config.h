@@ -111,6 +111,11 @@ struct sbx_config {
         size_t n_tenants;
 };
 
+/* The data_dir a config without one has; and the file in it where `sandboxd serve` keeps the
+ * token of the tenant "local" it creates when none is configured (`sandboxd mcp` reads it). */
+#define SBX_DEFAULT_DATA_DIR "/var/lib/sandboxd"
+#define SBX_LOCAL_TOKEN_FILE "local-token"
+
 /* The tier every configuration has (the built-in limits unless [tier.default] changes them). */
 #define SBX_DEFAULT_TIER_NAME "default"
 

@@ -1757,24 +1757,29 @@ def run_payload(harness, payload, with_control, lock):
         contained, reasons, evidence = judge(payload, outcome, before, clean, findings)
         entry.update({"contained": contained, "reasons": reasons, "evidence": evidence,
                       "command": outcome.host.get("command"), "paths": ["cold"]})
+
+        def run_path(path, judged, flags, **extra):
+            """The payload again on another path (flags), judged by judged's declaration; a
+            path that does not contain it makes the whole entry not contained."""
+            p_outcome, p_before, p_clean, p_findings = harness.execute(
+                payload, "sandbox", limits, flags, payload.args, payload.stdin)
+            p_contained, p_reasons, p_evidence = judge(judged, p_outcome, p_before, p_clean,
+                                                       p_findings)
+            entry["paths"].append(path)
+            entry[path] = {"contained": p_contained, "reasons": p_reasons,
+                           "evidence": p_evidence, "command": p_outcome.host.get("command"),
+                           **extra}
+            if not p_contained:
+                entry["contained"] = False
+                entry["reasons"] = entry["reasons"] + [f"{path}: {r}" for r in p_reasons]
+
         # The service's warm paths, judged the same: a pre-started sandbox (pooled) and, for
         # python, one whose init and program are forks of a template interpreter (DESIGN.md
         # "Warm pools: templates").
-        warm_paths = [("pooled", ["--pooled"], pool_eligible),
-                      ("template", TEMPLATE_FLAGS, template_eligible)]
-        for path, flags, eligible in warm_paths:
-            if not harness.pooled or not eligible(payload, harness.pooled_languages):
-                continue
-            w_outcome, w_before, w_clean, w_findings = harness.execute(
-                payload, "sandbox", limits, flags, payload.args, payload.stdin)
-            w_contained, w_reasons, w_evidence = judge(payload, w_outcome, w_before, w_clean,
-                                                       w_findings)
-            entry["paths"].append(path)
-            entry[path] = {"contained": w_contained, "reasons": w_reasons,
-                           "evidence": w_evidence, "command": w_outcome.host.get("command")}
-            if not w_contained:
-                entry["contained"] = False
-                entry["reasons"] = entry["reasons"] + [f"{path}: {r}" for r in w_reasons]
+        if harness.pooled and pool_eligible(payload, harness.pooled_languages):
+            run_path("pooled", payload, ["--pooled"])
+        if harness.pooled and template_eligible(payload, harness.pooled_languages):
+            run_path("template", payload, TEMPLATE_FLAGS)
         for backend in harness.backends:
             eligible, why_not = backend_eligible(payload, backend)
             if not eligible:
@@ -1783,22 +1788,12 @@ def run_payload(harness, payload, with_control, lock):
             # The same payload on another isolation boundary, cold and (where that backend has
             # entries for the language) pooled: a disagreement is a finding.
             judged = judged_on(payload, backend)
-            paths = [(backend, ["--backend", backend])]
+            variant = payload.backends.get(backend, {}).get("reason")
+            run_path(backend, judged, ["--backend", backend], variant=variant)
             if (harness.pooled and pool_eligible(payload, harness.pooled_languages)
                     and payload.language in BACKEND_POOLED_LANGUAGES.get(backend, ())):
-                paths.append((f"{backend}-pooled", ["--backend", backend, "--pooled"]))
-            for path, flags in paths:
-                b_outcome, b_before, b_clean, b_findings = harness.execute(
-                    payload, "sandbox", limits, flags, payload.args, payload.stdin)
-                b_contained, b_reasons, b_evidence = judge(judged, b_outcome, b_before, b_clean,
-                                                           b_findings)
-                entry["paths"].append(path)
-                entry[path] = {"contained": b_contained, "reasons": b_reasons,
-                               "evidence": b_evidence, "command": b_outcome.host.get("command"),
-                               "variant": payload.backends.get(backend, {}).get("reason")}
-                if not b_contained:
-                    entry["contained"] = False
-                    entry["reasons"] = entry["reasons"] + [f"{path}: {r}" for r in b_reasons]
+                run_path(f"{backend}-pooled", judged, ["--backend", backend, "--pooled"],
+                         variant=variant)
         if harness.verbose and outcome.result:
             entry["result"] = outcome.result
         if with_control and payload.control_skip_reason:

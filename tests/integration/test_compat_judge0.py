@@ -179,6 +179,11 @@ def test_base64(srv):
     got = expect_json(call(srv, "POST", "/submissions?wait=true&base64_encoded=true", {
         "source_code": base64.b64encode(f"print('{long_output}')".encode()).decode(),
         "language_id": 71}), 201)
+    # A source that is not UTF-8 (base64_encoded: any bytes) runs as it was sent.
+    raw = expect_json(call(srv, "POST", "/submissions?wait=true&base64_encoded=true", {
+        "source_code": base64.b64encode(b"echo ok # \xff\xfe\n").decode(),
+        "language_id": 46}), 201)
+    assert raw["status"]["id"] == 3 and base64.b64decode(raw["stdout"]) == b"ok\n", raw
     lines = got["stdout"].split("\n")
     assert [len(line) for line in lines] == [60, 60, 16, 0], got["stdout"]
     assert base64.b64decode(got["stdout"]) == (long_output + "\n").encode()
