@@ -3,8 +3,9 @@
 #              defaults (127.0.0.1:8080); it prints a token and how to call the API
 #   make test  installs, builds, runs every test (format, unit, integration, both normally and
 #              under ASan + UBSan, the hostile suite, integration and hostile again on cgroup v2
-#              under user-mode-linux and (a cgroup subset) under qemu, with and without
-#              Landlock, the fuzz harnesses for 10 s each, then the leak audit)
+#              under user-mode-linux and (a cgroup subset) under qemu, the hostile classes
+#              Landlock defends against with Landlock left out, the fuzz harnesses for 10 s
+#              each, then the leak audit)
 # Plain `make` builds build/sandboxd and build/sandboxd-api. `make fuzz` runs each libFuzzer
 # harness (tests/fuzz) for FUZZ_SECONDS; it builds them with clang in build-fuzz.
 

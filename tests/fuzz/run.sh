@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs every libFuzzer harness of a fuzz build (meson -Dfuzz=true; `make fuzz` makes one) for
-# SECONDS each, one after the other, and prints one line per harness: runs, execs/s, coverage.
+# SECONDS each, as many at once as there are CPUs, and prints one line per harness: runs,
+# execs/s, coverage.
 #
 # usage: tests/fuzz/run.sh BUILD_DIR SECONDS [HARNESS...]
 #
@@ -30,17 +31,22 @@ shift 2
 harnesses=${*:-fuzz_protocol fuzz_settings fuzz_config fuzz_mountinfo fuzz_parse fuzz_session_frame fuzz_compat}
 
 mkdir -p "$build/fuzz/artifacts" "$build/fuzz/logs" || exit 1
-failed=""
-for name in $harnesses; do
+# fuzz_one NAME: runs one harness, prints its line and leaves NAME in $build/fuzz/failed.NAME when
+# it failed.
+fuzz_one() {
+        name=$1
         exe="$build/tests/fuzz/$name"
         if [ ! -x "$exe" ]; then
                 echo "fuzz: $exe is missing (build with: make fuzz-build)" >&2
-                failed="$failed $name"
-                continue
+                : >"$build/fuzz/failed.$name"
+                return
         fi
         corpus="$build/fuzz/corpus/$name"
         log="$build/fuzz/logs/$name.log"
-        mkdir -p "$corpus" || exit 1
+        if ! mkdir -p "$corpus"; then
+                : >"$build/fuzz/failed.$name"
+                return
+        fi
         # -timeout: no input of these parsers needs more than milliseconds, so 10 s is a hang.
         if "$exe" -max_total_time="$seconds" -timeout=10 -print_final_stats=1 \
                 -artifact_prefix="$build/fuzz/artifacts/$name-" \
@@ -60,7 +66,32 @@ for name in $harnesses; do
         else
                 echo "fuzz: $name: FAILED (log: $log); its end:"
                 tail -n 40 "$log"
+                : >"$build/fuzz/failed.$name"
+        fi
+}
+
+# As many harnesses at once as there are CPUs: each is one single-threaded process, so N of them
+# on N CPUs fuzz as much as N one after the other, in 1/N of the time. Each one's lines are
+# printed whole once it ends.
+rm -f "$build/fuzz"/failed.* "$build/fuzz"/out.*
+jobs=$(nproc 2>/dev/null || echo 1)
+running=0
+for name in $harnesses; do
+        fuzz_one "$name" >"$build/fuzz/out.$name" 2>&1 &
+        running=$((running + 1))
+        if [ "$running" -ge "$jobs" ]; then
+                wait
+                running=0
+        fi
+done
+wait
+failed=""
+for name in $harnesses; do
+        cat "$build/fuzz/out.$name"
+        rm -f "$build/fuzz/out.$name"
+        if [ -e "$build/fuzz/failed.$name" ]; then
                 failed="$failed $name"
+                rm -f "$build/fuzz/failed.$name"
         fi
 done
 if [ -n "$failed" ]; then

@@ -185,6 +185,7 @@ import argparse
 import concurrent.futures
 import copy
 import ctypes
+import errno
 import fcntl
 import json
 import os
@@ -1663,6 +1664,59 @@ def landlock_abi():
     return max(int(abi), 0)
 
 
+# libseccomp's constants (seccomp.h): actions, and the filter attributes set below.
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_ACT_ERRNO = 0x00050000
+SCMP_FLTATR_ACT_BADARCH = 2
+SCMP_FLTATR_CTL_NNP = 3
+SCMP_ARCH_X86 = 0x40000003
+LANDLOCK_SYSCALLS = ("landlock_create_ruleset", "landlock_add_rule", "landlock_restrict_self")
+
+
+def leave_landlock_out():
+    """Makes this process and everything it starts (sandboxd, its sandboxes, the outside
+    controls) run on a kernel with Landlock left out of its LSM list, as `lsm=` without landlock
+    makes it: Landlock's three system calls answer EOPNOTSUPP, which is all a kernel whose Landlock
+    is built in but not initialised does differently (security/landlock/syscalls.c checks
+    landlock_initialized first), through a seccomp filter on the harness that allows every other
+    call, of every architecture. no_new_privs stays unset (root loads the filter with
+    CAP_SYS_ADMIN), so a control that lifts no_new_privs still flips. Where the kernel itself has
+    no Landlock (the user-mode-linux guest of tests/uml) the calls answer ENOSYS, which sandboxd
+    takes the same way. Returns an error message, or None."""
+    try:
+        lib = ctypes.CDLL("libseccomp.so.2", use_errno=True)
+    except OSError as e:
+        return f"libseccomp: {e}"
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    lib.seccomp_attr_set.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32]
+    lib.seccomp_arch_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32]
+    lib.seccomp_syscall_resolve_name.argtypes = [ctypes.c_char_p]
+    lib.seccomp_rule_add.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                     ctypes.c_uint]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        return "seccomp_init failed"
+    try:
+        steps = [("attr no_new_privs", lib.seccomp_attr_set(ctx, SCMP_FLTATR_CTL_NNP, 0)),
+                 ("attr bad arch", lib.seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH,
+                                                        SCMP_ACT_ALLOW)),
+                 ("arch x86", lib.seccomp_arch_add(ctx, SCMP_ARCH_X86))]
+        for name in LANDLOCK_SYSCALLS:
+            number = lib.seccomp_syscall_resolve_name(name.encode())
+            steps.append((name, lib.seccomp_rule_add(ctx, SCMP_ACT_ERRNO | errno.EOPNOTSUPP,
+                                                     number, 0)))
+        steps.append(("load", lib.seccomp_load(ctx)))
+        for what, rc in steps:
+            if rc < 0:
+                return f"seccomp {what}: {os.strerror(-rc)}"
+        return None
+    finally:
+        lib.seccomp_release(ctx)
+
+
 def tmpfs_has_user_xattrs():
     try:
         with tempfile.NamedTemporaryFile(dir="/dev/shm", prefix="hostile-xattr-") as f:
@@ -1947,6 +2001,9 @@ def main():
     parser.add_argument("--host-time-scale", type=float, default=1.0,
                         help="multiply the upper bounds on host.*wall_ms and the deadline of "
                              "payloads that must not time out (a slow, emulated host; default 1)")
+    parser.add_argument("--kernel-without", choices=["landlock"],
+                        help="run as on a kernel without this feature: landlock (left out of "
+                             "the LSM list; leave_landlock_out)")
     parser.add_argument("--list", action="store_true", help="list the payloads and exit")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="keep the whole result JSON of each run in the report")
@@ -1999,6 +2056,11 @@ def main():
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, interrupt)
+    if args.kernel_without == "landlock":
+        error = leave_landlock_out()
+        if error:
+            print(f"harness.py: cannot leave Landlock out: {error}", file=sys.stderr)
+            return 2
     features = kernel_features()
     say("kernel: " + ", ".join(f"{k}={'yes' if v else 'no'}" for k, v in features.items()))
     for payload in selected:
