@@ -7,6 +7,8 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -315,6 +317,21 @@ static int call_int80_getpid(void)
         return 0;
 }
 
+/* Whether this kernel runs `int $0x80` at all: without the i386 ABI (CONFIG_IA32_EMULATION off,
+ * or ia32_emulation=0 on its command line) the instruction faults before any filter sees it. */
+static bool kernel_runs_int80(void)
+{
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
+                _exit(call_int80_getpid());
+        }
+        int status = 0;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
 static void test_foreign_abis_are_killed(void **state)
 {
         (void)state;
@@ -322,6 +339,11 @@ static void test_foreign_abis_are_killed(void **state)
         assert_true(WIFSIGNALED(status));
         assert_int_equal(WTERMSIG(status), SIGSYS);
 
+        if (!kernel_runs_int80()) {
+                printf("SKIP int $0x80 under the filter: this kernel has no i386 ABI (the "
+                       "instruction faults without a filter too)\n");
+                return;
+        }
         status = run_filtered(call_int80_getpid);
         assert_true(WIFSIGNALED(status));
         assert_int_equal(WTERMSIG(status), SIGSYS);
