@@ -95,6 +95,8 @@ bench: build
 		--plot-rounds 30 --out bench/results/sessions.md
 	/usr/bin/python3 bench/batches.py --sandboxd $(BUILD)/sandboxd --rounds 3 --singles 200 \
 		--out bench/results/batches.md
+	/usr/bin/python3 bench/fleet.py --sandboxd $(BUILD)/sandboxd --rounds 300 --clients 8 \
+		--seconds 10 --out bench/results/fleet.md
 
 clean:
 	rm -rf $(BUILD) $(ASAN_BUILD) $(FUZZ_BUILD)

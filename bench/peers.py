@@ -292,9 +292,10 @@ class Server:
 
     def __init__(self, sandboxd, workdir, name, token_sha256, pool_min_idle, max_sandboxes,
                  max_concurrency, pool_languages=("python",), session_pools=(),
-                 server_settings=(), tier_settings=()):
+                 server_settings=(), tier_settings=(), extra_config=""):
         """server_settings and tier_settings: more (key, value) pairs for the [server] and
-        [tier.bench] sections (max_sessions, max_episodes, ...); none by default."""
+        [tier.bench] sections (max_sessions, max_episodes, ...); none by default. extra_config:
+        sections appended as they are ([store] for bench/fleet.py)."""
         self.name = name
         # What wait_quiet waits for: every pool full (a session pool keeps one).
         self.pool_min_idle = pool_min_idle * len(pool_languages) + len(session_pools)
@@ -330,7 +331,7 @@ class Server:
             "min_idle = 1",
             "max_idle = 1",
             "",
-        )])
+        )]) + "\n" + extra_config
         with open(self.config_path, "w") as f:
             f.write(self.config)
         self.log_path = os.path.join(self.dir, "serve.log")

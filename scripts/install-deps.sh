@@ -20,6 +20,7 @@ PACKAGES="
   nodejs node-typescript golang-go rustc default-jdk-headless
   runsc
   chromium
+  postgresql haproxy
 "
 
 # python3-venv: tests/integration/test_sdk.py installs the Python SDK (clients/python) into a
@@ -41,6 +42,11 @@ PACKAGES="
 #
 # chromium: the headless browser tests/integration/test_playground.py drives the web playground
 # in (through npm playwright-core, tests/compat).
+#
+# postgresql, haproxy: the fleet's shared store and its load balancer (deploy/). The tests start
+# servers of their own (tests/integration/test_fleet.py: a cluster made by initdb in a temp dir,
+# HAProxy with deploy/haproxy.cfg, on loopback ports) and stop them; the packages' own services
+# are not used (libpq-dev above is the client library the API process links).
 #
 # runsc: gVisor, the second isolation backend (src/sandbox/gvisor; `--backend gvisor`), which
 # tests/integration/test_gvisor.py runs; the benchmark compares sandboxd against it as well.

@@ -206,8 +206,8 @@ static struct item *pick(struct sbx_async *async, const struct sbx_config *confi
                         if (sbx_quota_reserve(async->api->quota, *tenant, item->wall_ms,
                                               sbx_now_ms(), &decision, &err) < 0)
                                 return NULL;
-                        if (decision.verdict == SBX_QUOTA_OVER_CAPACITY)
-                                return NULL;
+                        if (sbx_quota_verdict_is_server(decision.verdict))
+                                return NULL; /* no tenant's item can start now */
                         if (decision.verdict != SBX_QUOTA_ALLOWED)
                                 continue;
                         *reservation = decision.reservation;

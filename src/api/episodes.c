@@ -695,17 +695,12 @@ static void jobs_run(struct sbx_api *api, const struct sbx_tenant *tenant, struc
                                         api->metrics, tenant->name,
                                         sbx_quota_verdict_name(decision.verdict));
                                 job->retry_after_s = decision.retry_after_s;
-                                bool cpu = decision.verdict == SBX_QUOTA_OVER_CPU_BUDGET;
-                                bool capacity = decision.verdict == SBX_QUOTA_OVER_CAPACITY;
-                                job_refuse(job, capacity ? 503 : 429, "%s",
-                                           cpu        ? "the tenant used its CPU budget for the "
-                                                        "window"
-                                           : capacity ? "the server runs its maximum of "
-                                                        "executions"
-                                                      : "the tenant has its tier's maximum of "
-                                                        "runs in progress");
-                                if (capacity)
-                                        job->slug = SBX_PROBLEM_AT_CAPACITY;
+                                job_refuse(job,
+                                           sbx_quota_verdict_is_server(decision.verdict) ? 503
+                                                                                         : 429,
+                                           "%s", sbx_quota_verdict_text(decision.verdict));
+                                if (sbx_quota_verdict_slug(decision.verdict) != NULL)
+                                        job->slug = sbx_quota_verdict_slug(decision.verdict);
                                 sbx_sessions_end_operation(api, job->s);
                                 job->begun = false;
                                 continue;
@@ -1346,8 +1341,14 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 answer = sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE,
                                                json_pack("{s:o}", "episodes", list), NULL, 0);
         else {
+                /* Where it lives (a fleet's HAProxy routes its steps by it, as a session's). */
+                json_t *one = json_array_get(list, 0);
+                const char *id = json_string_value(json_object_get(one, "id"));
+                char location[sizeof(EPISODES_PATH) + SBX_EXECUTION_ID_CHARS + 2];
+                snprintf(location, sizeof(location), "%s/%s", EPISODES_PATH, id ? id : "");
+                const struct sbx_http_header header = {MHD_HTTP_HEADER_LOCATION, location};
                 answer = sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE,
-                                               json_incref(json_array_get(list, 0)), NULL, 0);
+                                               json_incref(one), id ? &header : NULL, id ? 1 : 0);
                 json_decref(list);
         }
 out_jobs:

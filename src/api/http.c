@@ -298,6 +298,10 @@ static enum MHD_Result respond_quota_refusal(struct sbx_api *api, struct MHD_Con
                          (unsigned long long)api->config->server.max_sandboxes);
                 return sbx_http_respond_unavailable(api, connection, SBX_PROBLEM_AT_CAPACITY,
                                                     detail, decision->retry_after_s, NULL);
+        case SBX_QUOTA_STORE_UNAVAILABLE:
+                return sbx_http_respond_unavailable(api, connection, SBX_PROBLEM_STORE_UNAVAILABLE,
+                                                    sbx_quota_verdict_text(decision->verdict),
+                                                    decision->retry_after_s, NULL);
         case SBX_QUOTA_OVER_CONCURRENCY:
                 snprintf(detail, sizeof(detail),
                          "tenant %s has %llu executions running, its tier's maximum", tenant->name,

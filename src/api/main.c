@@ -46,6 +46,7 @@
 #include "service/auth.h"
 #include "service/config.h"
 #include "service/quota.h"
+#include "service/quota_pg.h"
 #include "util/capability.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -186,11 +187,40 @@ static void config_arrived(void *ctx, const char *text, size_t size)
                          err.message);
 }
 
+/* The fleet's store when [store] has a url (quota_pg.h), in *fleet; NULL without one. */
+static int open_fleet_store(const struct sbx_config *config, struct sbx_quota_pg **fleet,
+                            struct sbx_error *err)
+{
+        *fleet = NULL;
+        if (config->store.url == NULL)
+                return 0;
+        char host[256] = "";
+        const char *node = config->store.node;
+        if (node == NULL) {
+                if (gethostname(host, sizeof(host) - 1) < 0)
+                        return sbx_error_set(err, errno, "store: gethostname");
+                node = host;
+        }
+        uint64_t longest_window_s = 0;
+        for (size_t i = 0; i < config->n_tiers; i++)
+                if (config->tiers[i].cpu_window_s > longest_window_s)
+                        longest_window_s = config->tiers[i].cpu_window_s;
+        if (sbx_quota_pg_open(&config->store, node, longest_window_s, fleet, err) < 0)
+                return -1;
+        sbx_info("store: quotas are fleet-wide in PostgreSQL, this node is '%s'", node);
+        return 0;
+}
+
 /* Serves with config (moved into the live configuration). */
 static int serve(struct sbx_config *config, const char *config_path, const uint8_t *local_digest,
                  struct sbx_audit *audit, const sigset_t *signals)
 {
         struct sbx_error err = {0};
+        struct sbx_quota_pg *fleet = NULL;
+        if (open_fleet_store(config, &fleet, &err) < 0) {
+                fprintf(stderr, "sandboxd-api: %s\n", err.message);
+                return 1;
+        }
         _cleanup_free_ const char **tenants = calloc(config->n_tenants + 1, sizeof(*tenants));
         if (tenants == NULL)
                 return 1;
@@ -198,6 +228,8 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
                 tenants[i] = config->tenants[i].name;
         struct sbx_metrics *metrics = sbx_metrics_new(tenants, config->n_tenants, &err);
         struct sbx_quota *quota = sbx_quota_new(config->server.max_sandboxes);
+        if (quota != NULL && fleet != NULL)
+                sbx_quota_share(quota, fleet);
         struct sbx_live_config *live =
                 metrics ? sbx_live_config_new(config, local_digest, metrics) : NULL;
         struct sbx_sessions *sessions = metrics ? sbx_sessions_new(metrics, audit, quota) : NULL;
@@ -242,6 +274,7 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
         sbx_sessions_free(sessions);
         sbx_live_config_free(live);
         sbx_quota_free(quota);
+        sbx_quota_pg_close(fleet);
         sbx_metrics_free(metrics);
         return rc;
 }

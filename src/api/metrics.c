@@ -45,7 +45,7 @@ static const struct bucket buckets[] = {
 
 #define BUCKET_COUNT SBX_ARRAY_SIZE(buckets)
 
-static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity",
+static const char *const quota_reasons[] = {"concurrency", "cpu_budget", "capacity", "store",
                                             "sessions",    "episodes",   "queued"};
 
 /* A session run's statuses (engine/session.h) and a session's ends (api/sessions.h). */
@@ -565,8 +565,10 @@ static void write_registry(FILE *out, const struct sbx_metrics *metrics)
                                                                 : SBX_METRICS_OTHER,
                                         &metrics->backend_total[row]);
 
-        write_family_header(out, "sandboxd_quota_rejections_total", "counter",
-                            "Requests refused with 429, by tenant and quota.");
+        write_family_header(
+                out, "sandboxd_quota_rejections_total", "counter",
+                "Requests refused by a quota (429), the server's capacity or the fleet's store "
+                "(503), by tenant and reason.");
         write_tenant_table(out, metrics, "sandboxd_quota_rejections_total",
                            metrics->quota_rejections, "reason", reason_value_name, REASON_COUNT);
 

@@ -687,7 +687,7 @@ static const char openapi_template[] = JSON_TEXT(
         }
       },
       "Unavailable": {
-        "description": "Nothing was run (unless execution_id names a record that says otherwise). type at-capacity: the server runs server.max_sandboxes executions; shutting-down: SIGTERM arrived and running executions are finishing; engine-unavailable: the engine process is gone or did not answer in time (then execution_id names the execution, which may have run: its record says what is known).",
+        "description": "Nothing was run (unless execution_id names a record that says otherwise). type at-capacity: the server runs server.max_sandboxes executions; shutting-down: SIGTERM arrived and running executions are finishing; store-unavailable: the fleet's PostgreSQL store ([store] url) cannot be reached, so no quota can be checked; engine-unavailable: the engine process is gone or did not answer in time (then execution_id names the execution, which may have run: its record says what is known).",
         "headers": {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}},
         "content": {
           "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
@@ -1206,6 +1206,7 @@ static const char openapi_template[] = JSON_TEXT(
               "https://sandboxd.dev/problems/engine-unavailable",
               "https://sandboxd.dev/problems/at-capacity",
               "https://sandboxd.dev/problems/shutting-down",
+              "https://sandboxd.dev/problems/store-unavailable",
               "https://sandboxd.dev/problems/internal"
             ]
           },

@@ -731,8 +731,13 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 sbx_warn("audit: session %s: %s", s->id, err.message);
         json_decref(requested);
         sbx_info("session %s: open for tenant %s (%s)", s->id, tenant->name, language);
+        /* Where the session lives: a fleet's HAProxy learns from it which node to send the
+         * session's requests to (deploy/haproxy.cfg's stick table). */
+        char location[sizeof(SESSIONS_PATH) + SBX_EXECUTION_ID_CHARS + 2];
+        snprintf(location, sizeof(location), "%s/%s", SESSIONS_PATH, s->id);
         sbx_sessions_release(api->sessions, s);
-        return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, NULL, 0);
+        const struct sbx_http_header header = {MHD_HTTP_HEADER_LOCATION, location};
+        return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, &header, 1);
 }
 
 /* ---- One session's operations ---- */
@@ -1173,12 +1178,11 @@ static enum MHD_Result handle_run(struct sbx_api *api, struct MHD_Connection *co
                 char retry_after[32];
                 snprintf(retry_after, sizeof(retry_after), "%" PRIu64, decision.retry_after_s);
                 const struct sbx_http_header header = {MHD_HTTP_HEADER_RETRY_AFTER, retry_after};
-                return sbx_http_respond_problem(
-                        api, connection, decision.verdict == SBX_QUOTA_OVER_CAPACITY ? 503 : 429,
-                        decision.verdict == SBX_QUOTA_OVER_CPU_BUDGET
-                                ? "the tenant used its CPU budget for the window"
-                                : "the tenant has its tier's maximum of runs in progress",
-                        NULL, 0, &header, 1);
+                unsigned status = sbx_quota_verdict_is_server(decision.verdict) ? 503 : 429;
+                const char *slug = sbx_quota_verdict_slug(decision.verdict);
+                return sbx_http_respond_problem_of(
+                        api, connection, status, slug ? slug : sbx_problem_default_slug(status),
+                        sbx_quota_verdict_text(decision.verdict), NULL, 0, &header, 1, NULL);
         }
 
         /* What its audit record keeps (begun once the run is on its way: run_job_begin_record). */

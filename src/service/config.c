@@ -53,7 +53,14 @@ const char sbx_config_default_text[] =
         "cpu_budget_ms = 60000\n"
         "cpu_window_s = 60\n";
 
-enum section_kind { SECTION_NONE, SECTION_SERVER, SECTION_TIER, SECTION_TENANT, SECTION_POOL };
+enum section_kind {
+        SECTION_NONE,
+        SECTION_SERVER,
+        SECTION_STORE,
+        SECTION_TIER,
+        SECTION_TENANT,
+        SECTION_POOL
+};
 
 /* What the loader remembers about a tenant until every tier is known. */
 struct tenant_source {
@@ -75,6 +82,7 @@ struct loader {
         char section[8 + SBX_CONFIG_NAME_MAX + 1]; /* the current section as written */
         uint64_t seen_keys;                        /* bit per key index, for duplicates */
         bool server_seen;
+        bool store_seen;
         struct tenant_source *sources; /* parallel to config->tenants */
         struct sbx_error *err;
         bool failed;
@@ -542,6 +550,57 @@ static int server_key(struct loader *loader, const char *key, const char *value)
                              &loader->config->server, key, value);
 }
 
+/* ---- [store] --------------------------------------------------------------------------- */
+
+/* Copies value into *member (a char *), replacing what was there. */
+static int set_string(char **member, const char *value, struct sbx_error *err)
+{
+        char *copy = strdup(value);
+        if (copy == NULL)
+                return value_error(err, ENOMEM, "out of memory");
+        free(*member);
+        *member = copy;
+        return 0;
+}
+
+/* A PostgreSQL connection URI (libpq parses the rest when it connects). */
+static int store_url(struct loader *loader, void *record, const char *value, struct sbx_error *err)
+{
+        (void)loader;
+        struct sbx_store_config *store = record;
+        /* Not echoed: it may hold a password. */
+        if (strncmp(value, "postgresql://", 13) != 0 && strncmp(value, "postgres://", 11) != 0)
+                return value_error(err, EINVAL,
+                                   "not a postgresql:// URL (without one the store is SQLite "
+                                   "under data_dir)");
+        return set_string(&store->url, value, err);
+}
+
+/* A node's name: its leases' and liveness's in the store (service/quota_pg.h). */
+static int store_node(struct loader *loader, void *record, const char *value, struct sbx_error *err)
+{
+        (void)loader;
+        struct sbx_store_config *store = record;
+        if (!sbx_config_name_valid(value))
+                return value_error(err, EINVAL, "'%s' is not 1 to %d of [A-Za-z0-9_-]", value,
+                                   SBX_CONFIG_NAME_MAX);
+        return set_string(&store->node, value, err);
+}
+
+#define RECORD struct sbx_store_config
+static const struct config_key store_keys[] = {
+        {"url", CUSTOM(store_url)},
+        {"node", CUSTOM(store_node)},
+        {"connections", NUMBER(connections, 1, 64)},
+};
+#undef RECORD
+
+static int store_key(struct loader *loader, const char *key, const char *value)
+{
+        return set_table_key(loader, store_keys, SBX_ARRAY_SIZE(store_keys), 0,
+                             &loader->config->store, key, value);
+}
+
 /* ---- [tier.NAME] ----------------------------------------------------------------------- */
 
 static int tier_languages(struct loader *loader, void *record, const char *value,
@@ -916,6 +975,11 @@ static void begin_section(struct loader *loader, const char *name, size_t length
                 if (loader->server_seen)
                         loader_fail(loader, loader->line, NULL, "section appears twice");
                 loader->server_seen = true;
+        } else if (strcmp(section, "store") == 0) {
+                loader->kind = SECTION_STORE;
+                if (loader->store_seen)
+                        loader_fail(loader, loader->line, NULL, "section appears twice");
+                loader->store_seen = true;
         } else if (strncmp(section, "tier.", 5) == 0) {
                 loader->kind = SECTION_TIER;
                 begin_tier(loader, section + 5);
@@ -930,10 +994,11 @@ static void begin_section(struct loader *loader, const char *name, size_t length
                 begin_pool(loader);
         } else {
                 loader->kind = SECTION_NONE;
-                loader_fail(loader, loader->line, NULL,
-                            "unknown section (expected [server], [tier.NAME], [tenant.NAME], "
-                            "[pool.LANGUAGE], [pool.LANGUAGE.BACKEND] or "
-                            "[session_pool.LANGUAGE])");
+                loader_fail(
+                        loader, loader->line, NULL,
+                        "unknown section (expected [server], [store], [tier.NAME], [tenant.NAME], "
+                        "[pool.LANGUAGE], [pool.LANGUAGE.BACKEND] or "
+                        "[session_pool.LANGUAGE])");
         }
 }
 
@@ -949,6 +1014,8 @@ static int handle_key(void *user, const char *section, const char *key, const ch
         switch (loader->kind) {
         case SECTION_SERVER:
                 return server_key(loader, key, value);
+        case SECTION_STORE:
+                return store_key(loader, key, value);
         case SECTION_TIER:
                 return tier_key(loader, key, value);
         case SECTION_TENANT:
@@ -1066,6 +1133,7 @@ static int load_text(const char *text, size_t size, const char *name, struct sbx
                 .err = err,
         };
         server_set_defaults(&config->server);
+        config->store.connections = 4;
         pools_set_defaults(config);
         if (config->server.listen == NULL || config->server.data_dir == NULL)
                 loader_fail(&loader, 0, NULL, "out of memory");
@@ -1142,6 +1210,8 @@ void sbx_config_free(struct sbx_config *config)
 {
         free(config->server.listen);
         free(config->server.data_dir);
+        free(config->store.url);
+        free(config->store.node);
         for (size_t i = 0; i < config->n_tiers; i++)
                 free(config->tiers[i].name);
         free(config->tiers);

@@ -48,6 +48,15 @@ struct sbx_server_config {
         uint8_t metrics_token_sha256[SBX_SHA256_SIZE];
 };
 
+/* Where the service keeps the state a fleet of nodes shares ([store]). Without a url every node
+ * keeps its own (SQLite under data_dir, quotas in memory); with a PostgreSQL url, quotas hold
+ * fleet-wide there (service/quota_pg.h). */
+struct sbx_store_config {
+        char *url;            /* "postgresql://..." or "postgres://..."; NULL: none */
+        char *node;           /* this node's name in the store; NULL: the host's name */
+        uint64_t connections; /* PostgreSQL connections the API process keeps (default 4) */
+};
+
 /* The drop-in APIs of other services (api/compat.h), as bits of a set. */
 enum sbx_compat_api {
         SBX_COMPAT_PISTON = 1u << 0, /* Piston v2: /api/v2/... */
@@ -103,6 +112,7 @@ struct sbx_pool_config {
 
 struct sbx_config {
         struct sbx_server_config server;
+        struct sbx_store_config store;
         struct sbx_pool_config pools[SBX_CONFIG_MAX_POOLS];
         size_t n_pools;
         struct sbx_tier *tiers;

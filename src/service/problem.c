@@ -32,6 +32,7 @@ static const struct problem_class problem_classes[] = {
         {503, "engine-unavailable", "Engine unavailable"},
         {503, SBX_PROBLEM_AT_CAPACITY, "At capacity"},
         {503, SBX_PROBLEM_SHUTTING_DOWN, "Shutting down"},
+        {503, SBX_PROBLEM_STORE_UNAVAILABLE, "Store unavailable"},
 };
 
 static const struct problem_class internal_class = {500, "internal", "Internal error"};

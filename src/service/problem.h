@@ -28,6 +28,8 @@
 /* The 503 classes beside the default "engine-unavailable" (the engine is gone or stuck). */
 #define SBX_PROBLEM_AT_CAPACITY   "at-capacity"   /* max_sandboxes executions are running */
 #define SBX_PROBLEM_SHUTTING_DOWN "shutting-down" /* SIGTERM: running executions may finish */
+#define SBX_PROBLEM_STORE_UNAVAILABLE                                                              \
+        "store-unavailable" /* the fleet's PostgreSQL cannot be reached: nothing was run */
 
 /* One offending request field: its JSON path ("limits.memory_mb", "files[2].path") and why. */
 struct sbx_problem_field {

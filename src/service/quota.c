@@ -5,8 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "service/problem.h"
+#include "service/quota_pg.h"
+#include "util/log.h"
+
 struct in_flight {
         uint64_t reservation;
+        uint64_t lease; /* the fleet store's (quota_pg.h), 0 without one */
         uint64_t started_ms;
         uint64_t deadline_ms;
 };
@@ -33,9 +38,10 @@ struct sbx_quota {
         struct tenant_quota *tenants; /* looked up by name: a config has few tenants */
         size_t n_tenants;
         uint64_t last_reservation;
-        uint64_t max_in_flight; /* over all tenants; 0 = no bound */
-        uint64_t in_flight;     /* over all tenants */
-        uint64_t typical_ms;    /* as tenant_quota's, over all tenants */
+        uint64_t max_in_flight;     /* over all tenants; 0 = no bound */
+        uint64_t in_flight;         /* over all tenants */
+        uint64_t typical_ms;        /* as tenant_quota's, over all tenants */
+        struct sbx_quota_pg *fleet; /* the tenants' limits are the store's; NULL: this one's */
 };
 
 /* The weight of the newest observation in a moving average: 1/8, so that a change in what runs
@@ -72,6 +78,11 @@ struct sbx_quota *sbx_quota_new(uint64_t max_in_flight)
         pthread_mutex_init(&quota->lock, NULL);
         quota->max_in_flight = max_in_flight;
         return quota;
+}
+
+void sbx_quota_share(struct sbx_quota *quota, struct sbx_quota_pg *fleet)
+{
+        quota->fleet = fleet;
 }
 
 void sbx_quota_free(struct sbx_quota *quota)
@@ -176,8 +187,8 @@ static uint64_t budget_frees_at(const struct tenant_quota *tenant, uint64_t budg
         return 0; /* not reached while charged_ms >= budget_ms */
 }
 
-static int add_in_flight(struct tenant_quota *tenant, uint64_t reservation, uint64_t now_ms,
-                         uint64_t deadline_ms)
+static int add_in_flight(struct tenant_quota *tenant, uint64_t reservation, uint64_t lease,
+                         uint64_t now_ms, uint64_t deadline_ms)
 {
         if (tenant->n_in_flight == tenant->in_flight_capacity) {
                 size_t capacity = tenant->in_flight_capacity ? 2 * tenant->in_flight_capacity : 4;
@@ -187,9 +198,72 @@ static int add_in_flight(struct tenant_quota *tenant, uint64_t reservation, uint
                 tenant->in_flight = grown;
                 tenant->in_flight_capacity = capacity;
         }
-        tenant->in_flight[tenant->n_in_flight++] = (struct in_flight){
-                .reservation = reservation, .started_ms = now_ms, .deadline_ms = deadline_ms};
+        tenant->in_flight[tenant->n_in_flight++] = (struct in_flight){.reservation = reservation,
+                                                                      .lease = lease,
+                                                                      .started_ms = now_ms,
+                                                                      .deadline_ms = deadline_ms};
         return 0;
+}
+
+/* The node's part once the tenant's own limits allowed the execution (lease: the fleet store's,
+ * 0 without one): the server's capacity, then the execution is in flight. Called with the lock
+ * held. */
+static int admit(struct sbx_quota *quota, struct tenant_quota *state, uint64_t lease,
+                 uint64_t wall_ms, uint64_t now_ms, struct sbx_quota_decision *decision,
+                 struct sbx_error *err)
+{
+        if (quota->max_in_flight > 0 && quota->in_flight >= quota->max_in_flight) {
+                decision->verdict = SBX_QUOTA_OVER_CAPACITY;
+                decision->retry_after_s = seconds_until(capacity_frees_at(quota, now_ms), now_ms);
+                return 0;
+        }
+        uint64_t reservation = ++quota->last_reservation;
+        if (add_in_flight(state, reservation, lease, now_ms, saturating_add(now_ms, wall_ms)) != 0)
+                return sbx_error_set(err, ENOMEM, "quota: tenant '%s'", state->name);
+        quota->in_flight++;
+        decision->reservation = reservation;
+        return 0;
+}
+
+/* sbx_quota_reserve with a fleet's store: the tenant's limits are checked there, in one round
+ * trip made without the lock held. */
+static int reserve_shared(struct sbx_quota *quota, const struct sbx_tenant *tenant,
+                          uint64_t wall_ms, uint64_t now_ms, struct sbx_quota_decision *decision,
+                          struct sbx_error *err)
+{
+        pthread_mutex_lock(&quota->lock);
+        struct tenant_quota *state = find_tenant(quota, tenant->name, true);
+        uint64_t typical_ms = state ? state->typical_ms : 0;
+        pthread_mutex_unlock(&quota->lock);
+        if (state == NULL)
+                return sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
+        uint64_t expected_ms = typical_ms > 0 && typical_ms < wall_ms ? typical_ms : wall_ms;
+        enum sbx_quota_verdict verdict;
+        uint64_t retry_after_s = 1, lease = 0;
+        struct sbx_error why = {0};
+        if (sbx_quota_pg_reserve(quota->fleet, tenant, expected_ms, &verdict, &retry_after_s,
+                                 &lease, &why) < 0) {
+                sbx_warn("quota: tenant %s refused, the store failed: %s", tenant->name,
+                         why.message);
+                decision->verdict = SBX_QUOTA_STORE_UNAVAILABLE;
+                decision->retry_after_s = 1;
+                return 0;
+        }
+        if (verdict != SBX_QUOTA_ALLOWED) {
+                decision->verdict = verdict;
+                decision->retry_after_s = retry_after_s;
+                return 0;
+        }
+        pthread_mutex_lock(&quota->lock);
+        /* find_tenant again: another tenant's first use may have moved the array meanwhile. */
+        state = find_tenant(quota, tenant->name, true);
+        int r = state ? admit(quota, state, lease, wall_ms, now_ms, decision, err)
+                      : sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
+        bool admitted = r == 0 && decision->verdict == SBX_QUOTA_ALLOWED;
+        pthread_mutex_unlock(&quota->lock);
+        if (!admitted)
+                sbx_quota_pg_release(quota->fleet, tenant->name, lease, 0);
+        return r;
 }
 
 int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t wall_ms,
@@ -198,6 +272,8 @@ int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, 
         const struct sbx_tier *tier = tenant->tier;
         uint64_t window_ms = tier->cpu_window_s * 1000;
         *decision = (struct sbx_quota_decision){.verdict = SBX_QUOTA_ALLOWED};
+        if (quota->fleet != NULL)
+                return reserve_shared(quota, tenant, wall_ms, now_ms, decision, err);
         int r = 0;
         pthread_mutex_lock(&quota->lock);
         struct tenant_quota *state = find_tenant(quota, tenant->name, true);
@@ -223,18 +299,7 @@ int sbx_quota_reserve(struct sbx_quota *quota, const struct sbx_tenant *tenant, 
                         seconds_until(budget_binds ? budget_at : concurrency_at, now_ms);
                 goto out;
         }
-        if (quota->max_in_flight > 0 && quota->in_flight >= quota->max_in_flight) {
-                decision->verdict = SBX_QUOTA_OVER_CAPACITY;
-                decision->retry_after_s = seconds_until(capacity_frees_at(quota, now_ms), now_ms);
-                goto out;
-        }
-        uint64_t reservation = ++quota->last_reservation;
-        if (add_in_flight(state, reservation, now_ms, saturating_add(now_ms, wall_ms)) != 0) {
-                r = sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
-                goto out;
-        }
-        quota->in_flight++;
-        decision->reservation = reservation;
+        r = admit(quota, state, 0, wall_ms, now_ms, decision, err);
 out:
         pthread_mutex_unlock(&quota->lock);
         return r;
@@ -274,6 +339,7 @@ static void add_charge(struct tenant_quota *state, uint64_t cpu_ms, uint64_t now
 void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
                        uint64_t reservation, bool ran, uint64_t cpu_ms, uint64_t now_ms)
 {
+        uint64_t lease = 0;
         pthread_mutex_lock(&quota->lock);
         struct tenant_quota *state = find_tenant(quota, tenant->name, true);
         if (state != NULL) {
@@ -288,6 +354,7 @@ void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
                                 state->typical_ms = moving_average(state->typical_ms, took);
                                 quota->typical_ms = moving_average(quota->typical_ms, took);
                         }
+                        lease = execution->lease;
                         *execution = state->in_flight[--state->n_in_flight];
                         quota->in_flight--;
                         break;
@@ -296,6 +363,8 @@ void sbx_quota_release(struct sbx_quota *quota, const struct sbx_tenant *tenant,
                 add_charge(state, cpu_ms, now_ms);
         }
         pthread_mutex_unlock(&quota->lock);
+        if (quota->fleet != NULL)
+                sbx_quota_pg_release(quota->fleet, tenant->name, lease, cpu_ms);
 }
 
 void sbx_quota_charge(struct sbx_quota *quota, const char *tenant_name, uint64_t cpu_ms,
@@ -306,6 +375,8 @@ void sbx_quota_charge(struct sbx_quota *quota, const char *tenant_name, uint64_t
         if (state != NULL)
                 add_charge(state, cpu_ms, now_ms); /* old charges leave at the next check */
         pthread_mutex_unlock(&quota->lock);
+        if (quota->fleet != NULL)
+                sbx_quota_pg_release(quota->fleet, tenant_name, 0, cpu_ms);
 }
 
 uint64_t sbx_quota_capacity_retry_after(struct sbx_quota *quota, uint64_t now_ms)
@@ -330,6 +401,35 @@ void sbx_quota_usage(struct sbx_quota *quota, const struct sbx_tenant *tenant, u
         pthread_mutex_unlock(&quota->lock);
 }
 
+const char *sbx_quota_verdict_text(enum sbx_quota_verdict verdict)
+{
+        switch (verdict) {
+        case SBX_QUOTA_ALLOWED:
+                return "allowed";
+        case SBX_QUOTA_OVER_CONCURRENCY:
+                return "the tenant has its tier's maximum of runs in progress";
+        case SBX_QUOTA_OVER_CPU_BUDGET:
+                return "the tenant used its CPU budget for the window";
+        case SBX_QUOTA_OVER_CAPACITY:
+                return "the server runs its maximum of executions";
+        case SBX_QUOTA_STORE_UNAVAILABLE:
+                return "the fleet's store (PostgreSQL) cannot be reached; nothing was run";
+        }
+        return "refused";
+}
+
+const char *sbx_quota_verdict_slug(enum sbx_quota_verdict verdict)
+{
+        switch (verdict) {
+        case SBX_QUOTA_OVER_CAPACITY:
+                return SBX_PROBLEM_AT_CAPACITY;
+        case SBX_QUOTA_STORE_UNAVAILABLE:
+                return SBX_PROBLEM_STORE_UNAVAILABLE;
+        default:
+                return NULL;
+        }
+}
+
 const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict)
 {
         switch (verdict) {
@@ -341,6 +441,8 @@ const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict)
                 return "cpu_budget";
         case SBX_QUOTA_OVER_CAPACITY:
                 return "capacity";
+        case SBX_QUOTA_STORE_UNAVAILABLE:
+                return "store";
         }
         return "unknown";
 }

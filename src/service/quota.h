@@ -16,6 +16,9 @@
  * Without any history the deadlines are the estimate. Retry-After is at least 1 second: 0 would
  * invite a client to retry in a tight loop.
  *
+ * With a fleet's store (sbx_quota_share) the tenant's limits are the store's, counted over every
+ * node, and the tracker keeps the node's own executions (capacity, estimates, usage).
+ *
  * The clock is a parameter (ms on any monotonic clock), so tests can drive time. Thread-safe:
  * one mutex around all state; every call is a few comparisons. Charges finishing within the same
  * second are merged, which bounds a tenant's memory by the window's length in seconds. */
@@ -31,8 +34,15 @@ enum sbx_quota_verdict {
         SBX_QUOTA_ALLOWED,
         SBX_QUOTA_OVER_CONCURRENCY,
         SBX_QUOTA_OVER_CPU_BUDGET,
-        SBX_QUOTA_OVER_CAPACITY, /* the server runs max_in_flight executions: HTTP 503 */
+        SBX_QUOTA_OVER_CAPACITY,     /* the server runs max_in_flight executions: HTTP 503 */
+        SBX_QUOTA_STORE_UNAVAILABLE, /* the fleet's store cannot be reached: HTTP 503 */
 };
+
+/* Whether the verdict is the server's refusal (HTTP 503), not the tenant's (429). */
+static inline bool sbx_quota_verdict_is_server(enum sbx_quota_verdict verdict)
+{
+        return verdict == SBX_QUOTA_OVER_CAPACITY || verdict == SBX_QUOTA_STORE_UNAVAILABLE;
+}
 
 struct sbx_quota_decision {
         enum sbx_quota_verdict verdict;
@@ -47,10 +57,16 @@ struct sbx_quota_usage {
 };
 
 struct sbx_quota;
+struct sbx_quota_pg;
 
 /* A quota tracker with no tenant state yet, or NULL when memory runs out. max_in_flight bounds
  * the executions in flight over all tenants; 0 for no bound. */
 struct sbx_quota *sbx_quota_new(uint64_t max_in_flight);
+
+/* From now on the tenants' own limits are checked and charged fleet-wide in fleet (quota_pg.h),
+ * which must outlive the tracker's use; the server's capacity stays this tracker's. Call it
+ * before any reservation. */
+void sbx_quota_share(struct sbx_quota *quota, struct sbx_quota_pg *fleet);
 
 /* Frees the tracker. NULL is a no-op. */
 void sbx_quota_free(struct sbx_quota *quota);
@@ -82,5 +98,13 @@ uint64_t sbx_quota_capacity_retry_after(struct sbx_quota *quota, uint64_t now_ms
 void sbx_quota_usage(struct sbx_quota *quota, const struct sbx_tenant *tenant, uint64_t now_ms,
                      struct sbx_quota_usage *usage);
 
-/* The verdict's metric label: "allowed", "concurrency", "cpu_budget" or "capacity". */
+/* What a refusal with the verdict says, without numbers: "the tenant used its CPU budget for the
+ * window", ... */
+const char *sbx_quota_verdict_text(enum sbx_quota_verdict verdict);
+
+/* The problem type of a server's refusal (sbx_quota_verdict_is_server): at-capacity or
+ * store-unavailable; NULL for the tenant's own (429 quota-exceeded). */
+const char *sbx_quota_verdict_slug(enum sbx_quota_verdict verdict);
+
+/* The verdict's metric label: "allowed", "concurrency", "cpu_budget", "capacity" or "store". */
 const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict);

@@ -62,7 +62,7 @@ PROBLEM_SLUGS = {
     503: "engine-unavailable",
 }
 # problem.h: the other classes of 503 (each with Retry-After).
-PROBLEM_503_SLUGS = {"engine-unavailable", "at-capacity", "shutting-down"}
+PROBLEM_503_SLUGS = {"engine-unavailable", "at-capacity", "shutting-down", "store-unavailable"}
 
 # Seconds: ASan makes every sandboxd program several times slower (not the sandboxed program).
 SLOW = 3 if SANITIZED else 1
@@ -156,6 +156,9 @@ def cmdline(pid):
 _PR_SET_CHILD_SUBREAPER = 36
 _libc = ctypes.CDLL(None, use_errno=True)
 _live_servers = []  # Server objects started and not yet stopped
+# The pids of servers the tests start beside sandboxd (PostgreSQL, HAProxy): our children, but
+# no exited sandboxd's orphans. Their owner stops them by pid.
+helper_pids = set()
 
 
 def _set_subreaper(on):
@@ -166,7 +169,7 @@ def _set_subreaper(on):
 def adopted_orphans():
     """Our children that are no live server's main process: what exited servers left."""
     mains = {srv.proc.pid for srv in _live_servers if srv.proc is not None}
-    return [pid for pid in children_of(os.getpid()) if pid not in mains]
+    return [pid for pid in children_of(os.getpid()) if pid not in mains | helper_pids]
 
 
 def _reap(pid):

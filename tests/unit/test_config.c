@@ -433,6 +433,43 @@ static void test_compat_keys(void **state)
                           "t:8: [tenant.b] anonymous_apis: tenant 'a' takes token-less");
 }
 
+static void test_store_keys(void **state)
+{
+        struct sbx_config config;
+        load_ok("[server]\n", &config);
+        assert_null(config.store.url);
+        assert_null(config.store.node);
+        assert_int_equal(config.store.connections, 4);
+        sbx_config_free(&config);
+        load_ok("[store]\n"
+                "url = postgresql://sbx:secret@db.example:5432/sandboxd?sslmode=require\n"
+                "node = node-1\n"
+                "connections = 8\n",
+                &config);
+        assert_string_equal(config.store.url,
+                            "postgresql://sbx:secret@db.example:5432/sandboxd?sslmode=require");
+        assert_string_equal(config.store.node, "node-1");
+        assert_int_equal(config.store.connections, 8);
+        sbx_config_free(&config);
+        load_ok("[store]\nurl = postgres://localhost/x\n", &config);
+        assert_string_equal(config.store.url, "postgres://localhost/x");
+        sbx_config_free(&config);
+        /* A URL of another scheme is refused without being echoed (it may hold a password). */
+        assert_load_error("[store]\nurl = mysql://u:hunter2@h/x\n",
+                          "t:2: [store] url: not a postgresql:// URL");
+        struct sbx_config refused;
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_config_load_string("[store]\nurl = mysql://u:hunter2@h/x\n", "t",
+                                                &refused, &err),
+                         -1);
+        assert_null(strstr(err.message, "hunter2"));
+        assert_load_error("[store]\nnode = node.1\n", "t:2: [store] node: 'node.1' is not");
+        assert_load_error("[store]\nconnections = 0\n", "t:2: [store] connections:");
+        assert_load_error("[store]\nconnections = 65\n", "t:2: [store] connections:");
+        assert_load_error("[store]\nnode = a\n[store]\n", "t:3: [store]: section appears twice");
+        assert_load_error("[store]\nport = 5432\n", "t:2: [store] port: unknown key");
+}
+
 static void test_default_tier_always_exists(void **state)
 {
         static const char printed[] =
@@ -659,6 +696,7 @@ int main(void)
                 cmocka_unit_test(test_issue_example_loads),
                 cmocka_unit_test(test_embedded_default_loads),
                 cmocka_unit_test(test_every_key),
+                cmocka_unit_test(test_store_keys),
                 cmocka_unit_test(test_unknown_names),
                 cmocka_unit_test(test_bad_values),
                 cmocka_unit_test(test_listen_must_be_host_port),

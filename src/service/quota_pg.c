@@ -1,0 +1,288 @@
+#include "service/quota_pg.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "service/pg.h"
+#include "util/log.h"
+
+/* A node renews its liveness every HEARTBEAT_S; its leases count for TTL_S after the last
+ * renewal. The TTL is a few heartbeats, so that one slow renewal does not drop a live node's
+ * leases, and short, so that a dead node's executions stop holding its tenants' slots soon. */
+#define HEARTBEAT_S 2
+#define TTL_S       10
+/* Old charges are deleted every PRUNE_BEATS heartbeats. */
+#define PRUNE_BEATS 30
+
+/* A release the store did not take, retried by the heartbeat. */
+struct pending {
+        struct pending *next;
+        uint64_t lease;
+        uint64_t cpu_ms;
+        char tenant[];
+};
+
+struct sbx_quota_pg {
+        struct sbx_pg *pg;
+        char *node;
+        uint64_t keep_charges_s;
+        pthread_t heartbeat;
+        bool heartbeat_started;
+        pthread_mutex_t lock; /* stopping, pending */
+        pthread_cond_t wake;
+        bool stopping;
+        struct pending *pending;
+};
+
+/* Runs sql with its text parameters and drops the result; -1 with err on failure. */
+static int run(struct sbx_pg *pg, const char *sql, int n, const char *const *values,
+               struct sbx_error *err)
+{
+        PGresult *result = sbx_pg_query(pg, sql, n, values, err);
+        if (result == NULL)
+                return -1;
+        PQclear(result);
+        return 0;
+}
+
+static int renew(struct sbx_quota_pg *fleet, struct sbx_error *err)
+{
+        char ttl[24];
+        snprintf(ttl, sizeof(ttl), "%d", TTL_S);
+        const char *values[] = {fleet->node, ttl};
+        return run(fleet->pg,
+                   "INSERT INTO sandboxd_nodes (name, alive_until) "
+                   "VALUES ($1, clock_timestamp() + $2 * interval '1 second') "
+                   "ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until",
+                   2, values, err);
+}
+
+/* Deletes lease (0: none) and charges cpu_ms in one statement (a data-modifying WITH runs
+ * whether or not the rest reads it). */
+static int release_now(struct sbx_quota_pg *fleet, const char *tenant, uint64_t lease,
+                       uint64_t cpu_ms, struct sbx_error *err)
+{
+        char lease_text[24], cpu_text[24];
+        snprintf(lease_text, sizeof(lease_text), "%" PRIu64, lease);
+        snprintf(cpu_text, sizeof(cpu_text), "%" PRIu64, cpu_ms);
+        const char *values[] = {lease_text, tenant, cpu_text};
+        return run(fleet->pg,
+                   "WITH ended AS (DELETE FROM sandboxd_leases WHERE id = $1) "
+                   "INSERT INTO sandboxd_charges (tenant, at, cpu_ms) "
+                   "SELECT $2, clock_timestamp(), $3 WHERE $3::bigint > 0",
+                   3, values, err);
+}
+
+/* Tries the pending releases once; those the store still does not take stay. */
+static void retry_pending(struct sbx_quota_pg *fleet)
+{
+        pthread_mutex_lock(&fleet->lock);
+        struct pending *list = fleet->pending;
+        fleet->pending = NULL;
+        pthread_mutex_unlock(&fleet->lock);
+        size_t retried = 0;
+        struct pending *keep = NULL;
+        while (list != NULL) {
+                struct pending *item = list;
+                list = list->next;
+                struct sbx_error err = {0};
+                if (release_now(fleet, item->tenant, item->lease, item->cpu_ms, &err) == 0) {
+                        free(item);
+                        retried++;
+                } else {
+                        item->next = keep;
+                        keep = item;
+                }
+        }
+        if (keep != NULL) {
+                pthread_mutex_lock(&fleet->lock);
+                struct pending **end = &keep;
+                while (*end != NULL)
+                        end = &(*end)->next;
+                *end = fleet->pending;
+                fleet->pending = keep;
+                pthread_mutex_unlock(&fleet->lock);
+        }
+        if (retried > 0)
+                sbx_info("store: %zu release(s) kept during an outage reached PostgreSQL", retried);
+}
+
+static void prune_charges(struct sbx_quota_pg *fleet)
+{
+        char keep[24];
+        snprintf(keep, sizeof(keep), "%" PRIu64, fleet->keep_charges_s);
+        const char *values[] = {keep};
+        struct sbx_error err = {0};
+        if (run(fleet->pg,
+                "DELETE FROM sandboxd_charges WHERE at < clock_timestamp() - $1 * interval "
+                "'1 second'",
+                1, values, &err) < 0)
+                sbx_debug("store: pruning old charges: %s", err.message);
+}
+
+static void *heartbeat_main(void *arg)
+{
+        struct sbx_quota_pg *fleet = arg;
+        bool reachable = true;
+        for (unsigned beat = 1;; beat++) {
+                struct timespec until;
+                clock_gettime(CLOCK_MONOTONIC, &until);
+                until.tv_sec += HEARTBEAT_S;
+                pthread_mutex_lock(&fleet->lock);
+                while (!fleet->stopping &&
+                       pthread_cond_timedwait(&fleet->wake, &fleet->lock, &until) != ETIMEDOUT)
+                        ;
+                bool stopping = fleet->stopping;
+                pthread_mutex_unlock(&fleet->lock);
+                if (stopping)
+                        return NULL;
+                struct sbx_error err = {0};
+                if (renew(fleet, &err) < 0) {
+                        if (reachable)
+                                sbx_warn("store: cannot renew this node's leases: %s", err.message);
+                        reachable = false;
+                        continue;
+                }
+                if (!reachable)
+                        sbx_info("store: PostgreSQL is reachable again");
+                reachable = true;
+                retry_pending(fleet);
+                if (beat % PRUNE_BEATS == 0)
+                        prune_charges(fleet);
+        }
+}
+
+int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node,
+                      uint64_t keep_charges_s, struct sbx_quota_pg **out, struct sbx_error *err)
+{
+        *out = NULL;
+        struct sbx_quota_pg *fleet = calloc(1, sizeof(*fleet));
+        if (fleet == NULL || (fleet->node = strdup(node)) == NULL) {
+                free(fleet);
+                return sbx_error_set(err, ENOMEM, "store");
+        }
+        fleet->keep_charges_s = keep_charges_s < 86400 ? 86400 : keep_charges_s;
+        pthread_mutex_init(&fleet->lock, NULL);
+        pthread_condattr_t attributes;
+        pthread_condattr_init(&attributes);
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+        pthread_cond_init(&fleet->wake, &attributes);
+        pthread_condattr_destroy(&attributes);
+        const char *values[] = {node};
+        if (sbx_pg_open(store->url, store->connections, &fleet->pg, err) < 0 ||
+            renew(fleet, err) < 0 ||
+            /* Its previous life's executions died with it. */
+            run(fleet->pg, "DELETE FROM sandboxd_leases WHERE node = $1", 1, values, err) < 0) {
+                sbx_quota_pg_close(fleet);
+                return -1;
+        }
+        int rc = pthread_create(&fleet->heartbeat, NULL, heartbeat_main, fleet);
+        if (rc != 0) {
+                sbx_quota_pg_close(fleet);
+                return sbx_error_set(err, rc, "store: heartbeat thread");
+        }
+        fleet->heartbeat_started = true;
+        *out = fleet;
+        return 0;
+}
+
+void sbx_quota_pg_close(struct sbx_quota_pg *fleet)
+{
+        if (fleet == NULL)
+                return;
+        if (fleet->heartbeat_started) {
+                pthread_mutex_lock(&fleet->lock);
+                fleet->stopping = true;
+                pthread_cond_signal(&fleet->wake);
+                pthread_mutex_unlock(&fleet->lock);
+                pthread_join(fleet->heartbeat, NULL);
+                retry_pending(fleet);
+        }
+        size_t lost = 0;
+        while (fleet->pending != NULL) {
+                struct pending *item = fleet->pending;
+                fleet->pending = item->next;
+                free(item);
+                lost++;
+        }
+        if (lost > 0)
+                sbx_warn("store: %zu release(s) never reached PostgreSQL; their leases lapse "
+                         "with this node's liveness",
+                         lost);
+        sbx_pg_close(fleet->pg);
+        pthread_cond_destroy(&fleet->wake);
+        pthread_mutex_destroy(&fleet->lock);
+        free(fleet->node);
+        free(fleet);
+}
+
+int sbx_quota_pg_reserve(struct sbx_quota_pg *fleet, const struct sbx_tenant *tenant,
+                         uint64_t expected_ms, enum sbx_quota_verdict *verdict,
+                         uint64_t *retry_after_s, uint64_t *lease, struct sbx_error *err)
+{
+        const struct sbx_tier *tier = tenant->tier;
+        char concurrency[24], budget[24], window[24], expected[24];
+        snprintf(concurrency, sizeof(concurrency), "%" PRIu64, tier->max_concurrency);
+        snprintf(budget, sizeof(budget), "%" PRIu64, tier->cpu_budget_ms);
+        snprintf(window, sizeof(window), "%" PRIu64, tier->cpu_window_s * 1000);
+        snprintf(expected, sizeof(expected), "%" PRIu64, expected_ms);
+        const char *values[] = {tenant->name, fleet->node, concurrency, budget, window, expected};
+        PGresult *result = sbx_pg_query(
+                fleet->pg,
+                "SELECT verdict, retry_after_ms, lease FROM sandboxd_reserve($1, $2, $3, $4, $5, "
+                "$6)",
+                6, values, err);
+        if (result == NULL)
+                return -1;
+        int r = 0;
+        if (PQntuples(result) != 1 || PQnfields(result) != 3) {
+                r = sbx_error_plain(err, EPROTO, "store: sandboxd_reserve answered %d rows",
+                                    PQntuples(result));
+        } else {
+                const char *name = PQgetvalue(result, 0, 0);
+                uint64_t retry_ms = strtoull(PQgetvalue(result, 0, 1), NULL, 10);
+                *lease = strtoull(PQgetvalue(result, 0, 2), NULL, 10);
+                *retry_after_s = retry_ms / 1000 + (retry_ms % 1000 != 0);
+                if (*retry_after_s == 0)
+                        *retry_after_s = 1;
+                if (strcmp(name, "allowed") == 0)
+                        *verdict = SBX_QUOTA_ALLOWED;
+                else if (strcmp(name, "cpu_budget") == 0)
+                        *verdict = SBX_QUOTA_OVER_CPU_BUDGET;
+                else if (strcmp(name, "concurrency") == 0)
+                        *verdict = SBX_QUOTA_OVER_CONCURRENCY;
+                else
+                        r = sbx_error_plain(err, EPROTO, "store: unknown verdict '%s'", name);
+        }
+        PQclear(result);
+        return r;
+}
+
+void sbx_quota_pg_release(struct sbx_quota_pg *fleet, const char *tenant_name, uint64_t lease,
+                          uint64_t cpu_ms)
+{
+        if (lease == 0 && cpu_ms == 0)
+                return;
+        struct sbx_error err = {0};
+        if (release_now(fleet, tenant_name, lease, cpu_ms, &err) == 0)
+                return;
+        size_t length = strlen(tenant_name);
+        struct pending *item = malloc(sizeof(*item) + length + 1);
+        if (item == NULL) {
+                sbx_warn("store: release of lease %" PRIu64 " lost (out of memory)", lease);
+                return;
+        }
+        *item = (struct pending){.lease = lease, .cpu_ms = cpu_ms};
+        memcpy(item->tenant, tenant_name, length + 1);
+        pthread_mutex_lock(&fleet->lock);
+        item->next = fleet->pending;
+        fleet->pending = item;
+        pthread_mutex_unlock(&fleet->lock);
+        sbx_debug("store: release of lease %" PRIu64 " kept for later: %s", lease, err.message);
+}

@@ -1,0 +1,294 @@
+"""A fleet of `sandboxd serve` nodes sharing one real PostgreSQL ([store] url; issue 21), behind
+a real HAProxy running deploy/haproxy.cfg: a tenant's concurrency and CPU budget hold across the
+nodes, a node killed with -9 stops holding its tenants' slots once its liveness lapses (and
+HAProxy sends its requests to the others), and PostgreSQL restarting makes requests fail with
+503 store-unavailable and then recover, without restarting the nodes and without a lease lost
+in between. Each fleet check has its control: the same nodes without the store each admit their
+own tenant's maximum."""
+
+import concurrent.futures
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+import requests
+
+from fleet_helpers import running_haproxy, running_postgres
+from conftest import SANDBOXD
+from serve_helpers import (HTTP_TIMEOUT, NO_POOL, SLOW, expect_json, expect_problem,
+                           no_new_leaks, running_server, sample)
+
+assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
+
+TIER = {"max_wall_ms": 30000, "max_concurrency": 4, "cpu_budget_ms": 3600000,
+        "cpu_window_s": 60}
+SLEEP = "import time\ntime.sleep({})\nprint('slept')"
+# What quota_pg.c's heartbeat gives a node's leases after its last renewal (TTL_S, 10 s) and the
+# heartbeat's period (HEARTBEAT_S, 2 s).
+LEASE_TTL_S = 10
+HEARTBEAT_S = 2
+
+
+def store(url, node):
+    return f"\n[store]\nurl = {url}\nnode = {node}\n"
+
+
+@contextlib.contextmanager
+def fleet(url, n, tiers=None, server=None):
+    """n nodes on one store (url None: each its own), stopped and leak-checked on exit."""
+    with contextlib.ExitStack() as stack:
+        nodes = [stack.enter_context(running_server(
+            tiers=tiers or {"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL, server=server,
+            extra_config=store(url, f"node{i + 1}") if url else ""))
+            for i in range(n)]
+        yield nodes
+
+
+def post_many(nodes, body, count):
+    """count POSTs at once, spread over the nodes in turn; the responses in order."""
+    barrier = threading.Barrier(count)
+
+    def one(i):
+        barrier.wait(timeout=30)
+        return nodes[i % len(nodes)].post_execution(body)
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=count) as pool:
+        return list(pool.map(one, range(count)))
+
+
+def admitted_of_32(nodes):
+    """How many of 32 concurrent 3-second executions spread over the nodes ran; every other one
+    must be a 429 with Retry-After."""
+    body = {"language": "python", "code": SLEEP.format(3 * SLOW), "limits": {"wall_ms": 20000}}
+    responses = post_many(nodes, body, 32)
+    ran = [r for r in responses if r.status_code == 200]
+    for r in ran:
+        assert r.json()["stdout"] == "slept\n", r.text
+    for r in responses:
+        if r.status_code != 200:
+            expect_problem(r, 429, slug="quota-exceeded")
+            assert int(r.headers["Retry-After"]) >= 1, r.headers
+    return len(ran)
+
+
+class Proxied:
+    """Requests to HAProxy, authenticated as a node's tenant (every node has the same tenants)."""
+
+    def __init__(self, proxy, node):
+        self.proxy, self.node = proxy, node
+
+    def post_execution(self, body):
+        return requests.post(self.proxy.base + "/v1/executions", data=json.dumps(body),
+                             headers=self.node.headers(), timeout=HTTP_TIMEOUT)
+
+
+def executions_ok(node):
+    return sample(node.metrics(), "sandboxd_executions_total", tenant="acme", status="ok")
+
+
+def session_and_async_stick_to_their_node(proxy, nodes):
+    """A session opened through HAProxy keeps its interpreter over 50 runs (HAProxy sends each
+    to the node that opened it, learnt from the 201's Location), and an asynchronous execution
+    queued through it is read back through it (the 202's Location), though the node each lives
+    on keeps it to itself."""
+    headers = nodes[0].headers()
+    r = requests.post(proxy.base + "/v1/sessions", json={"language": "python"}, headers=headers,
+                      timeout=HTTP_TIMEOUT)
+    session = expect_json(r, 201)["id"]
+    assert r.headers["Location"] == f"/v1/sessions/{session}"
+    owners = [n for n in nodes
+              if n.get(f"/v1/sessions/{session}", headers=headers).status_code == 200]
+    assert len(owners) == 1, "a session lives on exactly one node"
+    code = "try:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)"
+    for i in range(1, 51):
+        r = requests.post(f"{proxy.base}/v1/sessions/{session}/run", json={"code": code},
+                          headers=headers, timeout=HTTP_TIMEOUT)
+        assert expect_json(r)["stdout"] == f"{i}\n"
+    r = requests.delete(f"{proxy.base}/v1/sessions/{session}", headers=headers,
+                        timeout=HTTP_TIMEOUT)
+    assert r.status_code == 204, r.text
+    for i in range(3):
+        r = requests.post(proxy.base + "/v1/executions", json={
+            "language": "python", "code": f"print({i})", "wait": False}, headers=headers,
+            timeout=HTTP_TIMEOUT)
+        queued = expect_json(r, 202)["id"]
+        assert r.headers["Location"] == f"/v1/executions/{queued}"
+        deadline = time.monotonic() + 30 * SLOW
+        while True:
+            record = expect_json(requests.get(f"{proxy.base}/v1/executions/{queued}",
+                                              headers=headers, timeout=HTTP_TIMEOUT))
+            if record["status"] not in ("queued", "running"):
+                break
+            assert time.monotonic() < deadline, record
+            time.sleep(0.05)
+        assert (record["status"], record["stdout"]) == ("ok", f"{i}\n"), record
+
+
+def test_behind_haproxy_the_fleet_shares_the_work_and_one_quota():
+    """Three nodes on one store behind HAProxy with deploy/haproxy.cfg: sequential requests are
+    spread over every node (leastconn), and of 32 concurrent requests of a tenant with
+    max_concurrency 4 exactly 4 run fleet-wide, the other 28 are 429; a session and an
+    asynchronous execution made through HAProxy are reached through it; when a node dies
+    (kill -9 of its API and engine), HAProxy's retry on the refused connection and its health
+    checks send every later request to the others. Control: without the store the nodes admit
+    4 each (12)."""
+    with running_postgres() as pg, fleet(pg.url, 3) as nodes, \
+            running_haproxy([n.port for n in nodes]) as proxy:
+        front = Proxied(proxy, nodes[0])
+        for i in range(12):
+            r = front.post_execution({"language": "python", "code": f"print({i})"})
+            assert expect_json(r)["stdout"] == f"{i}\n"
+        assert all(executions_ok(n) >= 1 for n in nodes), [executions_ok(n) for n in nodes]
+        assert admitted_of_32([front]) == 4
+        # Every lease was released: the next four run at once.
+        responses = post_many([front], {"language": "python", "code": "print(1)"}, 4)
+        assert [r.status_code for r in responses] == [200] * 4, [r.text for r in responses]
+        assert pg.sql("SELECT count(*) FROM sandboxd_leases") == "0"
+        assert pg.sql("SELECT string_agg(name, ',' ORDER BY name) FROM sandboxd_nodes") == \
+            "node1,node2,node3"
+        session_and_async_stick_to_their_node(proxy, nodes)
+        dead = nodes[2]
+        dead.expected_rc = -signal.SIGKILL
+        os.kill(dead.api_pid(), signal.SIGKILL)
+        dead.signal(signal.SIGKILL)
+        assert dead.wait_exit(10) == -signal.SIGKILL
+        before = sum(executions_ok(n) for n in nodes[:2])
+        for i in range(10):
+            r = front.post_execution({"language": "python", "code": f"print({i})"})
+            assert expect_json(r)["stdout"] == f"{i}\n"
+        assert sum(executions_ok(n) for n in nodes[:2]) == before + 10
+    with fleet(None, 3) as nodes:
+        assert admitted_of_32(nodes) == 12
+
+
+def burn(node, cpu_ms):
+    code = f"import time\nend = time.process_time() + {cpu_ms / 1000}\n" \
+           "while time.process_time() < end: pass\nprint('burnt')"
+    result = node.run(code)
+    assert result["stdout"] == "burnt\n", result
+
+
+def test_the_cpu_budget_is_charged_fleet_wide():
+    """A 500 ms budget: 600 ms burnt on one node makes the other refuse with 429 and a
+    Retry-After within the window. Control: without the store the other node still runs it."""
+    tier = {**TIER, "cpu_budget_ms": 500}
+    with running_postgres() as pg, fleet(pg.url, 2, tiers={"t": tier}) as (one, other):
+        burn(one, 600)
+        r = other.post_execution({"language": "python", "code": "print(1)"})
+        problem = expect_problem(r, 429, slug="quota-exceeded")
+        assert "CPU budget" in problem["detail"], problem
+        assert 1 <= int(r.headers["Retry-After"]) <= 60, r.headers
+        assert int(pg.sql("SELECT sum(cpu_ms) FROM sandboxd_charges")) >= 500
+    with fleet(None, 2, tiers={"t": tier}) as (one, other):
+        burn(one, 600)
+        assert other.run("print(1)")["stdout"] == "1\n"
+
+
+def test_a_killed_nodes_slots_free_once_its_liveness_lapses():
+    """node1 runs the tenant's 4 executions and dies whole (kill -9 of its API process, which
+    holds the leases, and of its engine): node2 refuses while node1's leases still count (its
+    liveness is renewed no more), and admits once they lapse, within the lease TTL and a
+    heartbeat. node1 then starts again and drops its previous life's leases."""
+    body = {"language": "python", "code": SLEEP.format(20), "limits": {"wall_ms": 25000}}
+    with running_postgres() as pg, fleet(pg.url, 2) as (node1, node2):
+        node1.expected_rc = -signal.SIGKILL
+        with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
+            hanging = [pool.submit(node1.post_execution, body) for _ in range(4)]
+            node1.wait_for_running(4)
+            assert pg.sql("SELECT count(*) FROM sandboxd_leases WHERE node = 'node1'") == "4"
+            expect_problem(node2.post_execution({"language": "python", "code": "print(1)"}), 429)
+            os.kill(node1.api_pid(), signal.SIGKILL)
+            node1.signal(signal.SIGKILL)
+            killed_at = time.monotonic()
+            assert node1.wait_exit(10) == -signal.SIGKILL
+            for future in hanging:
+                with pytest.raises(requests.RequestException):
+                    future.result(timeout=60)
+        # Right after the kill its leases still count.
+        expect_problem(node2.post_execution({"language": "python", "code": "print(1)"}), 429)
+        deadline = killed_at + LEASE_TTL_S + 2 * HEARTBEAT_S + 5 * SLOW
+        while True:
+            r = node2.post_execution({"language": "python", "code": "print(2)"})
+            if r.status_code == 200:
+                break
+            expect_problem(r, 429)
+            assert time.monotonic() < deadline, "node1's leases never lapsed"
+            time.sleep(0.5)
+        assert time.monotonic() - killed_at >= LEASE_TTL_S - HEARTBEAT_S - 1
+        assert expect_json(r)["stdout"] == "2\n"
+        # node1 again, under the same name: its previous life's leases are gone at once.
+        with running_server(tiers={"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL,
+                            extra_config=store(pg.url, "node1")):
+            assert pg.sql("SELECT count(*) FROM sandboxd_leases") == "0"
+
+
+def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
+    """PostgreSQL stops while an execution runs: new requests are 503 store-unavailable with
+    Retry-After (nothing run), the running one still answers, and its release is kept until
+    PostgreSQL is back; then requests run again on the same node, and all four slots are free
+    (no lease of the outage left behind)."""
+    with running_postgres() as pg, fleet(pg.url, 1) as (node,):
+        assert node.run("print(1)")["stdout"] == "1\n"
+        body = {"language": "python", "code": SLEEP.format(2), "limits": {"wall_ms": 20000}}
+        with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+            running = pool.submit(node.post_execution, body)
+            node.wait_for_running(1)
+            pg.stop()
+            r = node.post_execution({"language": "python", "code": "print(2)"})
+            problem = expect_problem(r, 503, slug="store-unavailable")
+            assert "nothing was run" in problem["detail"], problem
+            assert int(r.headers["Retry-After"]) >= 1
+            assert expect_json(running.result(timeout=60))["stdout"] == "slept\n"
+        pg.start()
+        deadline = time.monotonic() + 10 * SLOW
+        while True:
+            r = node.post_execution({"language": "python", "code": "print(3)"})
+            if r.status_code == 200:
+                break
+            expect_problem(r, 503, slug="store-unavailable")
+            assert time.monotonic() < deadline, "the node did not recover"
+            time.sleep(0.2)
+        # The release kept during the outage reaches the store with the next heartbeat.
+        deadline = time.monotonic() + 3 * HEARTBEAT_S + 5 * SLOW
+        while pg.sql("SELECT count(*) FROM sandboxd_leases") != "0":
+            assert time.monotonic() < deadline, "a lease of the outage was never released"
+            time.sleep(0.2)
+        responses = post_many([node], {"language": "python", "code": SLEEP.format(1)}, 4)
+        assert [r.status_code for r in responses] == [200] * 4, [r.text for r in responses]
+
+
+def test_a_bad_store_url_fails_the_start_with_the_reason():
+    """A node whose store cannot be reached does not start (a fleet node without its shared
+    quotas would break them), and says why."""
+    from serve_helpers import Server, free_port
+    srv = Server(tiers={"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL,
+                 extra_config=store(f"postgresql://postgres@127.0.0.1:{free_port()}/x", "n"))
+    with pytest.raises(AssertionError, match="postgresql: connect"):
+        srv.start()
+    srv.stop(check=False)
+
+
+def test_the_systemd_unit_verifies():
+    """deploy/sandboxd.service as systemd-analyze reads it (its ExecStart pointed at this
+    build)."""
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        pytest.skip("systemd-analyze is not installed (Debian's systemd package)")
+    here = os.path.dirname(os.path.abspath(__file__))
+    with open(os.path.join(here, "..", "..", "deploy", "sandboxd.service")) as f:
+        unit = f.read()
+    assert "ExecStart=/usr/local/bin/sandboxd serve" in unit
+    with tempfile.TemporaryDirectory(prefix="unit-test-") as tmp:
+        path = os.path.join(tmp, "sandboxd.service")
+        with open(path, "w") as f:
+            f.write(unit.replace("/usr/local/bin/sandboxd", SANDBOXD))
+        out = subprocess.run([analyze, "verify", path], capture_output=True, text=True,
+                             check=False, cwd=tmp)
+    assert out.returncode == 0 and out.stderr.strip() == "", out.stderr
