@@ -55,6 +55,15 @@ def haproxy_binary():
     return "/usr/sbin/haproxy" if os.path.exists("/usr/sbin/haproxy") else None
 
 
+def _read_text(path):
+    """A server's log, "" when there is none yet."""
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
 def _as_postgres(account):
     def demote():
         os.setgid(account.pw_gid)
@@ -143,11 +152,7 @@ class Postgres:
         return out.stdout.strip()
 
     def log(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return _read_text(self.log_path)
 
     def remove(self):
         self.stop()
@@ -212,11 +217,7 @@ class HAProxy:
         raise RuntimeError(f"haproxy did not listen within 30 s:\n{self.log()[-3000:]}")
 
     def log(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()
-        except OSError:
-            return ""
+        return _read_text(self.log_path)
 
     def remove(self):
         if self.proc is not None:

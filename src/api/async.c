@@ -405,12 +405,8 @@ struct sbx_async *sbx_async_start(struct sbx_api *api, struct sbx_error *err)
         }
         async->api = api;
         pthread_mutex_init(&async->lock, NULL);
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&async->work, &attr);
-        pthread_cond_init(&async->ended, &attr);
-        pthread_condattr_destroy(&attr);
+        sbx_cond_init_monotonic(&async->work);
+        sbx_cond_init_monotonic(&async->ended);
         if (sbx_audit_queue_each(api->audit, load_item, async, err) < 0) {
                 if (err->message[0] == '\0')
                         sbx_error_set(err, ENOMEM, "async: load the queue");

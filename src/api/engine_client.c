@@ -226,11 +226,7 @@ static int call_begin(struct sbx_engine_client *client, struct call *call, uint1
 {
         *call = (struct call){.reply_type = reply_type, .execution_id = execution_id};
         call->events_tail = &call->events;
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        int rc = pthread_cond_init(&call->done_cond, &attr);
-        pthread_condattr_destroy(&attr);
+        int rc = sbx_cond_init_monotonic(&call->done_cond);
         if (rc != 0)
                 return sbx_error_set(err, rc, "engine client: condition variable");
 

@@ -74,11 +74,7 @@ struct sbx_http_guard *sbx_http_guard_start(struct sbx_error *err)
                 return NULL;
         }
         pthread_mutex_init(&guard->lock, NULL);
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&guard->stop_cond, &attr);
-        pthread_condattr_destroy(&attr);
+        sbx_cond_init_monotonic(&guard->stop_cond);
         sigset_t all, old;
         sigfillset(&all);
         pthread_sigmask(SIG_SETMASK, &all, &old);

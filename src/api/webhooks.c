@@ -402,11 +402,7 @@ struct sbx_webhooks *sbx_webhooks_start(struct sbx_api *api, struct sbx_error *e
         }
         webhooks->api = api;
         pthread_mutex_init(&webhooks->lock, NULL);
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&webhooks->wake, &attr);
-        pthread_condattr_destroy(&attr);
+        sbx_cond_init_monotonic(&webhooks->wake);
         for (size_t i = 0; i < SBX_WEBHOOK_SENDERS; i++) {
                 int rc = pthread_create(&webhooks->senders[i], NULL, sender, webhooks);
                 if (rc != 0) {

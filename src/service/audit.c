@@ -19,6 +19,7 @@
 #include "util/cleanup.h"
 #include "util/hex.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* How long a write waits for a lock someone else holds (an operator's shell, a backup) before it
  * fails: long enough for any such reader, short next to a client's own timeout. */
@@ -453,11 +454,7 @@ struct sbx_audit *sbx_audit_open(const char *directory, struct sbx_error *err)
         }
         pthread_mutex_init(&audit->lock, NULL);
         pthread_mutex_init(&audit->coming_lock, NULL);
-        pthread_condattr_t attr;
-        pthread_condattr_init(&attr);
-        pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-        pthread_cond_init(&audit->outcome_written, &attr);
-        pthread_condattr_destroy(&attr);
+        sbx_cond_init_monotonic(&audit->outcome_written);
         /* NOMUTEX: audit->lock already serialises every call, SQLite's own mutexes would only
          * add cost. NOFOLLOW: as in audit_create_file(). */
         if (sqlite3_open_v2(path, &audit->db,

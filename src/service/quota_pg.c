@@ -11,6 +11,7 @@
 
 #include "service/pg.h"
 #include "util/log.h"
+#include "util/time.h"
 
 /* A node renews its liveness every HEARTBEAT_S; its leases count for TTL_S after the last
  * renewal. The TTL is a few heartbeats, so that one slow renewal does not drop a live node's
@@ -131,9 +132,7 @@ static void *heartbeat_main(void *arg)
         struct sbx_quota_pg *fleet = arg;
         bool reachable = true;
         for (unsigned beat = 1;; beat++) {
-                struct timespec until;
-                clock_gettime(CLOCK_MONOTONIC, &until);
-                until.tv_sec += HEARTBEAT_S;
+                struct timespec until = sbx_monotonic_after(HEARTBEAT_S * 1000);
                 pthread_mutex_lock(&fleet->lock);
                 while (!fleet->stopping &&
                        pthread_cond_timedwait(&fleet->wake, &fleet->lock, &until) != ETIMEDOUT)
@@ -169,11 +168,7 @@ int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node,
         }
         fleet->keep_charges_s = keep_charges_s < 86400 ? 86400 : keep_charges_s;
         pthread_mutex_init(&fleet->lock, NULL);
-        pthread_condattr_t attributes;
-        pthread_condattr_init(&attributes);
-        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
-        pthread_cond_init(&fleet->wake, &attributes);
-        pthread_condattr_destroy(&attributes);
+        sbx_cond_init_monotonic(&fleet->wake);
         const char *values[] = {node};
         if (sbx_pg_open(store->url, store->connections, &fleet->pg, err) < 0 ||
             renew(fleet, err) < 0 ||

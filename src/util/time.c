@@ -40,3 +40,13 @@ struct timespec sbx_monotonic_after(uint64_t ms)
         }
         return at;
 }
+
+int sbx_cond_init_monotonic(pthread_cond_t *cond)
+{
+        pthread_condattr_t attributes;
+        pthread_condattr_init(&attributes);
+        pthread_condattr_setclock(&attributes, CLOCK_MONOTONIC);
+        int rc = pthread_cond_init(cond, &attributes);
+        pthread_condattr_destroy(&attributes);
+        return rc;
+}

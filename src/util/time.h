@@ -1,6 +1,7 @@
 /* Clocks. All durations inside sandboxd are microseconds (uint64_t) on CLOCK_MONOTONIC. */
 #pragma once
 
+#include <pthread.h>
 #include <stdint.h>
 #include <time.h>
 
@@ -18,6 +19,10 @@ uint64_t sbx_wall_clock_ms(void);
 /* The CLOCK_MONOTONIC time ms milliseconds from now: a deadline for pthread_cond_timedwait on a
  * condition made with that clock. */
 struct timespec sbx_monotonic_after(uint64_t ms);
+
+/* Initialises cond to time its waits on CLOCK_MONOTONIC (sbx_monotonic_after's deadlines), which
+ * a change of the wall clock does not move. Returns pthread_cond_init's result. */
+int sbx_cond_init_monotonic(pthread_cond_t *cond);
 
 /* Sleeps ms milliseconds (through signal interruptions). */
 void sbx_sleep_ms(uint64_t ms);
