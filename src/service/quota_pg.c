@@ -18,8 +18,12 @@
  * leases, and short, so that a dead node's executions stop holding its tenants' slots soon. */
 #define HEARTBEAT_S 2
 #define TTL_S       10
-/* Old charges are deleted every PRUNE_BEATS heartbeats. */
-#define PRUNE_BEATS 30
+/* What no longer counts is deleted at start and every PRUNE_BEATS heartbeats: charges older than
+ * the longest window, and the nodes, with their leases, whose liveness lapsed more than
+ * GONE_AFTER_S ago (their leases stopped counting then; a node that comes back after that long
+ * starts afresh anyway). */
+#define PRUNE_BEATS  30
+#define GONE_AFTER_S 86400
 
 /* A release the store did not take, retried by the heartbeat. */
 struct pending {
@@ -114,17 +118,24 @@ static void retry_pending(struct sbx_quota_pg *fleet)
                 sbx_info("store: %zu release(s) kept during an outage reached PostgreSQL", retried);
 }
 
-static void prune_charges(struct sbx_quota_pg *fleet)
+static void prune(struct sbx_quota_pg *fleet)
 {
-        char keep[24];
+        char keep[24], gone[24];
         snprintf(keep, sizeof(keep), "%" PRIu64, fleet->keep_charges_s);
-        const char *values[] = {keep};
+        snprintf(gone, sizeof(gone), "%d", GONE_AFTER_S);
+        const char *charges[] = {keep};
+        const char *nodes[] = {gone};
         struct sbx_error err = {0};
         if (run(fleet->pg,
                 "DELETE FROM sandboxd_charges WHERE at < clock_timestamp() - $1 * interval "
                 "'1 second'",
-                1, values, &err) < 0)
-                sbx_debug("store: pruning old charges: %s", err.message);
+                1, charges, &err) < 0 ||
+            run(fleet->pg,
+                "WITH gone AS (DELETE FROM sandboxd_nodes WHERE alive_until < clock_timestamp() - "
+                "$1 * interval '1 second' RETURNING name) "
+                "DELETE FROM sandboxd_leases WHERE node IN (SELECT name FROM gone)",
+                1, nodes, &err) < 0)
+                sbx_debug("store: pruning: %s", err.message);
 }
 
 static void *heartbeat_main(void *arg)
@@ -153,7 +164,7 @@ static void *heartbeat_main(void *arg)
                 reachable = true;
                 retry_pending(fleet);
                 if (beat % PRUNE_BEATS == 0)
-                        prune_charges(fleet);
+                        prune(fleet);
         }
 }
 
@@ -177,6 +188,7 @@ int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node,
                 sbx_quota_pg_close(fleet);
                 return -1;
         }
+        prune(fleet);
         int rc = pthread_create(&fleet->heartbeat, NULL, heartbeat_main, fleet);
         if (rc != 0) {
                 sbx_quota_pg_close(fleet);

@@ -11,8 +11,9 @@
  * HEARTBEAT seconds from a thread of its own, for a time-to-live of a few heartbeats, so that
  * the leases of a node that died (kill -9, power) stop counting within that time, without anyone
  * cleaning up after it; a node that starts again under the same name first drops the leases of
- * its previous life. A release the store could not take (PostgreSQL away) is kept and retried
- * by that thread, so that an outage leaks no lease. */
+ * its previous life, and the rows of a node gone for a day are deleted by any node. A release the
+ * store could not take (PostgreSQL away) is kept and retried by that thread, so that an outage
+ * leaks no lease. */
 #pragma once
 
 #include <stdint.h>

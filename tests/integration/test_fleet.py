@@ -223,10 +223,17 @@ def test_a_killed_nodes_slots_free_once_its_liveness_lapses():
             time.sleep(0.5)
         assert time.monotonic() - killed_at >= LEASE_TTL_S - HEARTBEAT_S - 1
         assert expect_json(r)["stdout"] == "2\n"
-        # node1 again, under the same name: its previous life's leases are gone at once.
+        # node1 again, under the same name: its previous life's leases are gone at once. A node
+        # gone for over a day (its liveness lapsed then) is deleted with its leases by any node
+        # that starts.
+        pg.sql("INSERT INTO sandboxd_nodes VALUES ('ghost', now() - interval '25 hours'); "
+               "INSERT INTO sandboxd_leases (tenant, node, expected_end) "
+               "VALUES ('acme', 'ghost', now())")
         with running_server(tiers={"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL,
                             extra_config=store(pg.url, "node1")):
             assert pg.sql("SELECT count(*) FROM sandboxd_leases") == "0"
+            assert pg.sql("SELECT string_agg(name, ',' ORDER BY name) FROM sandboxd_nodes") == \
+                "node1,node2"
 
 
 def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
