@@ -42,6 +42,7 @@ struct sbx_quota {
         uint64_t in_flight;         /* over all tenants */
         uint64_t typical_ms;        /* as tenant_quota's, over all tenants */
         struct sbx_quota_pg *fleet; /* the tenants' limits are the store's; NULL: this one's */
+        bool store_failing;         /* the last reservation found the store failing */
 };
 
 /* The weight of the newest observation in a moving average: 1/8, so that a change in what runs
@@ -243,12 +244,24 @@ static int reserve_shared(struct sbx_quota *quota, const struct sbx_tenant *tena
         struct sbx_error why = {0};
         if (sbx_quota_pg_reserve(quota->fleet, tenant, expected_ms, &verdict, &retry_after_s,
                                  &lease, &why) < 0) {
-                sbx_warn("quota: tenant %s refused, the store failed: %s", tenant->name,
-                         why.message);
+                /* Once per outage, not once per refused request. */
+                pthread_mutex_lock(&quota->lock);
+                bool first = !quota->store_failing;
+                quota->store_failing = true;
+                pthread_mutex_unlock(&quota->lock);
+                if (first)
+                        sbx_warn("quota: the store failed, requests are refused with 503 until it "
+                                 "answers again: %s",
+                                 why.message);
                 decision->verdict = SBX_QUOTA_STORE_UNAVAILABLE;
                 decision->retry_after_s = 1;
                 return 0;
         }
+        pthread_mutex_lock(&quota->lock);
+        if (quota->store_failing)
+                sbx_info("quota: the store answers again");
+        quota->store_failing = false;
+        pthread_mutex_unlock(&quota->lock);
         if (verdict != SBX_QUOTA_ALLOWED) {
                 decision->verdict = verdict;
                 decision->retry_after_s = retry_after_s;

@@ -252,6 +252,9 @@ def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
             problem = expect_problem(r, 503, slug="store-unavailable")
             assert "nothing was run" in problem["detail"], problem
             assert int(r.headers["Retry-After"]) >= 1
+            for _ in range(5):
+                expect_problem(node.post_execution({"language": "python", "code": "print(2)"}),
+                               503, slug="store-unavailable")
             assert expect_json(running.result(timeout=60))["stdout"] == "slept\n"
         pg.start()
         deadline = time.monotonic() + 10 * SLOW
@@ -269,6 +272,10 @@ def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
             time.sleep(0.2)
         responses = post_many([node], {"language": "python", "code": SLEEP.format(1)}, 4)
         assert [r.status_code for r in responses] == [200] * 4, [r.text for r in responses]
+        # The outage was logged once, and its end, not each of its six refusals.
+        log = node.stderr()
+        assert log.count("the store failed, requests are refused with 503") == 1, log[-3000:]
+        assert log.count("the store answers again") == 1, log[-3000:]
 
 
 def test_a_bad_store_url_fails_the_start_with_the_reason():
