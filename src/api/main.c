@@ -54,8 +54,6 @@
 #define LISTEN_FD 3
 #define ENGINE_FD 4
 
-/* In the data directory: the local tenant's token (see local_token). */
-
 /* The process gives up root for good: no supplementary groups, the API uid/gid, an empty
  * bounding set, no capabilities, no_new_privs. A bug in HTTP or JSON handling then runs with the
  * rights of an unprivileged user that owns nothing but the data directory. */

@@ -25,7 +25,8 @@ static const char *const migrations[] = {
          * window. sandboxd_reserve decides and takes a lease in one round trip, under a
          * transaction-scoped advisory lock per tenant so that two nodes' decisions for one tenant
          * never interleave; each of its statements takes a fresh snapshot (READ COMMITTED,
-         * VOLATILE), so the count sees every lease committed before the lock was granted. */
+         * VOLATILE), so the count sees every lease committed before the lock was granted. Its
+         * verdicts are sbx_quota_verdict_name's ("allowed", "concurrency", "cpu_budget"). */
         "CREATE TABLE sandboxd_nodes (name text PRIMARY KEY, alive_until timestamptz NOT NULL);\n"
         "CREATE TABLE sandboxd_leases (id bigserial PRIMARY KEY, tenant text NOT NULL,\n"
         "  node text NOT NULL, expected_end timestamptz NOT NULL);\n"

@@ -240,9 +240,9 @@ static int reserve_shared(struct sbx_quota *quota, const struct sbx_tenant *tena
                 return sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
         uint64_t expected_ms = typical_ms > 0 && typical_ms < wall_ms ? typical_ms : wall_ms;
         enum sbx_quota_verdict verdict;
-        uint64_t retry_after_s = 1, lease = 0;
+        uint64_t retry_after_ms = 0, lease = 0;
         struct sbx_error why = {0};
-        if (sbx_quota_pg_reserve(quota->fleet, tenant, expected_ms, &verdict, &retry_after_s,
+        if (sbx_quota_pg_reserve(quota->fleet, tenant, expected_ms, &verdict, &retry_after_ms,
                                  &lease, &why) < 0) {
                 /* Once per outage, not once per refused request. */
                 pthread_mutex_lock(&quota->lock);
@@ -257,25 +257,26 @@ static int reserve_shared(struct sbx_quota *quota, const struct sbx_tenant *tena
                 decision->retry_after_s = 1;
                 return 0;
         }
+        int r = 0;
         pthread_mutex_lock(&quota->lock);
-        if (quota->store_failing)
-                sbx_info("quota: the store answers again");
+        bool recovered = quota->store_failing;
         quota->store_failing = false;
+        if (verdict == SBX_QUOTA_ALLOWED) {
+                /* find_tenant again: another tenant's first use may have moved the array. */
+                state = find_tenant(quota, tenant->name, true);
+                r = state ? admit(quota, state, lease, wall_ms, now_ms, decision, err)
+                          : sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
+        }
         pthread_mutex_unlock(&quota->lock);
+        if (recovered)
+                sbx_info("quota: the store answers again");
         if (verdict != SBX_QUOTA_ALLOWED) {
                 decision->verdict = verdict;
-                decision->retry_after_s = retry_after_s;
-                return 0;
-        }
-        pthread_mutex_lock(&quota->lock);
-        /* find_tenant again: another tenant's first use may have moved the array meanwhile. */
-        state = find_tenant(quota, tenant->name, true);
-        int r = state ? admit(quota, state, lease, wall_ms, now_ms, decision, err)
-                      : sbx_error_set(err, ENOMEM, "quota: tenant '%s'", tenant->name);
-        bool admitted = r == 0 && decision->verdict == SBX_QUOTA_ALLOWED;
-        pthread_mutex_unlock(&quota->lock);
-        if (!admitted)
+                decision->retry_after_s =
+                        seconds_until(saturating_add(now_ms, retry_after_ms), now_ms);
+        } else if (r < 0 || decision->verdict != SBX_QUOTA_ALLOWED) {
                 sbx_quota_pg_release(quota->fleet, tenant->name, lease, 0);
+        }
         return r;
 }
 

@@ -38,12 +38,6 @@ enum sbx_quota_verdict {
         SBX_QUOTA_STORE_UNAVAILABLE, /* the fleet's store cannot be reached: HTTP 503 */
 };
 
-/* Whether the verdict is the server's refusal (HTTP 503), not the tenant's (429). */
-static inline bool sbx_quota_verdict_is_server(enum sbx_quota_verdict verdict)
-{
-        return verdict == SBX_QUOTA_OVER_CAPACITY || verdict == SBX_QUOTA_STORE_UNAVAILABLE;
-}
-
 struct sbx_quota_decision {
         enum sbx_quota_verdict verdict;
         uint64_t retry_after_s; /* refused: whole seconds until capacity frees, at least 1 */
@@ -102,9 +96,15 @@ void sbx_quota_usage(struct sbx_quota *quota, const struct sbx_tenant *tenant, u
  * window", ... */
 const char *sbx_quota_verdict_text(enum sbx_quota_verdict verdict);
 
-/* The problem type of a server's refusal (sbx_quota_verdict_is_server): at-capacity or
- * store-unavailable; NULL for the tenant's own (429 quota-exceeded). */
+/* The problem type of a server's refusal (HTTP 503): at-capacity or store-unavailable; NULL for
+ * a refusal by the tenant's own limits (429 quota-exceeded) and for ALLOWED. */
 const char *sbx_quota_verdict_slug(enum sbx_quota_verdict verdict);
+
+/* Whether the verdict is the server's refusal (HTTP 503), not the tenant's (429). */
+static inline bool sbx_quota_verdict_is_server(enum sbx_quota_verdict verdict)
+{
+        return sbx_quota_verdict_slug(verdict) != NULL;
+}
 
 /* The verdict's metric label: "allowed", "concurrency", "cpu_budget", "capacity" or "store". */
 const char *sbx_quota_verdict_name(enum sbx_quota_verdict verdict);

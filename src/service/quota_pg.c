@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "service/pg.h"
+#include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
 
@@ -231,7 +232,7 @@ void sbx_quota_pg_close(struct sbx_quota_pg *fleet)
 
 int sbx_quota_pg_reserve(struct sbx_quota_pg *fleet, const struct sbx_tenant *tenant,
                          uint64_t expected_ms, enum sbx_quota_verdict *verdict,
-                         uint64_t *retry_after_s, uint64_t *lease, struct sbx_error *err)
+                         uint64_t *retry_after_ms, uint64_t *lease, struct sbx_error *err)
 {
         const struct sbx_tier *tier = tenant->tier;
         char concurrency[24], budget[24], window[24], expected[24];
@@ -252,20 +253,20 @@ int sbx_quota_pg_reserve(struct sbx_quota_pg *fleet, const struct sbx_tenant *te
                 r = sbx_error_plain(err, EPROTO, "store: sandboxd_reserve answered %d rows",
                                     PQntuples(result));
         } else {
+                /* sandboxd_reserve names its verdicts as the metrics do (sbx_quota_verdict_name).
+                 */
+                static const enum sbx_quota_verdict answers[] = {
+                        SBX_QUOTA_ALLOWED, SBX_QUOTA_OVER_CONCURRENCY, SBX_QUOTA_OVER_CPU_BUDGET};
                 const char *name = PQgetvalue(result, 0, 0);
-                uint64_t retry_ms = strtoull(PQgetvalue(result, 0, 1), NULL, 10);
+                *retry_after_ms = strtoull(PQgetvalue(result, 0, 1), NULL, 10);
                 *lease = strtoull(PQgetvalue(result, 0, 2), NULL, 10);
-                *retry_after_s = retry_ms / 1000 + (retry_ms % 1000 != 0);
-                if (*retry_after_s == 0)
-                        *retry_after_s = 1;
-                if (strcmp(name, "allowed") == 0)
-                        *verdict = SBX_QUOTA_ALLOWED;
-                else if (strcmp(name, "cpu_budget") == 0)
-                        *verdict = SBX_QUOTA_OVER_CPU_BUDGET;
-                else if (strcmp(name, "concurrency") == 0)
-                        *verdict = SBX_QUOTA_OVER_CONCURRENCY;
-                else
-                        r = sbx_error_plain(err, EPROTO, "store: unknown verdict '%s'", name);
+                r = sbx_error_plain(err, EPROTO, "store: unknown verdict '%s'", name);
+                for (size_t i = 0; i < SBX_ARRAY_SIZE(answers); i++)
+                        if (strcmp(name, sbx_quota_verdict_name(answers[i])) == 0) {
+                                *verdict = answers[i];
+                                r = 0;
+                                break;
+                        }
         }
         PQclear(result);
         return r;

@@ -35,12 +35,12 @@ int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node,
 void sbx_quota_pg_close(struct sbx_quota_pg *fleet);
 
 /* The tenant's own limits, fleet-wide: verdict ALLOWED with a lease (hand it to
- * sbx_quota_pg_release), or OVER_CONCURRENCY / OVER_CPU_BUDGET with the whole seconds after
- * which room frees, at least 1. expected_ms: how long this execution is expected to run (for
- * others' Retry-After). -1 with err when the store cannot be reached or fails. */
+ * sbx_quota_pg_release), or OVER_CONCURRENCY / OVER_CPU_BUDGET with the milliseconds after which
+ * room frees. expected_ms: how long this execution is expected to run (for others'
+ * Retry-After). -1 with err when the store cannot be reached or fails. */
 int sbx_quota_pg_reserve(struct sbx_quota_pg *fleet, const struct sbx_tenant *tenant,
                          uint64_t expected_ms, enum sbx_quota_verdict *verdict,
-                         uint64_t *retry_after_s, uint64_t *lease, struct sbx_error *err);
+                         uint64_t *retry_after_ms, uint64_t *lease, struct sbx_error *err);
 
 /* Ends lease (0: none) and charges cpu_ms to the tenant called tenant_name. Never fails: what the
  * store cannot take now is retried by the heartbeat. */

@@ -22,8 +22,8 @@ import requests
 
 from fleet_helpers import running_haproxy, running_postgres
 from conftest import SANDBOXD
-from serve_helpers import (HTTP_TIMEOUT, NO_POOL, SLOW, expect_json, expect_problem,
-                           no_new_leaks, running_server, sample)
+from serve_helpers import (HTTP_TIMEOUT, NO_POOL, SLOW, Server, expect_json, expect_problem,
+                           free_port, no_new_leaks, running_server, sample)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
@@ -281,7 +281,6 @@ def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
 def test_a_bad_store_url_fails_the_start_with_the_reason():
     """A node whose store cannot be reached does not start (a fleet node without its shared
     quotas would break them), and says why."""
-    from serve_helpers import Server, free_port
     srv = Server(tiers={"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL,
                  extra_config=store(f"postgresql://postgres@127.0.0.1:{free_port()}/x", "n"))
     with pytest.raises(AssertionError, match="postgresql: connect"):
