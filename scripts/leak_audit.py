@@ -12,8 +12,10 @@ run on the same machine (a second checkout's tests, a service) is never taken fo
   sandbox processes  a process running as a sandbox host uid (>= SANDBOX_UID_BASE, zombies
                      included) that is not in a held slot's cgroup
   sandboxd processes a process named sandboxd of this test run: its environment carries
-                     SANDBOXD_TEST_RUN with this run's value (scripts/test.sh and the test
-                     suites set it); without one, every sandboxd process counts
+                     SANDBOXD_TEST_RUN with this run's value, or with it and "/" and a stage's
+                     name (scripts/test.sh runs stages side by side, each with its own value, so
+                     that one stage's running sandboxd is not another's leak); without one,
+                     every sandboxd process counts
   mounts             a mount in this mount namespace naming sandboxd
   loop devices       backed by a file under /tmp/sandboxd*
   temp paths         /tmp/sandboxd* that no live process holds: whoever makes one keeps an flock
@@ -146,9 +148,10 @@ def _sandbox_processes():
 def _of_this_run(pid, run):
     if run is None:
         return True
+    mine = f"{TEST_RUN_VARIABLE}={run}".encode()
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
-            return f"{TEST_RUN_VARIABLE}={run}".encode() in f.read().split(b"\0")
+            return any(v == mine or v.startswith(mine + b"/") for v in f.read().split(b"\0"))
     except OSError:
         return False
 

@@ -6,7 +6,9 @@
 # Linux 6.1 under qemu's emulation (tests/qemu; the integration subset too where UML cannot run),
 # the hostile classes Landlock defends against again with Landlock left out, each libFuzzer
 # harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the leak
-# audit. Every stage runs even when an earlier one failed, so that one run shows every failure,
+# audit. The integration stages of both builds run side by side, and the guests (UML, then qemu)
+# meanwhile in the background at the lowest priority; each one's output is printed in this order.
+# Every stage runs even when an earlier one failed, so that one run shows every failure,
 # and the leak audit always runs last; the exit status is non-zero when any stage failed, and the
 # output ends with each failed test and payload, read back from the stages' results files
 # (scripts/test_failures.py).
@@ -23,7 +25,15 @@ export SANDBOXD_TEST_RUN
 # What a killed earlier run left behind (a slot, a temp dir) is reported by the leak audit but
 # is not this run's leak; this run's leftovers fail it.
 baseline=$(mktemp /tmp/make-test-leftovers.XXXXXX) || exit 1
-trap 'rm -f "$baseline"' EXIT
+# The stages started in the background (below), stopped if this script ends before they do.
+background=""
+stop_background() {
+        for pid in $background; do
+                pkill -TERM -P "$pid"
+                kill "$pid"
+        done 2>/dev/null
+}
+trap 'rm -f "$baseline"; stop_background' EXIT
 /usr/bin/python3 scripts/leak_audit.py --record "$baseline"
 
 # Each stage's results file (pytest's JUnit XML, the hostile report), read back at the end to name
@@ -31,12 +41,15 @@ trap 'rm -f "$baseline"' EXIT
 # ended before writing its own is not judged by them.
 integration_xml=$BUILD/integration.xml
 integration_asan_xml=$ASAN_BUILD/integration.xml
+integration_alone_xml=$BUILD/integration-alone.xml
+integration_asan_alone_xml=$ASAN_BUILD/integration-alone.xml
 hostile_json=$BUILD/hostile-report.json
 uml_xml=$BUILD/uml-integration.xml
 qemu_xml=$BUILD/qemu-integration.xml
 qemu_json=$BUILD/qemu-hostile-report.json
 hostile_wl_json=$BUILD/hostile-without-landlock-report.json
-rm -f "$integration_xml" "$integration_asan_xml" "$hostile_json" "$uml_xml" "$qemu_xml" \
+rm -f "$integration_xml" "$integration_asan_xml" "$integration_alone_xml" \
+        "$integration_asan_alone_xml" "$hostile_json" "$uml_xml" "$qemu_xml" \
         "$qemu_json" "$hostile_wl_json"
 
 failed=""
@@ -61,30 +74,74 @@ stage() {
 stage format "" ./tests/style/check-format.sh
 stage unit "" meson test -C "$BUILD" --print-errorlogs
 stage unit-asan "" meson test -C "$ASAN_BUILD" --print-errorlogs
-stage integration "integration:$integration_xml" env SANDBOXD="$PWD/$BUILD/sandboxd" \
-        $PYTEST --junit-xml "$integration_xml" tests/integration
-stage integration-asan "integration-asan:$integration_asan_xml" \
+# logged NAME COMMAND...: runs COMMAND with its output in $BUILD/NAME.log, then writes its exit
+# status to $BUILD/NAME.status: a stage started early, in the background, whose output and
+# status `outcome NAME` gives at its place in the order, so that stages' lines never mix.
+logged() {
+        name=$1
+        shift
+        "$@" >"$BUILD/$name.log" 2>&1
+        echo $? >"$BUILD/$name.status"
+}
+outcome() {
+        while [ ! -f "$BUILD/$1.status" ]; do
+                sleep 1
+        done
+        cat "$BUILD/$1.log"
+        return "$(cat "$BUILD/$1.status")"
+}
+rm -f "$BUILD"/*.status "$BUILD/qemu-skipped.log"
+
+# The integration tests of both builds run side by side: they wait on sandboxes, servers and
+# clocks more than they compute (one stage alone keeps these two CPUs 45% busy, two 85%), and
+# the leak checks count only what nothing live holds, so that one stage's sandboxes are not the
+# other's leaks; each stage marks its sandboxd processes with its own SANDBOXD_TEST_RUN. The
+# tests marked alone (they crash sandboxd and judge what the next start reconciles, which the
+# other stage's starts would do first) run afterwards, one build after the other.
+logged integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
+        SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/asan" \
+        $PYTEST -m "not alone" --junit-xml "$integration_asan_xml" tests/integration &
+background="$background $!"
+# The guests meanwhile, at the lowest priority: UML's and qemu's kernels run in processes of
+# their own and see nothing of the host's tests (nor these theirs), and at nice 19 they take
+# the CPU time the integration stages leave idle, not theirs.
+#
+# UML: its integration stage only: the hostile classes of its subset run on the same Linux 6.1
+# and cgroup v2 in qemu, and UML's run of them cost 240 s of a 25-minute budget. qemu: a
+# different kernel (Debian's amd64 build, with Landlock) on different hardware (two emulated
+# CPUs, virtio, 9p); each stage's name says which guest passed or failed. Its integration subset
+# is UML's (tests/uml/guest_run.sh): where UML ran it, on the same Linux 6.1 and cgroup v2, qemu
+# runs its smoke and hostile stages only (66-100 s less); where UML could not run (no results),
+# all three.
+guests() {
+        logged uml env BUILD="$BUILD" nice -n 19 ./tests/uml/run.sh integration
+        qemu_stages="smoke integration hostile"
+        if [ -f "$uml_xml" ]; then
+                qemu_stages="smoke hostile"
+                echo "SKIP (qemu) integration: its subset ran under user-mode-linux (uml stage)" \
+                        >"$BUILD/qemu-skipped.log"
+        fi
+        # shellcheck disable=SC2086
+        logged qemu env BUILD="$BUILD" nice -n 19 ./tests/qemu/run.sh $qemu_stages
+}
+guests &
+background="$background $!"
+stage integration "integration:$integration_xml" \
+        env SANDBOXD="$PWD/$BUILD/sandboxd" SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/normal" \
+        $PYTEST -m "not alone" --junit-xml "$integration_xml" tests/integration
+stage integration-asan "integration-asan:$integration_asan_xml" outcome integration-asan
+stage integration-alone "integration-alone:$integration_alone_xml" \
+        env SANDBOXD="$PWD/$BUILD/sandboxd" \
+        $PYTEST -m alone --junit-xml "$integration_alone_xml" tests/integration
+stage integration-asan-alone "integration-asan-alone:$integration_asan_alone_xml" \
         env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
-        $PYTEST --junit-xml "$integration_asan_xml" tests/integration
+        $PYTEST -m alone --junit-xml "$integration_asan_alone_xml" tests/integration
 stage hostile "hostile:$hostile_json" \
         /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
         --report "$hostile_json"
-# Its integration stage only: the hostile classes of its subset run on the same Linux 6.1 and
-# cgroup v2 in the qemu stage below, and UML's run of them cost 240 s of a 25-minute budget.
-stage uml "uml-integration:$uml_xml" env BUILD="$BUILD" ./tests/uml/run.sh integration
-# Its own stage rather than UML's fallback: a different kernel (Debian's amd64 build, with
-# Landlock) on different hardware (two emulated CPUs, virtio, 9p); each stage's name says which
-# guest passed or failed. Its integration subset is UML's (tests/uml/guest_run.sh): where UML ran
-# it, on the same Linux 6.1 and cgroup v2, qemu runs its smoke and hostile stages only (66-100 s
-# less); where UML could not run (no results), all three.
-qemu_stages="smoke integration hostile"
-if [ -f "$uml_xml" ]; then
-        qemu_stages="smoke hostile"
-        echo "SKIP (qemu) integration: its subset ran under user-mode-linux (uml stage)"
-fi
-# shellcheck disable=SC2086
-stage qemu "qemu-integration:$qemu_xml qemu-hostile:$qemu_json" \
-        env BUILD="$BUILD" ./tests/qemu/run.sh $qemu_stages
+stage uml "uml-integration:$uml_xml" outcome uml
+cat "$BUILD/qemu-skipped.log" 2>/dev/null
+stage qemu "qemu-integration:$qemu_xml qemu-hostile:$qemu_json" outcome qemu
 # The no-Landlock path (a kernel with Landlock left out of its LSM list, or without it): the
 # hostile classes with payloads Landlock is a layer against (filesystem, network, privilege: the
 # declarations that name it), on this host with Landlock's system calls answering EOPNOTSUPP as

@@ -113,6 +113,13 @@ def cgroup_children():
     return sorted(found)
 
 
+def leftover_cgroups():
+    """The sandbox cgroups no live sandboxd holds (scripts/leak_audit.py): what an ended run left
+    behind. A sandbox running meanwhile, another test stage's (scripts/test.sh runs two at
+    once), holds its slot and is not one."""
+    return sorted(k for k, v in leak_audit.leftovers().items() if v.startswith("cgroup "))
+
+
 def sandbox_processes():
     """(pid, name, uids) of every process running as a sandbox host uid (any of real, effective,
     saved, fs), zombies included: an unreaped sandbox process is a leak too."""
@@ -205,6 +212,7 @@ class Host:
     """The probes, for tests that check the host around a run."""
 
     cgroup_children = staticmethod(cgroup_children)
+    leftover_cgroups = staticmethod(leftover_cgroups)
     sandbox_processes = staticmethod(sandbox_processes)
     sandboxd_processes = staticmethod(sandboxd_processes)
     sandboxd_mounts = staticmethod(sandboxd_mounts)

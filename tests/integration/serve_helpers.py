@@ -391,6 +391,18 @@ class Server:
     def signal(self, sig):
         os.kill(self.proc.pid, sig)
 
+    def kill_node(self):
+        """kill -9 of the whole node, its API process and its engine (the main process), as a
+        power cut would end them: both are stopped first, so that neither sees the other die
+        and reacts (the engine ends cleanly when its API is gone); the main process's exit is
+        then -SIGKILL."""
+        api = self.api_pid()
+        for pid in (api, self.proc.pid):
+            os.kill(pid, signal.SIGSTOP)
+        for pid in (api, self.proc.pid):
+            os.kill(pid, signal.SIGKILL)
+        self.expected_rc = -signal.SIGKILL
+
     def wait_exit(self, timeout):
         """The main process's exit code, or None if it is still running after timeout s."""
         try:

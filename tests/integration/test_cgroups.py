@@ -12,6 +12,10 @@ import time
 import pytest
 from conftest import IDS_PER_SLOT, SANDBOX_UID_BASE
 
+# Every start of sandboxd reconciles what a crash left, so another test stage's would take these
+# tests' orphans first (and these tests' orphans would be the other stage's surprise).
+pytestmark = pytest.mark.alone
+
 # cgroup.c ORPHAN_MIN_AGE_S: a slot younger than this may be one another process is creating.
 ORPHAN_MIN_AGE_S = 2
 

@@ -32,7 +32,7 @@ def test_usage_errors(cli, host, argv, mentions):
     assert stderr.strip(), "no message on stderr"
     assert mentions in stderr, stderr
     assert b"TOKEN-should-not-run" not in p.stdout
-    assert host.cgroup_children() == []
+    assert host.leftover_cgroups() == []
 
 
 def test_usage_errors_with_json_run_nothing(cli):

@@ -155,9 +155,7 @@ def test_behind_haproxy_the_fleet_shares_the_work_and_one_quota():
             "node1,node2,node3"
         session_and_async_stick_to_their_node(proxy, nodes)
         dead = nodes[2]
-        dead.expected_rc = -signal.SIGKILL
-        os.kill(dead.api_pid(), signal.SIGKILL)
-        dead.signal(signal.SIGKILL)
+        dead.kill_node()
         assert dead.wait_exit(10) == -signal.SIGKILL
         before = sum(executions_ok(n) for n in nodes[:2])
         for i in range(10):
@@ -204,8 +202,7 @@ def test_a_killed_nodes_slots_free_once_its_liveness_lapses():
             node1.wait_for_running(4)
             assert pg.sql("SELECT count(*) FROM sandboxd_leases WHERE node = 'node1'") == "4"
             expect_problem(node2.post_execution({"language": "python", "code": "print(1)"}), 429)
-            os.kill(node1.api_pid(), signal.SIGKILL)
-            node1.signal(signal.SIGKILL)
+            node1.kill_node()
             killed_at = time.monotonic()
             assert node1.wait_exit(10) == -signal.SIGKILL
             for future in hanging:

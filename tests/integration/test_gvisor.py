@@ -269,6 +269,7 @@ def runsc_processes():
             and os.path.basename(cmdline(p)[0]).startswith(b"runsc")]
 
 
+@pytest.mark.alone  # counts every runsc process, and another start would reconcile first
 def test_a_crash_leaves_nothing_of_runsc_after_the_next_start():
     """kill -9 of the engine and of the worker running a gVisor execution: runsc, its sandbox and
     the slot's directory under /run/sandboxd-gvisor stay behind; the next start's reconcile kills

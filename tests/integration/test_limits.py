@@ -2,17 +2,23 @@
 stays under the cap (so each assertion is shown to be able to fail)."""
 
 import json
+import os
 import signal
 import subprocess
 
 from conftest import MIB
 
 
+# A sleep no other process runs (this session's own number of seconds): the other test stage
+# running beside this one (scripts/test.sh) sleeps its own.
+LONG_SLEEP = f"sleep 1000.{os.getpid()}"
+
+
 def assert_no_sleep_left(host):
-    left = host.processes_with_cmdline(["sleep", "1000"])
-    pgrep = subprocess.run(["pgrep", "-f", "^sleep 1000$"], capture_output=True, text=True)
+    left = host.processes_with_cmdline(LONG_SLEEP.split())
+    pgrep = subprocess.run(["pgrep", "-f", f"^{LONG_SLEEP}$"], capture_output=True, text=True)
     assert not left and pgrep.returncode == 1, (
-        f"a sandboxed 'sleep 1000' survived its sandbox: pids {left} {pgrep.stdout.split()}"
+        f"a sandboxed '{LONG_SLEEP}' survived its sandbox: pids {left} {pgrep.stdout.split()}"
     )
 
 
@@ -25,7 +31,7 @@ def _assert_wall_timeout(r, host):
     assert r["signal"] == signal.SIGKILL
     assert r["exit_code"] is None
     assert 1000 <= r["usage"]["wall_ms"] <= 3000, r["usage"]
-    assert host.cgroup_children() == [], "the sandbox's cgroup outlived the timeout"
+    assert host.leftover_cgroups() == [], "the sandbox's cgroup outlived the timeout"
 
 
 def test_timeout_kills_busy_loop(run, host):
@@ -42,7 +48,7 @@ def test_timeout_kills_sleep(run, host):
 
 
 def test_timeout_kills_background_children(run, host):
-    r = run("sleep 1000 &\nsleep 1000 &\nwait", "bash", "--timeout", "1s")
+    r = run(f"{LONG_SLEEP} &\n{LONG_SLEEP} &\nwait", "bash", "--timeout", "1s")
     _assert_wall_timeout(r, host)
     assert_no_sleep_left(host)
 
@@ -50,13 +56,13 @@ def test_timeout_kills_background_children(run, host):
 def test_background_process_does_not_outlive_program(run, host):
     # The program exits at once but leaves a child behind: the run ends with the program and
     # the sandbox takes the child with it.
-    r = run("sleep 1000 &\necho started", "bash", "--timeout", "5s")
+    r = run(f"{LONG_SLEEP} &\necho started", "bash", "--timeout", "5s")
     r.expect("ok", rc=0)
     assert r["stdout"] == "started\n"
     assert r["evidence"]["wall_timeout"] is False
     assert r["usage"]["wall_ms"] < 4000
     assert_no_sleep_left(host)
-    assert host.cgroup_children() == []
+    assert host.leftover_cgroups() == []
 
 
 def test_finishing_before_the_deadline_is_not_a_timeout(run):

@@ -92,7 +92,10 @@ def test_python_stdin_and_env(python):
 
 
 def test_python_matplotlib_png(python):
-    run = python.run("import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.show()")
+    # matplotlib's first import in a fresh home builds its font cache: seconds, more on a busy
+    # machine than the default deadline allows.
+    run = python.run("import matplotlib.pyplot as plt\nplt.plot([3, 1, 2])\nplt.show()",
+                     timeout_ms=60000)
     assert run["status"] == "ok", run
     [figure] = run["results"]
     assert base64.b64decode(figure["image/png"]).startswith(b"\x89PNG")
