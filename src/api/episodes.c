@@ -20,6 +20,7 @@
 #include "api/session_registry.h"
 #include "model/request.h"
 #include "service/audit.h"
+#include "service/placement_pg.h"
 #include "service/problem.h"
 #include "service/quota.h"
 #include "util/cleanup.h"
@@ -1326,6 +1327,7 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
                 struct sbx_error err = {0};
                 if (sbx_audit_session_begin(api->audit, &row, &err) < 0)
                         sbx_warn("audit: episode %s: %s", s->id, err.message);
+                sbx_sessions_place(api->sessions, s);
                 pthread_mutex_lock(&api->sessions->lock);
                 json_t *object = episode_json(s);
                 pthread_mutex_unlock(&api->sessions->lock);
@@ -1429,6 +1431,8 @@ static enum MHD_Result handle_close(struct sbx_api *api, struct MHD_Connection *
                 struct sbx_error err = {0};
                 if (sbx_audit_session_end(api->audit, &row, &err) < 0)
                         sbx_warn("audit: episode %s: %s", s->id, err.message);
+                if (api->sessions->fleet != NULL)
+                        sbx_placement_forget(api->sessions->fleet, s->id);
                 json_decref(summary);
         }
         return sbx_http_respond(api, connection, 204, JSON_CONTENT_TYPE, "", 0, NULL, 0);
@@ -1549,8 +1553,7 @@ enum MHD_Result sbx_episodes_route(struct sbx_api *api, struct MHD_Connection *c
         const char *after;
         struct session *s = sbx_sessions_find_in_url(api->sessions, rest, tenant, true, &after);
         if (s == NULL)
-                return sbx_http_respond_problem(api, connection, 404, "no such episode", NULL, 0,
-                                                NULL, 0);
+                return sbx_sessions_not_held(api, connection, rest, tenant, true);
         answer = route_episode(api, connection, method, tenant, s, after, body, body_len,
                                body_too_large);
         sbx_sessions_release(api->sessions, s);

@@ -230,7 +230,8 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
                 sbx_quota_share(quota, fleet);
         struct sbx_live_config *live =
                 metrics ? sbx_live_config_new(config, local_digest, metrics) : NULL;
-        struct sbx_sessions *sessions = metrics ? sbx_sessions_new(metrics, audit, quota) : NULL;
+        struct sbx_sessions *sessions =
+                metrics ? sbx_sessions_new(metrics, audit, quota, fleet) : NULL;
         struct reload_context reload = {.live = live,
                                         .name = config_path ? config_path : "<embedded>",
                                         .sessions = sessions};

@@ -273,7 +273,8 @@ static const char openapi_template[] = JSON_TEXT(
         "responses": {
           "200": {"description": "The session.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Session"}}}},
           "401": {"$ref": "#/components/responses/Unauthorized"},
-          "404": {"$ref": "#/components/responses/NotFound"}
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"}
         }
       },
       "delete": {
@@ -283,6 +284,7 @@ static const char openapi_template[] = JSON_TEXT(
           "204": {"description": "Ended."},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"}
         }
       }
@@ -305,6 +307,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"},
           "429": {"$ref": "#/components/responses/QuotaExceeded"},
@@ -326,6 +329,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"}
         }
       }
@@ -345,6 +349,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"}
         }
@@ -357,6 +362,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"}
         }
@@ -369,6 +375,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"}
         }
       }
@@ -431,7 +438,8 @@ static const char openapi_template[] = JSON_TEXT(
         "responses": {
           "200": {"description": "The episode.", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Episode"}}}},
           "401": {"$ref": "#/components/responses/Unauthorized"},
-          "404": {"$ref": "#/components/responses/NotFound"}
+          "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"}
         }
       },
       "delete": {
@@ -441,6 +449,7 @@ static const char openapi_template[] = JSON_TEXT(
           "204": {"description": "Ended."},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"}
         }
       }
@@ -457,6 +466,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"},
           "429": {"$ref": "#/components/responses/QuotaExceeded"},
@@ -476,6 +486,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"},
           "429": {"$ref": "#/components/responses/QuotaExceeded"},
@@ -497,6 +508,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"}
         }
       }
@@ -514,6 +526,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"}
         }
       },
@@ -526,6 +539,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"}
         }
@@ -538,6 +552,7 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
+          "421": {"$ref": "#/components/responses/Misdirected"},
           "409": {"$ref": "#/components/responses/Conflict"}
         }
       }
@@ -649,7 +664,13 @@ static const char openapi_template[] = JSON_TEXT(
         }
       },
       "NotFound": {
-        "description": "No execution with this id for this tenant.",
+        "description": "No execution, session or episode with this id for this tenant. type node-gone: in a fleet ([store] url), the session or episode lived on a node that died (node names it, node_alive_until when its liveness lapsed): its sandbox and state are lost.",
+        "content": {
+          "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
+        }
+      },
+      "Misdirected": {
+        "description": "In a fleet ([store] url): the session or episode lives on another node, which is alive (node names it); the request did not come through the load balancer that routes by its id (deploy/haproxy.cfg), or its routing table was lost.",
         "content": {
           "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         }
@@ -1198,10 +1219,12 @@ static const char openapi_template[] = JSON_TEXT(
               "https://sandboxd.dev/problems/unauthorized",
               "https://sandboxd.dev/problems/forbidden",
               "https://sandboxd.dev/problems/not-found",
+              "https://sandboxd.dev/problems/node-gone",
               "https://sandboxd.dev/problems/method-not-allowed",
               "https://sandboxd.dev/problems/conflict",
               "https://sandboxd.dev/problems/payload-too-large",
               "https://sandboxd.dev/problems/unsupported-media-type",
+              "https://sandboxd.dev/problems/misdirected",
               "https://sandboxd.dev/problems/quota-exceeded",
               "https://sandboxd.dev/problems/engine-unavailable",
               "https://sandboxd.dev/problems/at-capacity",
@@ -1212,6 +1235,8 @@ static const char openapi_template[] = JSON_TEXT(
           },
           "execution_id": {"$ref": "#/components/schemas/ExecutionId", "description": "On a 503 for an execution that may have run: its audit record."},
           "end_reason": {"type": "string", "description": "On the 404 of a session that ended: deleted, idle_timeout, max_lifetime, agent_died, shutdown, gone, never_opened."},
+          "node": {"type": "string", "description": "On a node-gone 404 or a 421 (a fleet): the node that holds or held the session or episode."},
+          "node_alive_until": {"type": "integer", "description": "On a node-gone 404: when that node's liveness lapsed, milliseconds since the Unix epoch."},
           "title": {"type": "string"},
           "status": {"type": "integer", "minimum": 400, "maximum": 599},
           "detail": {"type": "string"},

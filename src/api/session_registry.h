@@ -77,6 +77,7 @@ struct sbx_sessions {
         struct sbx_metrics *metrics; /* counts opens, ends and runs */
         struct sbx_audit *audit;     /* a row per session (sbx_audit_session_*) */
         struct sbx_quota *quota;     /* charged the CPU no run covers, at the end */
+        struct sbx_quota_pg *fleet;  /* a fleet's store: where each entry lives; or NULL */
         pthread_mutex_t lock;
         struct session **items;
         size_t n, alloc;
@@ -188,6 +189,15 @@ json_t *sbx_sessions_parse_body(struct sbx_api *api, struct MHD_Connection *conn
                                 enum MHD_Result *answer);
 enum MHD_Result sbx_sessions_bad_request(struct sbx_api *api, struct MHD_Connection *connection,
                                          const char *field, const char *message);
+/* In a fleet, records in the store that this node holds s (service/placement_pg.h); a failure is
+ * logged: the placement only says more of a later miss. */
+void sbx_sessions_place(struct sbx_sessions *sessions, const struct session *s);
+/* The answer to a request for an entry (episode or session) this node does not hold, its id at
+ * rest + 1: 404 "no such", or in a fleet what the store knows of it: 404 node-gone when its node
+ * died, 421 misdirected when it lives on another node, alive. */
+enum MHD_Result sbx_sessions_not_held(struct sbx_api *api, struct MHD_Connection *connection,
+                                      const char *rest, const struct sbx_tenant *tenant,
+                                      bool episode);
 /* 404: no such entry (s NULL), or it ended (and why). */
 enum MHD_Result sbx_sessions_not_found(struct sbx_api *api, struct MHD_Connection *connection,
                                        const struct session *s);

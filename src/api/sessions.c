@@ -21,6 +21,7 @@
 #include "model/request.h"
 #include "model/result_json.h"
 #include "service/audit.h"
+#include "service/placement_pg.h"
 #include "service/quota.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -38,7 +39,7 @@
 #define RUN_SLACK_MS SBX_ENGINE_RUN_SLACK_MS
 
 struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit,
-                                      struct sbx_quota *quota)
+                                      struct sbx_quota *quota, struct sbx_quota_pg *fleet)
 {
         struct sbx_sessions *sessions = calloc(1, sizeof(*sessions));
         if (sessions == NULL)
@@ -46,6 +47,7 @@ struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_au
         sessions->metrics = metrics;
         sessions->audit = audit;
         sessions->quota = quota;
+        sessions->fleet = fleet;
         pthread_mutex_init(&sessions->lock, NULL);
         return sessions;
 }
@@ -201,6 +203,8 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
                 struct sbx_error err = {0};
                 if (sbx_audit_session_end(sessions->audit, &row, &err) < 0)
                         sbx_warn("audit: session %s: %s", rows[i].id, err.message);
+                if (sessions->fleet != NULL)
+                        sbx_placement_forget(sessions->fleet, rows[i].id);
                 json_decref(rows[i].summary);
         }
         free(rows);
@@ -246,6 +250,57 @@ enum MHD_Result sbx_sessions_bad_request(struct sbx_api *api, struct MHD_Connect
         char detail[256];
         snprintf(detail, sizeof(detail), "%s: %s", field, message);
         return sbx_http_respond_problem(api, connection, 400, detail, &problem_field, 1, NULL, 0);
+}
+
+void sbx_sessions_place(struct sbx_sessions *sessions, const struct session *s)
+{
+        if (sessions->fleet == NULL)
+                return;
+        const char *kind = s->episode != NULL ? "episode" : "session";
+        struct sbx_error err = {0};
+        if (sbx_placement_record(sessions->fleet, kind, s->id, s->tenant, (int64_t)s->expires_ms,
+                                 &err) < 0)
+                sbx_warn("store: placement of %s %s: %s", kind, s->id, err.message);
+}
+
+enum MHD_Result sbx_sessions_not_held(struct sbx_api *api, struct MHD_Connection *connection,
+                                      const char *rest, const struct sbx_tenant *tenant,
+                                      bool episode)
+{
+        const char *kind = episode ? "episode" : "session";
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        snprintf(id, sizeof(id), "%.*s", SBX_EXECUTION_ID_CHARS, rest + 1);
+        struct sbx_placement where;
+        struct sbx_error err = {0};
+        int found = 0;
+        if (api->sessions->fleet != NULL && sbx_execution_id_valid(id)) {
+                found = sbx_placement_find(api->sessions->fleet, kind, id, tenant->name, &where,
+                                           &err);
+                if (found < 0)
+                        sbx_debug("store: placement of %s %s: %s", kind, id, err.message);
+        }
+        char detail[512];
+        if (found == 1 && !where.alive) {
+                snprintf(detail, sizeof(detail),
+                         "the %s lived on node '%s', which stopped answering: its sandbox and "
+                         "everything in it are lost; open a new one",
+                         kind, where.node);
+                return sbx_http_respond_problem_of(
+                        api, connection, 404, "node-gone", detail, NULL, 0, NULL, 0,
+                        json_pack("{s:s,s:I}", "node", where.node, "node_alive_until",
+                                  (json_int_t)where.alive_until_ms));
+        }
+        if (found == 1 && strcmp(where.node, sbx_quota_pg_node(api->sessions->fleet)) != 0) {
+                snprintf(detail, sizeof(detail),
+                         "the %s lives on node '%s', not on this one ('%s'): send its requests "
+                         "through the fleet's load balancer, which routes them by its id",
+                         kind, where.node, sbx_quota_pg_node(api->sessions->fleet));
+                return sbx_http_respond_problem_of(api, connection, 421, "misdirected", detail,
+                                                   NULL, 0, NULL, 0,
+                                                   json_pack("{s:s}", "node", where.node));
+        }
+        snprintf(detail, sizeof(detail), "no such %s", kind);
+        return sbx_http_respond_problem(api, connection, 404, detail, NULL, 0, NULL, 0);
 }
 
 enum MHD_Result sbx_sessions_not_found(struct sbx_api *api, struct MHD_Connection *connection,
@@ -729,6 +784,7 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
         struct sbx_error err = {0};
         if (sbx_audit_session_begin(api->audit, &row, &err) < 0)
                 sbx_warn("audit: session %s: %s", s->id, err.message);
+        sbx_sessions_place(api->sessions, s);
         json_decref(requested);
         sbx_info("session %s: open for tenant %s (%s)", s->id, tenant->name, language);
         /* Where the session lives: a fleet's HAProxy learns from it which node to send the
@@ -1491,7 +1547,7 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
         const char *after;
         struct session *s = sbx_sessions_find_in_url(api->sessions, rest, tenant, false, &after);
         if (s == NULL)
-                return sbx_sessions_not_found(api, connection, NULL);
+                return sbx_sessions_not_held(api, connection, rest, tenant, false);
         answer = route_session(api, connection, method, tenant, tenants, s, after, body, body_len,
                                body_too_large, after_response);
         sbx_sessions_release(api->sessions, s);

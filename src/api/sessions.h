@@ -35,11 +35,13 @@
 #include "service/quota.h"
 
 struct sbx_sessions;
+struct sbx_quota_pg;
 
 /* A registry whose opens, ends and runs count in metrics, and whose sessions' CPU outside their
- * runs is charged to quota at their end. */
+ * runs is charged to quota at their end; in a fleet (fleet not NULL), whose entries' placements
+ * are kept in its store (service/placement_pg.h). */
 struct sbx_sessions *sbx_sessions_new(struct sbx_metrics *metrics, struct sbx_audit *audit,
-                                      struct sbx_quota *quota);
+                                      struct sbx_quota *quota, struct sbx_quota_pg *fleet);
 void sbx_sessions_free(struct sbx_sessions *sessions);
 
 /* The engine's SESSION_ENDED (from the engine client's thread). */

@@ -83,6 +83,12 @@ static const char *const migrations[] = {
         "    retry_after_ms := ceil(extract(epoch FROM concurrency_at - now_at) * 1000);\n"
         "  END IF;\n"
         "END $$;\n",
+        /* 2: where each open session and RL episode lives (service/placement_pg.c): the node
+         * that holds its sandbox, until the end of its longest life, so that any other node can
+         * tell a client that its node died. */
+        "CREATE TABLE sandboxd_placements (id text PRIMARY KEY, kind text NOT NULL,\n"
+        "  tenant text NOT NULL, node text NOT NULL, until timestamptz NOT NULL);\n"
+        "CREATE INDEX sandboxd_placements_node ON sandboxd_placements (node);\n",
 };
 
 int sbx_pg_schema_version(void)

@@ -21,10 +21,15 @@ static const struct problem_class problem_classes[] = {
         {401, "unauthorized", "Unauthorized"},
         {403, "forbidden", "Forbidden"},
         {404, "not-found", "Not found"},
+        /* A fleet's session or episode whose node died (service/placement_pg.h). */
+        {404, "node-gone", "Node gone"},
         {405, "method-not-allowed", "Method not allowed"},
         {409, "conflict", "Conflict"},
         {413, "payload-too-large", "Payload too large"},
         {415, "unsupported-media-type", "Unsupported media type"},
+        /* A fleet's session or episode that lives on another node, alive: the load balancer's
+         * routing missed it (service/placement_pg.h). */
+        {421, "misdirected", "Misdirected request"},
         /* The request was sound but the tenant's code could not do what it asked (an RL
          * environment whose first reset raised): the problem carries its error. */
         {422, "environment-failed", "Environment failed"},

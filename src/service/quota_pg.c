@@ -20,9 +20,9 @@
 #define HEARTBEAT_S 2
 #define TTL_S       10
 /* What no longer counts is deleted at start and every PRUNE_BEATS heartbeats: charges older than
- * the longest window, and the nodes, with their leases, whose liveness lapsed more than
- * GONE_AFTER_S ago (their leases stopped counting then; a node that comes back after that long
- * starts afresh anyway). */
+ * the longest window, the nodes, with their leases, whose liveness lapsed more than GONE_AFTER_S
+ * ago (their leases stopped counting then; a node that comes back after that long starts afresh
+ * anyway), and the placements past their sessions' longest life (service/placement_pg.h). */
 #define PRUNE_BEATS  30
 #define GONE_AFTER_S 86400
 
@@ -135,7 +135,10 @@ static void prune(struct sbx_quota_pg *fleet)
                 "WITH gone AS (DELETE FROM sandboxd_nodes WHERE alive_until < clock_timestamp() - "
                 "$1 * interval '1 second' RETURNING name) "
                 "DELETE FROM sandboxd_leases WHERE node IN (SELECT name FROM gone)",
-                1, nodes, &err) < 0)
+                1, nodes, &err) < 0 ||
+            /* A session outlives no placement's until (its longest life). */
+            run(fleet->pg, "DELETE FROM sandboxd_placements WHERE until < clock_timestamp()", 0,
+                NULL, &err) < 0)
                 sbx_debug("store: pruning: %s", err.message);
 }
 
@@ -184,8 +187,11 @@ int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node,
         const char *values[] = {node};
         if (sbx_pg_open(store->url, store->connections, &fleet->pg, err) < 0 ||
             renew(fleet, err) < 0 ||
-            /* Its previous life's executions died with it. */
-            run(fleet->pg, "DELETE FROM sandboxd_leases WHERE node = $1", 1, values, err) < 0) {
+            /* Its previous life's executions and sessions died with it. */
+            run(fleet->pg,
+                "WITH leases AS (DELETE FROM sandboxd_leases WHERE node = $1) "
+                "DELETE FROM sandboxd_placements WHERE node = $1",
+                1, values, err) < 0) {
                 sbx_quota_pg_close(fleet);
                 return -1;
         }
@@ -293,4 +299,14 @@ void sbx_quota_pg_release(struct sbx_quota_pg *fleet, const char *tenant_name, u
         fleet->pending = item;
         pthread_mutex_unlock(&fleet->lock);
         sbx_debug("store: release of lease %" PRIu64 " kept for later: %s", lease, err.message);
+}
+
+struct sbx_pg *sbx_quota_pg_store(struct sbx_quota_pg *fleet)
+{
+        return fleet->pg;
+}
+
+const char *sbx_quota_pg_node(const struct sbx_quota_pg *fleet)
+{
+        return fleet->node;
 }

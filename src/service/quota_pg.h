@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "service/config.h"
+#include "service/pg.h"
 #include "service/quota.h"
 #include "util/error.h"
 
@@ -46,3 +47,8 @@ int sbx_quota_pg_reserve(struct sbx_quota_pg *fleet, const struct sbx_tenant *te
  * store cannot take now is retried by the heartbeat. */
 void sbx_quota_pg_release(struct sbx_quota_pg *fleet, const char *tenant_name, uint64_t lease,
                           uint64_t cpu_ms);
+
+/* The store's connections, for what else a node keeps there (service/placement_pg.h), and this
+ * node's name in it. */
+struct sbx_pg *sbx_quota_pg_store(struct sbx_quota_pg *fleet);
+const char *sbx_quota_pg_node(const struct sbx_quota_pg *fleet);

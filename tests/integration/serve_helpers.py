@@ -56,6 +56,7 @@ PROBLEM_SLUGS = {
     409: "conflict",
     413: "payload-too-large",
     415: "unsupported-media-type",
+    421: "misdirected",
     422: "environment-failed",
     429: "quota-exceeded",
     500: "internal",
@@ -402,6 +403,15 @@ class Server:
         for pid in (api, self.proc.pid):
             os.kill(pid, signal.SIGKILL)
         self.expected_rc = -signal.SIGKILL
+        # Until the API process's exit has closed its listening socket, a connection is still
+        # taken into its backlog, then reset.
+        deadline = time.monotonic() + 10 * SLOW
+        while True:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", self.port)) != 0:
+                    break
+            assert time.monotonic() < deadline, f"port {self.port} still listens after kill -9"
+            time.sleep(0.02)
 
     def wait_exit(self, timeout):
         """The main process's exit code, or None if it is still running after timeout s."""
@@ -651,8 +661,10 @@ def expect_problem(response, status, *, field=None, fields=None, slug=None):
     # end_reason: on the 404 of a session that ended; error and reset_status: on the 422 of an RL
     # environment whose first reset did not succeed; rejected: on the 400 of a batch's list none of
     # whose executions is valid; message (Piston's) and error (Judge0's): the detail again, on a
-    # drop-in API's refusal, where its clients read it.
-    extensions = {"execution_id", "end_reason", "error", "reset_status", "rejected", "message"}
+    # drop-in API's refusal, where its clients read it; node and node_alive_until: on a fleet's
+    # 404 node-gone and 421 misdirected.
+    extensions = {"execution_id", "end_reason", "error", "reset_status", "rejected", "message",
+                  "node", "node_alive_until"}
     assert set(body) - extensions == {"type", "title", "status", "detail", "errors"}, context
     if status == 503:
         assert body["type"] in {PROBLEM_TYPE_BASE + s for s in PROBLEM_503_SLUGS}, context

@@ -233,6 +233,68 @@ def test_a_killed_nodes_slots_free_once_its_liveness_lapses():
                 "node1,node2"
 
 
+def test_a_session_whose_node_died_is_a_404_that_says_so():
+    """A session lives on the node that opened it, which records that in the store. Through
+    HAProxy, when that node is killed (-9, whole), the next requests for the session reach the
+    other node, which answers from the store: 421 misdirected naming the node while its liveness
+    still holds, then 404 node-gone once it lapsed (within the TTL and a heartbeat). Controls:
+    an id the store does not know is a plain 404; the live owner asked directly of another node
+    is a 421 naming it; a deleted session's placement is gone; and the dead node started again
+    under its name drops its previous life's placements (its sessions are then a plain 404)."""
+    with running_postgres() as pg, fleet(pg.url, 2) as nodes, \
+            running_haproxy([n.port for n in nodes]) as proxy:
+        headers = nodes[0].headers()
+
+        def via_proxy(method, path, **kwargs):
+            return requests.request(method, proxy.base + path, headers=headers,
+                                    timeout=HTTP_TIMEOUT, **kwargs)
+
+        unknown = "0" * 32
+        expect_problem(via_proxy("GET", f"/v1/sessions/{unknown}"), 404, slug="not-found")
+        # A session opened and deleted leaves no placement.
+        ended = expect_json(via_proxy("POST", "/v1/sessions", json={"language": "python"}),
+                            201)["id"]
+        assert pg.sql(f"SELECT node FROM sandboxd_placements WHERE id = '{ended}'") != ""
+        assert via_proxy("DELETE", f"/v1/sessions/{ended}").status_code == 204
+        assert pg.sql(f"SELECT count(*) FROM sandboxd_placements WHERE id = '{ended}'") == "0"
+
+        session = expect_json(via_proxy("POST", "/v1/sessions", json={"language": "python"}),
+                              201)["id"]
+        run = f"/v1/sessions/{session}/run"
+        assert expect_json(via_proxy("POST", run, json={"code": "x = 41"}))["status"] == "ok"
+        name = pg.sql(f"SELECT node FROM sandboxd_placements WHERE id = '{session}' "
+                      "AND kind = 'session' AND tenant = 'acme'")
+        owner = nodes[int(name.removeprefix("node")) - 1]
+        other = nodes[1] if owner is nodes[0] else nodes[0]
+        assert owner.get(f"/v1/sessions/{session}", headers=headers).status_code == 200
+        problem = expect_problem(other.get(f"/v1/sessions/{session}", headers=headers), 421,
+                                 slug="misdirected")
+        assert problem["node"] == name and name in problem["detail"], problem
+
+        owner.kill_node()
+        assert owner.wait_exit(10) == -signal.SIGKILL
+        killed_ms = time.time() * 1000
+        deadline = time.monotonic() + LEASE_TTL_S + 2 * HEARTBEAT_S + 5 * SLOW
+        while True:
+            r = via_proxy("POST", run, json={"code": "x + 1"})
+            if r.status_code == 404:
+                break
+            expect_problem(r, 421, slug="misdirected")
+            assert time.monotonic() < deadline, "the owner's liveness never lapsed"
+            time.sleep(0.5)
+        problem = expect_problem(r, 404, slug="node-gone")
+        assert problem["node"] == name, problem
+        assert f"node '{name}', which stopped answering" in problem["detail"], problem
+        assert killed_ms <= problem["node_alive_until"] <= time.time() * 1000, problem
+        expect_problem(via_proxy("GET", f"/v1/sessions/{session}"), 404, slug="node-gone")
+
+        with running_server(tiers={"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL,
+                            extra_config=store(pg.url, name)):
+            assert pg.sql("SELECT count(*) FROM sandboxd_placements") == "0"
+            expect_problem(other.get(f"/v1/sessions/{session}", headers=headers), 404,
+                           slug="not-found")
+
+
 def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
     """PostgreSQL stops while an execution runs: new requests are 503 store-unavailable with
     Retry-After (nothing run), the running one still answers, and its release is kept until

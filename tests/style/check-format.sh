@@ -5,6 +5,14 @@ set -eu
 cd "$(dirname "$0")/../.."
 files=$(git ls-files --cached --others --exclude-standard '*.c' '*.h' 2>/dev/null || find src tests -name '*.[ch]')
 [ -n "$files" ] || { echo "check-format: no C files found" >&2; exit 1; }
+n=$(echo "$files" | wc -w)
+# One clang-format for every file (a process per file took 27 s of `make test`); the files it
+# names are then shown one by one, with a diff of the first few.
+# shellcheck disable=SC2086
+if clang-format --style=file --dry-run --Werror $files >/dev/null 2>&1; then
+  echo "check-format: $n files formatted"
+  exit 0
+fi
 bad=0
 for f in $files; do
   [ -f "$f" ] || continue
@@ -14,7 +22,6 @@ for f in $files; do
     bad=$((bad + 1))
   fi
 done
-n=$(echo "$files" | wc -w)
 if [ "$bad" -ne 0 ]; then
   echo "check-format: $bad of $n files need formatting"
   exit 1
