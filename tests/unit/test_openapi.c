@@ -54,7 +54,7 @@ static void test_every_path_and_method(void **state)
         static const struct {
                 const char *path;
                 const char *method;
-                const char *statuses[10];
+                const char *statuses[12];
         } operations[] = {
                 {"/v1/executions",
                  "post",
@@ -69,38 +69,44 @@ static void test_every_path_and_method(void **state)
                 {"/v1/languages", "get", {"200", "401", "500"}},
                 {"/v1/sessions", "post", {"201", "400", "401", "403", "413", "429", "500", "503"}},
                 {"/v1/sessions", "get", {"200", "401"}},
-                {"/v1/sessions/{id}", "get", {"200", "401", "404"}},
-                {"/v1/sessions/{id}", "delete", {"204", "401", "404", "409"}},
+                {"/v1/sessions/{id}", "get", {"200", "401", "404", "421"}},
+                {"/v1/sessions/{id}", "delete", {"204", "401", "404", "421", "409"}},
                 {"/v1/sessions/{id}/run",
                  "post",
-                 {"200", "400", "401", "404", "409", "413", "429", "500", "503"}},
-                {"/v1/sessions/{id}/files", "get", {"200", "400", "401", "404", "409"}},
+                 {"200", "400", "401", "404", "421", "409", "413", "429", "500", "503"}},
+                {"/v1/sessions/{id}/files", "get", {"200", "400", "401", "404", "421", "409"}},
                 {"/v1/sessions/{id}/files/{path}",
                  "put",
-                 {"201", "400", "401", "404", "409", "413"}},
+                 {"201", "400", "401", "404", "421", "409", "413"}},
                 {"/v1/sessions/{id}/files/{path}",
                  "get",
-                 {"200", "400", "401", "404", "409", "413"}},
-                {"/v1/sessions/{id}/files/{path}", "delete", {"204", "400", "401", "404", "409"}},
+                 {"200", "400", "401", "404", "421", "409", "413"}},
+                {"/v1/sessions/{id}/files/{path}",
+                 "delete",
+                 {"204", "400", "401", "404", "421", "409"}},
                 {"/v1/episodes",
                  "post",
                  {"201", "400", "401", "403", "413", "422", "429", "500", "503"}},
                 {"/v1/episodes", "get", {"200", "401"}},
                 {"/v1/episodes/step", "post", {"200", "400", "401", "413"}},
-                {"/v1/episodes/{id}", "get", {"200", "401", "404"}},
-                {"/v1/episodes/{id}", "delete", {"204", "401", "404", "409"}},
+                {"/v1/episodes/{id}", "get", {"200", "401", "404", "421"}},
+                {"/v1/episodes/{id}", "delete", {"204", "401", "404", "421", "409"}},
                 {"/v1/episodes/{id}/step",
                  "post",
-                 {"200", "400", "401", "404", "409", "413", "429", "500", "503"}},
+                 {"200", "400", "401", "404", "421", "409", "413", "429", "500", "503"}},
                 {"/v1/episodes/{id}/reset",
                  "post",
-                 {"200", "400", "401", "404", "409", "413", "429", "500", "503"}},
-                {"/v1/episodes/{id}/files", "get", {"200", "400", "401", "404", "409"}},
-                {"/v1/episodes/{id}/files/{path}", "get", {"200", "400", "401", "404", "409"}},
+                 {"200", "400", "401", "404", "421", "409", "413", "429", "500", "503"}},
+                {"/v1/episodes/{id}/files", "get", {"200", "400", "401", "404", "421", "409"}},
+                {"/v1/episodes/{id}/files/{path}",
+                 "get",
+                 {"200", "400", "401", "404", "421", "409"}},
                 {"/v1/episodes/{id}/files/{path}",
                  "put",
-                 {"201", "400", "401", "404", "409", "413"}},
-                {"/v1/episodes/{id}/files/{path}", "delete", {"204", "400", "401", "404", "409"}},
+                 {"201", "400", "401", "404", "421", "409", "413"}},
+                {"/v1/episodes/{id}/files/{path}",
+                 "delete",
+                 {"204", "400", "401", "404", "421", "409"}},
                 {"/health", "get", {"200", "503"}},
                 {"/metrics", "get", {"200", "401"}},
                 {"/v1/openapi.json", "get", {"200"}},
@@ -127,7 +133,7 @@ static void test_every_path_and_method(void **state)
                         fail_msg("%s %s is not documented", operations[i].method,
                                  operations[i].path);
                 size_t n = 0;
-                for (; n < 10 && operations[i].statuses[n] != NULL; n++)
+                for (; n < 12 && operations[i].statuses[n] != NULL; n++)
                         assert_non_null(json_object_get(responses, operations[i].statuses[n]));
                 assert_int_equal(json_object_size(responses), n);
         }
@@ -271,20 +277,26 @@ static void test_result_schema_matches_the_serializer(void **state)
 
 static void test_problem_types_match_problem_c(void **state)
 {
-        static const unsigned statuses[] = {400, 401, 403, 404, 405, 409, 413, 415, 429, 500, 503};
-        /* The 503 classes beside the default one. */
-        static const char *const more_503[] = {SBX_PROBLEM_AT_CAPACITY, SBX_PROBLEM_SHUTTING_DOWN,
-                                               SBX_PROBLEM_STORE_UNAVAILABLE};
+        static const unsigned statuses[] = {400, 401, 403, 404, 405, 409,
+                                            413, 415, 421, 429, 500, 503};
+        /* The classes beside a status's default one. */
+        static const struct {
+                unsigned status;
+                const char *slug;
+        } more[] = {{503, SBX_PROBLEM_AT_CAPACITY},
+                    {503, SBX_PROBLEM_SHUTTING_DOWN},
+                    {503, SBX_PROBLEM_STORE_UNAVAILABLE},
+                    {404, "node-gone"}};
         json_t *document = load_document();
         json_t *types = json_object_get(
                 json_object_get(json_object_get(schema(document, "Problem"), "properties"), "type"),
                 "enum");
-        size_t n_more = sizeof(more_503) / sizeof(more_503[0]);
+        size_t n_more = sizeof(more) / sizeof(more[0]);
         assert_int_equal(json_array_size(types), sizeof(statuses) / sizeof(statuses[0]) + n_more);
         for (size_t i = 0; i < sizeof(statuses) / sizeof(statuses[0]) + n_more; i++) {
                 size_t n = sizeof(statuses) / sizeof(statuses[0]);
-                unsigned status = i < n ? statuses[i] : 503;
-                const char *slug = i < n ? sbx_problem_default_slug(status) : more_503[i - n];
+                unsigned status = i < n ? statuses[i] : more[i - n].status;
+                const char *slug = i < n ? sbx_problem_default_slug(status) : more[i - n].slug;
                 json_t *problem = sbx_problem_new(status, slug, "detail", NULL, 0);
                 assert_non_null(problem);
                 assert_true(array_has(types, json_string_value(json_object_get(problem, "type"))));
