@@ -6,8 +6,8 @@
 # Linux 6.1 under qemu's emulation (tests/qemu; the integration subset too where UML cannot run),
 # the hostile classes Landlock defends against again with Landlock left out, each libFuzzer
 # harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the leak
-# audit. The integration stages of both builds run side by side, and the guests (UML, then qemu)
-# meanwhile in the background at the lowest priority; each one's output is printed in this order.
+# audit. The integration stages of both builds run side by side (the sanitizer stage's output is
+# printed when the other's ends).
 # Every stage runs even when an earlier one failed, so that one run shows every failure,
 # and the leak audit always runs last; the exit status is non-zero when any stage failed, and the
 # output ends with each failed test and payload, read back from the stages' results files
@@ -90,7 +90,7 @@ outcome() {
         cat "$BUILD/$1.log"
         return "$(cat "$BUILD/$1.status")"
 }
-rm -f "$BUILD"/*.status "$BUILD/qemu-skipped.log"
+rm -f "$BUILD"/*.status
 
 # The integration tests of both builds run side by side: they wait on sandboxes, servers and
 # clocks more than they compute (one stage alone keeps these two CPUs 45% busy, two 85%), and
@@ -101,30 +101,6 @@ rm -f "$BUILD"/*.status "$BUILD/qemu-skipped.log"
 logged integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
         SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/asan" \
         $PYTEST -m "not alone" --junit-xml "$integration_asan_xml" tests/integration &
-background="$background $!"
-# The guests meanwhile, at the lowest priority: UML's and qemu's kernels run in processes of
-# their own and see nothing of the host's tests (nor these theirs), and at nice 19 they take
-# the CPU time the integration stages leave idle, not theirs.
-#
-# UML: its integration stage only: the hostile classes of its subset run on the same Linux 6.1
-# and cgroup v2 in qemu, and UML's run of them cost 240 s of a 25-minute budget. qemu: a
-# different kernel (Debian's amd64 build, with Landlock) on different hardware (two emulated
-# CPUs, virtio, 9p); each stage's name says which guest passed or failed. Its integration subset
-# is UML's (tests/uml/guest_run.sh): where UML ran it, on the same Linux 6.1 and cgroup v2, qemu
-# runs its smoke and hostile stages only (66-100 s less); where UML could not run (no results),
-# all three.
-guests() {
-        logged uml env BUILD="$BUILD" nice -n 19 ./tests/uml/run.sh integration
-        qemu_stages="smoke integration hostile"
-        if [ -f "$uml_xml" ]; then
-                qemu_stages="smoke hostile"
-                echo "SKIP (qemu) integration: its subset ran under user-mode-linux (uml stage)" \
-                        >"$BUILD/qemu-skipped.log"
-        fi
-        # shellcheck disable=SC2086
-        logged qemu env BUILD="$BUILD" nice -n 19 ./tests/qemu/run.sh $qemu_stages
-}
-guests &
 background="$background $!"
 stage integration "integration:$integration_xml" \
         env SANDBOXD="$PWD/$BUILD/sandboxd" SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/normal" \
@@ -139,9 +115,26 @@ stage integration-asan-alone "integration-asan-alone:$integration_asan_alone_xml
 stage hostile "hostile:$hostile_json" \
         /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
         --report "$hostile_json"
-stage uml "uml-integration:$uml_xml" outcome uml
-cat "$BUILD/qemu-skipped.log" 2>/dev/null
-stage qemu "qemu-integration:$qemu_xml qemu-hostile:$qemu_json" outcome qemu
+# The guests after the host's stages, not beside them: run in the background at nice 19 they
+# still slowed the integration stages by half (UML's system calls are the host kernel's work),
+# and starved of the CPU their own tests' deadlines passed.
+#
+# UML: its integration stage only: the hostile classes of its subset run on the same Linux 6.1
+# and cgroup v2 in qemu, and UML's run of them cost 240 s of a 25-minute budget.
+stage uml "uml-integration:$uml_xml" env BUILD="$BUILD" ./tests/uml/run.sh integration
+# qemu: a different kernel (Debian's amd64 build, with Landlock) on different hardware (two
+# emulated CPUs, virtio, 9p); each stage's name says which guest passed or failed. Its
+# integration subset is UML's (tests/uml/guest_run.sh): where UML ran it, on the same Linux 6.1
+# and cgroup v2, qemu runs its smoke and hostile stages only (66-100 s less); where UML could not
+# run (no results), all three.
+qemu_stages="smoke integration hostile"
+if [ -f "$uml_xml" ]; then
+        qemu_stages="smoke hostile"
+        echo "SKIP (qemu) integration: its subset ran under user-mode-linux (uml stage)"
+fi
+# shellcheck disable=SC2086
+stage qemu "qemu-integration:$qemu_xml qemu-hostile:$qemu_json" \
+        env BUILD="$BUILD" ./tests/qemu/run.sh $qemu_stages
 # The no-Landlock path (a kernel with Landlock left out of its LSM list, or without it): the
 # hostile classes with payloads Landlock is a layer against (filesystem, network, privilege: the
 # declarations that name it), on this host with Landlock's system calls answering EOPNOTSUPP as

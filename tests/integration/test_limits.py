@@ -217,8 +217,11 @@ def test_cpu_quota_control_full_core(run, host):
     r = run(BUSY_ONE_SECOND, "python", "--cpus", "1")
     r.expect("ok", rc=0)
     ev = r["evidence"]
-    wall_us = r["usage"]["wall_ms"] * 1000
-    assert ev["cpu_usage_us"] > 0.7 * wall_us, (ev, wall_us)
+    # A whole core is more than one thread can use: the quota never holds it back (the same
+    # counters as the throttled run's, flipped). Not its share of the wall clock: on a busy
+    # machine (make test runs two stages at once) other processes take turns on the core.
+    assert ev["cpu_throttled_us"] <= 0.05 * ev["cpu_usage_us"], ev
+    assert ev["cpu_usage_us"] >= 200_000, ev
     assert abs(r["usage"]["cpu_ms"] * 1000 - ev["cpu_usage_us"]) <= 50_000, r.describe()
 
 
