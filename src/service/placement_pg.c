@@ -6,7 +6,6 @@
 #include <string.h>
 
 #include "service/pg.h"
-#include "util/log.h"
 
 int sbx_placement_record(struct sbx_quota_pg *fleet, const char *kind, const char *id,
                          const char *tenant, int64_t until_ms, struct sbx_error *err)
@@ -29,14 +28,9 @@ int sbx_placement_record(struct sbx_quota_pg *fleet, const char *kind, const cha
 
 void sbx_placement_forget(struct sbx_quota_pg *fleet, const char *id)
 {
-        struct sbx_error err = {0};
         const char *values[] = {id};
-        PGresult *result =
-                sbx_pg_query(sbx_quota_pg_store(fleet),
-                             "DELETE FROM sandboxd_placements WHERE id = $1", 1, values, &err);
-        if (result == NULL)
-                sbx_warn("store: placement of %s: %s", id, err.message);
-        PQclear(result);
+        sbx_quota_pg_later(fleet, "DELETE FROM sandboxd_placements WHERE id = $1",
+                           "a placement's end", 1, values);
 }
 
 int sbx_placement_find(struct sbx_quota_pg *fleet, const char *kind, const char *id,

@@ -27,8 +27,9 @@ struct sbx_placement {
 int sbx_placement_record(struct sbx_quota_pg *fleet, const char *kind, const char *id,
                          const char *tenant, int64_t until_ms, struct sbx_error *err);
 
-/* Drops id's placement: it ended. A failure is logged, not returned: the row goes with the
- * node's next start or past its until. */
+/* Drops id's placement: it ended. Never waits on the store (the engine client's thread ends
+ * sessions): the heartbeat's thread deletes the row (sbx_quota_pg_later); what the store never
+ * took goes with the node's next start or past its until. */
 void sbx_placement_forget(struct sbx_quota_pg *fleet, const char *id);
 
 /* Where tenant's kind id lives: 1 with *out, 0 when the store has no such placement, -1 with

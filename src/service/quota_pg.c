@@ -26,12 +26,16 @@
 #define PRUNE_BEATS  30
 #define GONE_AFTER_S 86400
 
-/* A release the store did not take, retried by the heartbeat. */
+/* A statement the store must take, but not now: a release it did not take (PostgreSQL away), or
+ * what a thread that must not wait on the store handed over (sbx_quota_pg_later). The
+ * heartbeat's thread runs it, and keeps it for its next beat while the store does not take it. */
+#define PENDING_VALUES_MAX 3
 struct pending {
         struct pending *next;
-        uint64_t lease;
-        uint64_t cpu_ms;
-        char tenant[];
+        const char *sql; /* a string literal */
+        const char *what;
+        int n;
+        char *values[PENDING_VALUES_MAX];
 };
 
 struct sbx_quota_pg {
@@ -40,10 +44,11 @@ struct sbx_quota_pg {
         uint64_t keep_charges_s;
         pthread_t heartbeat;
         bool heartbeat_started;
-        pthread_mutex_t lock; /* stopping, pending */
+        pthread_mutex_t lock; /* stopping, pending, handed */
         pthread_cond_t wake;
         bool stopping;
-        struct pending *pending;
+        struct pending *pending; /* run at each beat */
+        struct pending *handed;  /* run as soon as the heartbeat wakes */
 };
 
 /* Runs sql with its text parameters and drops the result; -1 with err on failure. */
@@ -69,39 +74,52 @@ static int renew(struct sbx_quota_pg *fleet, struct sbx_error *err)
                    2, values, err);
 }
 
-/* Deletes lease (0: none) and charges cpu_ms in one statement (a data-modifying WITH runs
- * whether or not the rest reads it). */
-static int release_now(struct sbx_quota_pg *fleet, const char *tenant, uint64_t lease,
-                       uint64_t cpu_ms, struct sbx_error *err)
+/* Deletes lease $1 (0: none) and charges the CPU $3 to tenant $2 in one statement (a
+ * data-modifying WITH runs whether or not the rest reads it). */
+static const char release_sql[] = "WITH ended AS (DELETE FROM sandboxd_leases WHERE id = $1) "
+                                  "INSERT INTO sandboxd_charges (tenant, at, cpu_ms) "
+                                  "SELECT $2, clock_timestamp(), $3 WHERE $3::bigint > 0";
+
+static void pending_free(struct pending *item)
 {
-        char lease_text[24], cpu_text[24];
-        snprintf(lease_text, sizeof(lease_text), "%" PRIu64, lease);
-        snprintf(cpu_text, sizeof(cpu_text), "%" PRIu64, cpu_ms);
-        const char *values[] = {lease_text, tenant, cpu_text};
-        return run(fleet->pg,
-                   "WITH ended AS (DELETE FROM sandboxd_leases WHERE id = $1) "
-                   "INSERT INTO sandboxd_charges (tenant, at, cpu_ms) "
-                   "SELECT $2, clock_timestamp(), $3 WHERE $3::bigint > 0",
-                   3, values, err);
+        for (int i = 0; i < item->n; i++)
+                free(item->values[i]);
+        free(item);
 }
 
-/* Tries the pending releases once; those the store still does not take stay. */
-static void retry_pending(struct sbx_quota_pg *fleet)
+static struct pending *pending_new(const char *sql, const char *what, int n,
+                                   const char *const *values)
 {
-        pthread_mutex_lock(&fleet->lock);
-        struct pending *list = fleet->pending;
-        fleet->pending = NULL;
-        pthread_mutex_unlock(&fleet->lock);
-        size_t retried = 0;
+        struct pending *item = calloc(1, sizeof(*item));
+        if (item == NULL || n > PENDING_VALUES_MAX) {
+                free(item);
+                return NULL;
+        }
+        *item = (struct pending){.sql = sql, .what = what};
+        for (; item->n < n; item->n++)
+                if ((item->values[item->n] = strdup(values[item->n])) == NULL) {
+                        pending_free(item);
+                        return NULL;
+                }
+        return item;
+}
+
+/* Runs each statement of list once: those the store does not take go back to the pending ones
+ * (the next beat's). The number that ran. */
+static size_t run_list(struct sbx_quota_pg *fleet, struct pending *list)
+{
+        size_t ran = 0;
         struct pending *keep = NULL;
         while (list != NULL) {
                 struct pending *item = list;
                 list = list->next;
                 struct sbx_error err = {0};
-                if (release_now(fleet, item->tenant, item->lease, item->cpu_ms, &err) == 0) {
-                        free(item);
-                        retried++;
+                if (run(fleet->pg, item->sql, item->n, (const char *const *)item->values, &err) ==
+                    0) {
+                        pending_free(item);
+                        ran++;
                 } else {
+                        sbx_debug("store: %s kept for later: %s", item->what, err.message);
                         item->next = keep;
                         keep = item;
                 }
@@ -115,8 +133,17 @@ static void retry_pending(struct sbx_quota_pg *fleet)
                 fleet->pending = keep;
                 pthread_mutex_unlock(&fleet->lock);
         }
-        if (retried > 0)
-                sbx_info("store: %zu release(s) kept during an outage reached PostgreSQL", retried);
+        return ran;
+}
+
+/* Takes the list at *head (under the lock) and runs it. */
+static size_t run_taken(struct sbx_quota_pg *fleet, struct pending **head)
+{
+        pthread_mutex_lock(&fleet->lock);
+        struct pending *list = *head;
+        *head = NULL;
+        pthread_mutex_unlock(&fleet->lock);
+        return run_list(fleet, list);
 }
 
 static void prune(struct sbx_quota_pg *fleet)
@@ -151,7 +178,11 @@ static void *heartbeat_main(void *arg)
                 pthread_mutex_lock(&fleet->lock);
                 while (!fleet->stopping &&
                        pthread_cond_timedwait(&fleet->wake, &fleet->lock, &until) != ETIMEDOUT)
-                        ;
+                        if (fleet->handed != NULL) { /* then back to waiting for the beat */
+                                pthread_mutex_unlock(&fleet->lock);
+                                run_taken(fleet, &fleet->handed);
+                                pthread_mutex_lock(&fleet->lock);
+                        }
                 bool stopping = fleet->stopping;
                 pthread_mutex_unlock(&fleet->lock);
                 if (stopping)
@@ -166,7 +197,12 @@ static void *heartbeat_main(void *arg)
                 if (!reachable)
                         sbx_info("store: PostgreSQL is reachable again");
                 reachable = true;
-                retry_pending(fleet);
+                run_taken(fleet, &fleet->handed);
+                size_t retried = run_taken(fleet, &fleet->pending);
+                if (retried > 0)
+                        sbx_info("store: %zu statement(s) kept during an outage reached "
+                                 "PostgreSQL",
+                                 retried);
                 if (beat % PRUNE_BEATS == 0)
                         prune(fleet);
         }
@@ -216,18 +252,19 @@ void sbx_quota_pg_close(struct sbx_quota_pg *fleet)
                 pthread_cond_signal(&fleet->wake);
                 pthread_mutex_unlock(&fleet->lock);
                 pthread_join(fleet->heartbeat, NULL);
-                retry_pending(fleet);
+                run_taken(fleet, &fleet->handed);
+                run_taken(fleet, &fleet->pending);
         }
         size_t lost = 0;
         while (fleet->pending != NULL) {
                 struct pending *item = fleet->pending;
                 fleet->pending = item->next;
-                free(item);
+                pending_free(item);
                 lost++;
         }
         if (lost > 0)
-                sbx_warn("store: %zu release(s) never reached PostgreSQL; their leases lapse "
-                         "with this node's liveness",
+                sbx_warn("store: %zu statement(s) never reached PostgreSQL; their leases and "
+                         "placements lapse with this node's liveness",
                          lost);
         sbx_pg_close(fleet->pg);
         pthread_cond_destroy(&fleet->wake);
@@ -283,22 +320,38 @@ void sbx_quota_pg_release(struct sbx_quota_pg *fleet, const char *tenant_name, u
 {
         if (lease == 0 && cpu_ms == 0)
                 return;
+        char lease_text[24], cpu_text[24];
+        snprintf(lease_text, sizeof(lease_text), "%" PRIu64, lease);
+        snprintf(cpu_text, sizeof(cpu_text), "%" PRIu64, cpu_ms);
+        const char *values[] = {lease_text, tenant_name, cpu_text};
         struct sbx_error err = {0};
-        if (release_now(fleet, tenant_name, lease, cpu_ms, &err) == 0)
+        if (run(fleet->pg, release_sql, 3, values, &err) == 0)
                 return;
-        size_t length = strlen(tenant_name);
-        struct pending *item = malloc(sizeof(*item) + length + 1);
+        struct pending *item = pending_new(release_sql, "a release", 3, values);
         if (item == NULL) {
                 sbx_warn("store: release of lease %" PRIu64 " lost (out of memory)", lease);
                 return;
         }
-        *item = (struct pending){.lease = lease, .cpu_ms = cpu_ms};
-        memcpy(item->tenant, tenant_name, length + 1);
         pthread_mutex_lock(&fleet->lock);
         item->next = fleet->pending;
         fleet->pending = item;
         pthread_mutex_unlock(&fleet->lock);
         sbx_debug("store: release of lease %" PRIu64 " kept for later: %s", lease, err.message);
+}
+
+void sbx_quota_pg_later(struct sbx_quota_pg *fleet, const char *sql, const char *what, int n,
+                        const char *const *values)
+{
+        struct pending *item = pending_new(sql, what, n, values);
+        if (item == NULL) {
+                sbx_warn("store: %s lost (out of memory)", what);
+                return;
+        }
+        pthread_mutex_lock(&fleet->lock);
+        item->next = fleet->handed;
+        fleet->handed = item;
+        pthread_cond_signal(&fleet->wake);
+        pthread_mutex_unlock(&fleet->lock);
 }
 
 struct sbx_pg *sbx_quota_pg_store(struct sbx_quota_pg *fleet)

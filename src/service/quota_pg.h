@@ -48,6 +48,13 @@ int sbx_quota_pg_reserve(struct sbx_quota_pg *fleet, const struct sbx_tenant *te
 void sbx_quota_pg_release(struct sbx_quota_pg *fleet, const char *tenant_name, uint64_t lease,
                           uint64_t cpu_ms);
 
+/* Runs sql (a string literal) with its n text parameters (at most 3) on the heartbeat's thread,
+ * at once, and again at each beat while the store does not take it: for a thread that must not
+ * wait on the store (the engine client's, which every result passes through). what names it in
+ * the log. Never fails; what is still pending when the store closes is lost, with a warning. */
+void sbx_quota_pg_later(struct sbx_quota_pg *fleet, const char *sql, const char *what, int n,
+                        const char *const *values);
+
 /* The store's connections, for what else a node keeps there (service/placement_pg.h), and this
  * node's name in it. */
 struct sbx_pg *sbx_quota_pg_store(struct sbx_quota_pg *fleet);

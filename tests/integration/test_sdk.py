@@ -26,6 +26,12 @@ import pytest
 
 from serve_helpers import SLOW, Receiver, no_new_leaks, running_server
 
+# What these tests judge is the SDK's and the CLI's own Python; the server's routes they call run
+# under the sanitizers in the test_serve_* modules. 47 s of the sanitizer stage, which is the
+# longer of the two that `make test` runs side by side.
+pytestmark = pytest.mark.skipif(os.environ.get("SANDBOXD_SANITIZED") == "1",
+                                reason="the SDK's Python: run once, by the normal build's stage")
+
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
 REPO = Path(__file__).resolve().parents[2]
