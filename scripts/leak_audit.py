@@ -10,7 +10,9 @@ run on the same machine (a second checkout's tests, a service) is never taken fo
                      (cgroup2, else v1 memory) from just after making it until it has removed it
                      (src/sandbox/native/cgroup.c)
   sandbox processes  a process running as a sandbox host uid (>= SANDBOX_UID_BASE, zombies
-                     included) that is not in a held slot's cgroup
+                     included) that is not in a held slot's cgroup, nor a descendant of another
+                     run's process (a stage beside this one: its sandboxd, or its test process
+                     that adopted orphans, reaps it)
   sandboxd processes a process named sandboxd of this test run: its environment carries
                      SANDBOXD_TEST_RUN with this run's value, or with it and "/" and a stage's
                      name (scripts/test.sh runs stages side by side, each with its own value, so
@@ -128,14 +130,44 @@ def _in_held_slot(pid):
     return False
 
 
-def _sandbox_processes():
+def _test_run_of(pid):
+    """The SANDBOXD_TEST_RUN value in the process's environment, or None."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            for entry in f.read().split(b"\0"):
+                if entry.startswith(f"{TEST_RUN_VARIABLE}=".encode()):
+                    return entry.split(b"=", 1)[1].decode(errors="replace")
+    except OSError:
+        pass
+    return None
+
+
+def _of_another_run(pid, run):
+    """Whether the process descends from a process of another test run, or of another stage of
+    this one (a sandboxd, or a test process that adopted its orphans): a sandbox that run still
+    has to reap, not this run's leak. A process whose nearest marked ancestor is this run's, or
+    that has none (one that escaped to init), is counted."""
+    if run is None:
+        return False
+    for _ in range(64):
+        parent = re.search(r"^PPid:\s*(\d+)$", _status(pid) or "", re.M)
+        if parent is None or int(parent.group(1)) <= 1:
+            return False
+        pid = parent.group(1)
+        theirs = _test_run_of(pid)
+        if theirs is not None:
+            return theirs != run and not theirs.startswith(run + "/")
+    return False
+
+
+def _sandbox_processes(run):
     found = {}
     for pid in filter(str.isdigit, os.listdir("/proc")):
         status = _status(pid)
         uids = re.search(r"^Uid:\s*(.*)$", status or "", re.M)
         if not uids or not any(int(u) >= SANDBOX_UID_BASE for u in uids.group(1).split()):
             continue
-        if _in_held_slot(pid):
+        if _in_held_slot(pid) or _of_another_run(pid, run):
             continue
         name = re.search(r"^Name:\s*(.*)$", status, re.M)
         state = re.search(r"^State:\s*(\S+)", status, re.M)
@@ -223,8 +255,9 @@ def _gvisor():
 
 def _scan(run):
     found = {}
-    for scan in (_cgroups, _sandbox_processes, _mounts, _loop_devices, _temp_paths, _gvisor):
+    for scan in (_cgroups, _mounts, _loop_devices, _temp_paths, _gvisor):
         found.update(scan())
+    found.update(_sandbox_processes(run))
     found.update(_sandboxd_processes(run))
     return found
 

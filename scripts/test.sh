@@ -95,9 +95,11 @@ rm -f "$BUILD"/*.status
 # The integration tests of both builds run side by side: they wait on sandboxes, servers and
 # clocks more than they compute (one stage alone keeps these two CPUs 45% busy, two 85%), and
 # the leak checks count only what nothing live holds, so that one stage's sandboxes are not the
-# other's leaks; each stage marks its sandboxd processes with its own SANDBOXD_TEST_RUN. The
-# tests marked alone (they crash sandboxd and judge what the next start reconciles, which the
-# other stage's starts would do first) run afterwards, one build after the other.
+# other's leaks (nor a sandbox that descends from the other stage's processes); each stage marks
+# its processes with its own SANDBOXD_TEST_RUN. The tests marked alone (those that crash sandboxd
+# and judge what the next start reconciles, which the other stage's starts would do first, and
+# the load tests, which would starve the other stage's deadlines) run afterwards, one build after
+# the other.
 logged integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
         SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/asan" \
         $PYTEST -m "not alone" --junit-xml "$integration_asan_xml" tests/integration &

@@ -223,7 +223,9 @@ def test_a_step_past_its_timeout_ends_the_episode():
         hung = step(srv, eid, "hang")
         assert hung["status"] == "timeout" and hung["state"] == "ended"
         assert time.monotonic() - started < 8
-        assert hung["usage"]["cpu_ms"] >= 300  # it spun until interrupted
+        # It spun until interrupted: most of the 500 ms on a quiet machine, less on a busy one
+        # (22 ms once, while another stage's 64 clients took both CPUs).
+        assert hung["usage"]["cpu_ms"] >= 100
         gone = step(srv, eid, "go", want=404)
         assert gone["end_reason"] == "step_timeout"
         assert get(srv, eid).status_code == 404
