@@ -141,10 +141,14 @@ class Postgres:
             if s.connect_ex(("127.0.0.1", self.port)) == 0:
                 raise RuntimeError(f"port {self.port} still answers after postgres stopped")
 
-    def sql(self, statement):
-        """Runs statement through psql; returns its output (unaligned, tuples only)."""
+    def url_of(self, database):
+        return self.url.rsplit("/", 1)[0] + "/" + database
+
+    def sql(self, statement, database="postgres"):
+        """Runs statement through psql in database; returns its output (unaligned, tuples
+        only)."""
         out = subprocess.run([os.path.join(self.bin_dir, "psql"), "-X", "-A", "-t", "-q",
-                              "-v", "ON_ERROR_STOP=1", self.url, "-c", statement],
+                              "-v", "ON_ERROR_STOP=1", self.url_of(database), "-c", statement],
                              capture_output=True, text=True, timeout=30, check=False,
                              preexec_fn=_as_postgres(self.account), cwd=self.dir)
         if out.returncode != 0:

@@ -1,13 +1,13 @@
 #!/bin/sh
 # What `make test` runs after building: the format check, the unit tests and the integration
-# tests against the normal and the sanitizer (ASan + UBSan) builds, the hostile suite, an
-# integration subset on a pure cgroup v2 hierarchy and Linux 6.1 without Landlock under
-# user-mode-linux (tests/uml), the hostile suite's cgroup classes on pure cgroup v2 and Debian's
-# Linux 6.1 under qemu's emulation (tests/qemu; the integration subset too where UML cannot run),
-# the hostile classes Landlock defends against again with Landlock left out, each libFuzzer
-# harness of the fuzz build for 10 seconds (`make fuzz` runs them longer), then the leak
-# audit. The integration stages of both builds run side by side (the sanitizer stage's output is
-# printed when the other's ends).
+# tests against the normal and the sanitizer (ASan + UBSan) builds, the store's own tests again
+# with the store in PostgreSQL, the hostile suite, an integration subset on a pure cgroup v2
+# hierarchy and Linux 6.1 without Landlock under user-mode-linux (tests/uml), the hostile suite's
+# cgroup classes on pure cgroup v2 and Debian's Linux 6.1 under qemu's emulation (tests/qemu; the
+# integration subset too where UML cannot run), the hostile classes Landlock defends against
+# again with Landlock left out, each libFuzzer harness of the fuzz build for 10 seconds (`make
+# fuzz` runs them longer), then the leak audit. The integration stages of both builds run side by
+# side (the sanitizer stage's output is printed when the other's ends).
 # Every stage runs even when an earlier one failed, so that one run shows every failure,
 # and the leak audit always runs last; the exit status is non-zero when any stage failed, and the
 # output ends with each failed test and payload, read back from the stages' results files
@@ -42,13 +42,14 @@ trap 'rm -f "$baseline"; stop_background' EXIT
 integration_xml=$BUILD/integration.xml
 integration_asan_xml=$ASAN_BUILD/integration.xml
 integration_alone_xml=$BUILD/integration-alone.xml
+integration_pg_xml=$BUILD/integration-postgresql.xml
 integration_asan_alone_xml=$ASAN_BUILD/integration-alone.xml
 hostile_json=$BUILD/hostile-report.json
 uml_xml=$BUILD/uml-integration.xml
 qemu_xml=$BUILD/qemu-integration.xml
 qemu_json=$BUILD/qemu-hostile-report.json
 hostile_wl_json=$BUILD/hostile-without-landlock-report.json
-rm -f "$integration_xml" "$integration_asan_xml" "$integration_alone_xml" \
+rm -f "$integration_xml" "$integration_asan_xml" "$integration_alone_xml" "$integration_pg_xml" \
         "$integration_asan_alone_xml" "$hostile_json" "$uml_xml" "$qemu_xml" \
         "$qemu_json" "$hostile_wl_json"
 
@@ -107,6 +108,15 @@ background="$background $!"
 stage integration "integration:$integration_xml" \
         env SANDBOXD="$PWD/$BUILD/sandboxd" SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/normal" \
         $PYTEST -m "not alone" --junit-xml "$integration_xml" tests/integration
+# The store's other implementation: the tests of what it keeps (records, the queue, batches,
+# deliveries, a restart's recovery) again with every server's store in PostgreSQL (a cluster for
+# the stage, a database per data directory), beside the sanitizer stage, which takes longer.
+stage integration-postgresql "integration-postgresql:$integration_pg_xml" \
+        env SANDBOXD="$PWD/$BUILD/sandboxd" SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/postgresql" \
+        SANDBOXD_TEST_STORE=postgresql $PYTEST -m "not alone" --junit-xml "$integration_pg_xml" \
+        tests/integration/test_serve_audit.py tests/integration/test_serve_async.py \
+        tests/integration/test_serve_batches.py tests/integration/test_serve_webhooks.py \
+        tests/integration/test_serve_lifecycle.py
 stage integration-asan "integration-asan:$integration_asan_xml" outcome integration-asan
 stage integration-alone "integration-alone:$integration_alone_xml" \
         env SANDBOXD="$PWD/$BUILD/sandboxd" \

@@ -13,6 +13,7 @@
 #include "model/language.h"
 #include "api/metrics.h"
 #include "service/audit_queue.h"
+#include "service/pg.h"
 #include "service/quota.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -24,6 +25,11 @@
 
 /* How long a runner waits after the engine refused for lack of room before it tries again. */
 #define REFUSED_BACKOFF_MS 100
+
+/* A fleet's store: how often a node looks for work other nodes queued without it hearing (a
+ * NOTIFY lost while its listening connection was down, or a dead node's executions queued again)
+ * and for dead nodes whose executions to end. */
+#define SWEEP_MS 1000
 
 /* How long a cancel waits for a run that has just been taken to be sent to the engine. */
 #define CANCEL_SEND_WAIT_MS 1000
@@ -68,6 +74,10 @@ struct sbx_async {
         bool stopping;
         pthread_t runners[SBX_ASYNC_MAX_RUNNERS];
         size_t n_runners;
+        /* A fleet's store: the thread that takes in what other nodes queued (sweeper). */
+        struct sbx_pg_listener *listener;
+        pthread_t sweeper;
+        bool sweeping;
 };
 
 static struct tenant_queue *tenant_queue(struct sbx_async *async, const char *name)
@@ -396,6 +406,93 @@ static int load_item(void *ctx, const struct sbx_audit_queued *queued)
                                                                                             : -1;
 }
 
+/* What a sweep found queued in a fleet's store, to push once the store's connection is given
+ * back (push takes the queue's lock, which is never taken while a connection is held). */
+struct found {
+        struct found *next;
+        struct sbx_audit_queued item;
+        char id[SBX_EXECUTION_ID_CHARS + 1];
+        char *tenant;
+};
+
+static int found_item(void *ctx, const struct sbx_audit_queued *queued)
+{
+        struct found **list = ctx;
+        struct found *found = calloc(1, sizeof(*found));
+        if (found == NULL || (found->tenant = strdup(queued->tenant)) == NULL) {
+                free(found);
+                return -1;
+        }
+        snprintf(found->id, sizeof(found->id), "%s", queued->id);
+        found->item = *queued;
+        found->next = *list;
+        *list = found;
+        return 0;
+}
+
+/* One sweep of a fleet's store: a dead node's executions ended or queued again, then every
+ * queued execution this node does not know yet taken into its queue (whoever takes it first
+ * runs it: sbx_audit_take). */
+static void sweep(struct sbx_async *async)
+{
+        struct sbx_api *api = async->api;
+        struct sbx_error err = {0};
+        uint64_t requeued = 0, interrupted = 0;
+        if (sbx_audit_reap(api->audit, "its node died while it ran; nothing of it was kept",
+                           (int64_t)sbx_wall_clock_ms(), &requeued, &interrupted, &err) < 0)
+                sbx_warn("async: %s", err.message);
+        if (interrupted > 0)
+                sbx_webhooks_wake(api->webhooks); /* their deliveries may be due now */
+        struct found *list = NULL;
+        if (sbx_audit_queue_each(api->audit, found_item, &list, &err) < 0)
+                sbx_warn("async: read the fleet's queue: %s", err.message);
+        size_t taken_in = 0;
+        pthread_mutex_lock(&async->lock);
+        while (list != NULL) {
+                struct found *found = list;
+                list = found->next;
+                if (!async->stopping && find_queued(async, found->id, NULL) == NULL &&
+                    find_running(async, found->id) == NULL &&
+                    push(async, found->tenant, found->id, found->item.wall_ms, false, NULL,
+                         false) != NULL)
+                        taken_in++;
+                free(found->tenant);
+                free(found);
+        }
+        if (taken_in > 0)
+                pthread_cond_broadcast(&async->work);
+        pthread_mutex_unlock(&async->lock);
+}
+
+static void *sweeper(void *arg)
+{
+        struct sbx_async *async = arg;
+        bool warned = false;
+        for (;;) {
+                pthread_mutex_lock(&async->lock);
+                bool stopping = async->stopping;
+                pthread_mutex_unlock(&async->lock);
+                if (stopping)
+                        break;
+                struct sbx_error err = {0};
+                int heard = sbx_pg_listener_wait(async->listener, SWEEP_MS, &err);
+                if (heard < 0 && !warned)
+                        sbx_warn("async: listen for the fleet's queue: %s (sweeping every %d ms)",
+                                 err.message, SWEEP_MS);
+                warned = heard < 0;
+                if (heard < 0) {
+                        /* Not a busy loop while the store is away. */
+                        pthread_mutex_lock(&async->lock);
+                        struct timespec until = sbx_monotonic_after(SWEEP_MS);
+                        if (!async->stopping)
+                                pthread_cond_timedwait(&async->work, &async->lock, &until);
+                        pthread_mutex_unlock(&async->lock);
+                }
+                sweep(async);
+        }
+        return NULL;
+}
+
 struct sbx_async *sbx_async_start(struct sbx_api *api, struct sbx_error *err)
 {
         struct sbx_async *async = calloc(1, sizeof(*async));
@@ -415,6 +512,20 @@ struct sbx_async *sbx_async_start(struct sbx_api *api, struct sbx_error *err)
         }
         if (async->queued > 0)
                 sbx_info("async: %zu queued execution(s) from the store", async->queued);
+        if (sbx_audit_shared(api->audit)) {
+                if (sbx_pg_listen(api->config->store.url, SBX_AUDIT_QUEUE_CHANNEL, &async->listener,
+                                  err) < 0) {
+                        sbx_async_stop(async);
+                        return NULL;
+                }
+                int rc = pthread_create(&async->sweeper, NULL, sweeper, async);
+                if (rc != 0) {
+                        sbx_error_set(err, rc, "async: start the fleet's sweeper");
+                        sbx_async_stop(async);
+                        return NULL;
+                }
+                async->sweeping = true;
+        }
         uint64_t runners = api->config->server.max_sandboxes;
         if (runners == 0 || runners > SBX_ASYNC_MAX_RUNNERS)
                 runners = SBX_ASYNC_MAX_RUNNERS;
@@ -457,6 +568,9 @@ void sbx_async_stop(struct sbx_async *async)
         pthread_mutex_unlock(&async->lock);
         for (size_t i = 0; i < async->n_runners; i++)
                 pthread_join(async->runners[i], NULL);
+        if (async->sweeping)
+                pthread_join(async->sweeper, NULL);
+        sbx_pg_listener_close(async->listener);
         for (size_t i = 0; i < async->n_tenants; i++) {
                 struct item *item = async->tenants[i]->head;
                 while (item != NULL) {

@@ -22,9 +22,11 @@
 #define BATCHES_PATH "/v1/batches"
 
 /* What a test case batch's program may say (a POST /v1/executions body's fields but those of a
- * case), and what a case may. */
-static const char *const program_fields[] = {"language",       "code", "files",   "entrypoint",
-                                             "compile_limits", "env",  "backend", "network"};
+ * case; retry: a case a crash interrupted is queued again, as an asynchronous execution's), and
+ * what a case may. */
+static const char *const program_fields[] = {"language",   "code",           "files",
+                                             "entrypoint", "compile_limits", "env",
+                                             "backend",    "network",        "retry"};
 static const char *const case_fields[] = {"stdin", "args", "limits", "expected_stdout"};
 
 /* What GET's fields= may name (a case's result's members; index is always there). */

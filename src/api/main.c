@@ -185,13 +185,11 @@ static void config_arrived(void *ctx, const char *text, size_t size)
                          err.message);
 }
 
-/* The fleet's store when [store] has a url (quota_pg.h), in *fleet; NULL without one. */
+/* The fleet's store of a [store] url: its quotas (quota_pg.h) in *fleet and its audit store in
+ * *audit. */
 static int open_fleet_store(const struct sbx_config *config, struct sbx_quota_pg **fleet,
-                            struct sbx_error *err)
+                            struct sbx_audit **audit, struct sbx_error *err)
 {
-        *fleet = NULL;
-        if (config->store.url == NULL)
-                return 0;
         char host[256] = "";
         const char *node = config->store.node;
         if (node == NULL) {
@@ -205,20 +203,18 @@ static int open_fleet_store(const struct sbx_config *config, struct sbx_quota_pg
                         longest_window_s = config->tiers[i].cpu_window_s;
         if (sbx_quota_pg_open(&config->store, node, longest_window_s, fleet, err) < 0)
                 return -1;
-        sbx_info("store: quotas are fleet-wide in PostgreSQL, this node is '%s'", node);
+        *audit = sbx_audit_open_shared(sbx_quota_pg_store(*fleet), node, err);
+        if (*audit == NULL)
+                return sbx_error_prefix(err, "audit store");
+        sbx_info("store: quotas and records are fleet-wide in PostgreSQL, this node is '%s'", node);
         return 0;
 }
 
-/* Serves with config (moved into the live configuration). */
+/* Serves with config (moved into the live configuration); fleet is NULL without a store. */
 static int serve(struct sbx_config *config, const char *config_path, const uint8_t *local_digest,
-                 struct sbx_audit *audit, const sigset_t *signals)
+                 struct sbx_audit *audit, struct sbx_quota_pg *fleet, const sigset_t *signals)
 {
         struct sbx_error err = {0};
-        struct sbx_quota_pg *fleet = NULL;
-        if (open_fleet_store(config, &fleet, &err) < 0) {
-                fprintf(stderr, "sandboxd-api: %s\n", err.message);
-                return 1;
-        }
         _cleanup_free_ const char **tenants = calloc(config->n_tenants + 1, sizeof(*tenants));
         if (tenants == NULL)
                 return 1;
@@ -273,7 +269,6 @@ static int serve(struct sbx_config *config, const char *config_path, const uint8
         sbx_sessions_free(sessions);
         sbx_live_config_free(live);
         sbx_quota_free(quota);
-        sbx_quota_pg_close(fleet);
         sbx_metrics_free(metrics);
         return rc;
 }
@@ -332,8 +327,14 @@ int main(int argc, char **argv)
                 fprintf(stderr, "sandboxd-api: config: %s\n", err.message);
                 return 78;
         }
-        struct sbx_audit *audit = sbx_audit_open(config.server.data_dir, &err);
-        if (audit == NULL) {
+        /* A node's own audit store is opened while root (its file in the data directory); a
+         * fleet's, in its PostgreSQL, once the privileges are dropped: opening it starts the
+         * heartbeat's thread, and a thread started before the drop would keep every capability
+         * (they are a thread's own). */
+        struct sbx_quota_pg *fleet = NULL;
+        struct sbx_audit *audit = NULL;
+        if (config.store.url == NULL &&
+            (audit = sbx_audit_open(config.server.data_dir, &err)) == NULL) {
                 fprintf(stderr, "sandboxd-api: audit store: %s\n", err.message);
                 sbx_config_free(&config);
                 return 1;
@@ -344,12 +345,15 @@ int main(int argc, char **argv)
         struct sbx_recovery recovery;
         if (drop_privileges(config.server.api_uid, &err) < 0)
                 fprintf(stderr, "sandboxd-api: drop privileges: %s\n", err.message);
+        else if (audit == NULL && open_fleet_store(&config, &fleet, &audit, &err) < 0)
+                fprintf(stderr, "sandboxd-api: %s\n", err.message);
         else if (sbx_api_recover(audit, spool_dir, config.server.store_output, &recovery, &err) < 0)
                 fprintf(stderr, "sandboxd-api: recover: %s\n", err.message);
         else
-                rc = serve(&config, config_path, create_local ? local_digest : NULL, audit,
+                rc = serve(&config, config_path, create_local ? local_digest : NULL, audit, fleet,
                            &signals);
         sbx_audit_close(audit);
+        sbx_quota_pg_close(fleet);
         sbx_config_free(&config);
         return rc;
 }

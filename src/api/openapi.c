@@ -147,7 +147,7 @@ static const char openapi_template[] = JSON_TEXT(
       "post": {
         "operationId": "createBatch",
         "summary": "Queue many executions at once: test cases of one program, or a list of executions.",
-        "description": "{program, cases, compare}: each case runs the program (language, code or files and entrypoint, compile_limits, env, backend) with its stdin, args and limits in a fresh sandbox, and is judged against its expected_stdout with compare (exact, trim: trailing whitespace of lines and trailing blank lines aside, tokens; default trim): accepted, wrong_answer, or the run's own status (timeout, memory_limit, compile_error, ...). A compiled program compiles once (its first case runs first; the others take the artifact from the compile cache). Every case must be valid, or the batch is refused with the offending cases[i].field or program.field. {executions: [...]}: independent POST /v1/executions bodies, each validated on its own: the invalid ones are answered in rejected, the others run (none valid: 400 with rejected). All of a batch is committed to the queue in one transaction before the 202; its executions count against the tenant's max_queued and run as asynchronous executions do.",
+        "description": "{program, cases, compare}: each case runs the program (language, code or files and entrypoint, compile_limits, env, backend, network, retry) with its stdin, args and limits in a fresh sandbox, and is judged against its expected_stdout with compare (exact, trim: trailing whitespace of lines and trailing blank lines aside, tokens; default trim): accepted, wrong_answer, or the run's own status (timeout, memory_limit, compile_error, ...). A compiled program compiles once (its first case runs first; the others take the artifact from the compile cache). Every case must be valid, or the batch is refused with the offending cases[i].field or program.field. {executions: [...]}: independent POST /v1/executions bodies, each validated on its own: the invalid ones are answered in rejected, the others run (none valid: 400 with rejected). All of a batch is committed to the queue in one transaction before the 202; its executions count against the tenant's max_queued and run as asynchronous executions do.",
         "requestBody": {
           "required": true,
           "content": {"application/json": {"schema": {"$ref": "#/components/schemas/BatchRequest"}}}
@@ -1064,7 +1064,7 @@ static const char openapi_template[] = JSON_TEXT(
             "additionalProperties": false,
             "required": ["program", "cases"],
             "properties": {
-              "program": {"type": "object", "description": "A POST /v1/executions body's language, code or files and entrypoint, compile_limits, env, backend, network."},
+              "program": {"type": "object", "description": "A POST /v1/executions body's language, code or files and entrypoint, compile_limits, env, backend, network, retry (a case that a crash or its node's death interrupted is queued again instead of ending as internal_error)."},
               "cases": {
                 "type": "array", "minItems": 1, "maxItems": 10000,
                 "items": {

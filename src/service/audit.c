@@ -12,8 +12,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include <sqlite3.h>
-
 #include "model/result_json.h"
 #include "service/auth.h"
 #include "util/cleanup.h"
@@ -164,6 +162,11 @@ static const char *const audit_migrations[] = {
          * usage, cached, ...), so that a queued execution's compiler message outlives its run;
          * its output under the same rule as the run's. */
         "ALTER TABLE executions ADD COLUMN compile TEXT;",
+        /* 9: the node an execution ran on and a session lives on (PostgreSQL's store is a
+         * fleet's: a node's start ends its own, not the others'). A node's own store leaves it
+         * NULL. */
+        ("ALTER TABLE executions ADD COLUMN node TEXT;"
+         "ALTER TABLE sessions ADD COLUMN node TEXT;"),
 };
 
 _Static_assert(SBX_ARRAY_SIZE(audit_migrations) == SBX_AUDIT_SCHEMA_VERSION,
@@ -244,13 +247,6 @@ static const enum column outcome_columns[] = {
         COLUMN_STDERR_SHA256, COLUMN_STDOUT,       COLUMN_STDERR,       COLUMN_COMPILE,
 };
 
-/* An id whose outcome is on its way (sbx_audit_outcome_coming). */
-static int audit_sqlite_error(struct sbx_error *err, sqlite3 *db, const char *what)
-{
-        return sbx_error_set(err, 0, "audit: %s: %s", what,
-                             db ? sqlite3_errmsg(db) : "out of memory");
-}
-
 int sbx_audit_sha256_hex(const void *data, size_t size, char hex[SBX_AUDIT_SHA256_HEX_SIZE],
                          struct sbx_error *err)
 {
@@ -280,85 +276,6 @@ static int audit_create_file(const char *path, struct sbx_error *err)
         return 0;
 }
 
-/* The single integer a PRAGMA query answers (user_version), or -1 with err. */
-static int audit_pragma_integer(sqlite3 *db, const char *sql, int64_t *value, struct sbx_error *err)
-{
-        sqlite3_stmt *statement = NULL;
-        if (sqlite3_prepare_v2(db, sql, -1, &statement, NULL) != SQLITE_OK)
-                return audit_sqlite_error(err, db, sql);
-        int rc = sqlite3_step(statement);
-        if (rc == SQLITE_ROW)
-                *value = sqlite3_column_int64(statement, 0);
-        sqlite3_finalize(statement);
-        if (rc != SQLITE_ROW)
-                return audit_sqlite_error(err, db, sql);
-        return 0;
-}
-
-/* WAL must be switched on outside a transaction, and SQLite answers with the mode it really
- * chose (it keeps "memory" or "delete" on file systems without shared memory), so check it. */
-static int audit_enable_wal(sqlite3 *db, struct sbx_error *err)
-{
-        sqlite3_stmt *statement = NULL;
-        if (sqlite3_prepare_v2(db, "PRAGMA journal_mode=WAL", -1, &statement, NULL) != SQLITE_OK)
-                return audit_sqlite_error(err, db, "PRAGMA journal_mode=WAL");
-        int rc = sqlite3_step(statement);
-        const unsigned char *mode = rc == SQLITE_ROW ? sqlite3_column_text(statement, 0) : NULL;
-        bool wal = mode != NULL && strcmp((const char *)mode, "wal") == 0;
-        sqlite3_finalize(statement);
-        if (rc != SQLITE_ROW)
-                return audit_sqlite_error(err, db, "PRAGMA journal_mode=WAL");
-        if (!wal)
-                return sbx_error_set(err, 0, "audit: the database refused WAL mode");
-        return 0;
-}
-
-/* Brings the schema to SBX_AUDIT_SCHEMA_VERSION. BEGIN IMMEDIATE takes the write lock before
- * user_version is read, so two processes opening the same file at once cannot both apply a
- * step; all steps and the new user_version commit together or not at all. */
-static int audit_migrate(sqlite3 *db, struct sbx_error *err)
-{
-        if (sqlite3_exec(db, "BEGIN IMMEDIATE", NULL, NULL, NULL) != SQLITE_OK)
-                return audit_sqlite_error(err, db, "begin migration");
-        int64_t version = 0;
-        if (audit_pragma_integer(db, "PRAGMA user_version", &version, err) < 0)
-                goto rollback;
-        if (version < 0 || version > SBX_AUDIT_SCHEMA_VERSION) {
-                sbx_error_set(err, 0,
-                              "audit: schema version %lld is not one this sandboxd knows "
-                              "(0 to %d): written by a newer version?",
-                              (long long)version, SBX_AUDIT_SCHEMA_VERSION);
-                goto rollback;
-        }
-        for (int64_t step = version; step < SBX_AUDIT_SCHEMA_VERSION; step++) {
-                if (sqlite3_exec(db, audit_migrations[step], NULL, NULL, NULL) != SQLITE_OK) {
-                        char what[64];
-                        snprintf(what, sizeof(what), "migration to version %lld",
-                                 (long long)step + 1);
-                        audit_sqlite_error(err, db, what);
-                        goto rollback;
-                }
-        }
-        if (version < SBX_AUDIT_SCHEMA_VERSION) {
-                char sql[64];
-                snprintf(sql, sizeof(sql), "PRAGMA user_version = %d", SBX_AUDIT_SCHEMA_VERSION);
-                if (sqlite3_exec(db, sql, NULL, NULL, NULL) != SQLITE_OK) {
-                        audit_sqlite_error(err, db, sql);
-                        goto rollback;
-                }
-                sbx_info("audit: schema migrated from version %lld to %d", (long long)version,
-                         SBX_AUDIT_SCHEMA_VERSION);
-        }
-        if (sqlite3_exec(db, "COMMIT", NULL, NULL, NULL) != SQLITE_OK) {
-                audit_sqlite_error(err, db, "commit migration");
-                goto rollback;
-        }
-        return 0;
-rollback:
-        sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
-        return -1;
-}
-
 /* Appends printf-style text to buf (size bytes, NUL-terminated); false when it does not fit. */
 static bool append(char *buf, size_t size, const char *fmt, ...)
         __attribute__((format(printf, 3, 4)));
@@ -373,67 +290,55 @@ static bool append(char *buf, size_t size, const char *fmt, ...)
         return n >= 0 && (size_t)n < size - len;
 }
 
-static int audit_prepare(struct sbx_audit *audit, const char *sql, sqlite3_stmt **statement,
-                         struct sbx_error *err)
+/* Builds the statements from audit_columns and the column lists above, so that the statements,
+ * the binding and the fetch loop share one column numbering: parameter ?N is column N-1. The
+ * node is the parameter after the columns. */
+static int audit_make_statements(struct sbx_audit *audit, struct sbx_error *err)
 {
-        /* PERSISTENT: the statements live as long as the connection. */
-        if (sqlite3_prepare_v3(audit->db, sql, -1, SQLITE_PREPARE_PERSISTENT, statement, NULL) !=
-            SQLITE_OK)
-                return audit_sqlite_error(err, audit->db, sql);
-        return 0;
-}
-
-/* Builds every statement from audit_columns and the column lists above, so that the statements,
- * the binding and the fetch loop share one column numbering: parameter ?N is column N-1. */
-static int audit_prepare_statements(struct sbx_audit *audit, struct sbx_error *err)
-{
-        char begin[512] = "INSERT INTO executions (";
         char values[256] = ") VALUES (";
+        snprintf(audit->begin_sql, sizeof(audit->begin_sql), "INSERT INTO executions (");
         bool fits = true;
         for (size_t i = 0; i < SBX_ARRAY_SIZE(begin_columns); i++) {
-                const char *separator = i + 1 < SBX_ARRAY_SIZE(begin_columns) ? ", " : "";
-                fits &= append(begin, sizeof(begin), "%s%s", audit_columns[begin_columns[i]].name,
-                               separator);
-                fits &= append(values, sizeof(values), "?%d%s", (int)begin_columns[i] + 1,
-                               separator);
+                fits &= append(audit->begin_sql, sizeof(audit->begin_sql), "%s, ",
+                               audit_columns[begin_columns[i]].name);
+                fits &= append(values, sizeof(values), "?%d, ", (int)begin_columns[i] + 1);
         }
-        fits &= append(begin, sizeof(begin), "%s)", values);
+        fits &= append(audit->begin_sql, sizeof(audit->begin_sql), "node%s?%d)", values,
+                       COLUMN_COUNT + 1);
 
-        char finish[1024] = "UPDATE executions SET ";
+        snprintf(audit->finish_sql, sizeof(audit->finish_sql), "UPDATE executions SET ");
         for (size_t i = 0; i < SBX_ARRAY_SIZE(outcome_columns); i++)
-                fits &= append(finish, sizeof(finish), "%s = ?%d%s",
+                fits &= append(audit->finish_sql, sizeof(audit->finish_sql), "%s = ?%d%s",
                                audit_columns[outcome_columns[i]].name, (int)outcome_columns[i] + 1,
                                i + 1 < SBX_ARRAY_SIZE(outcome_columns) ? ", " : "");
-        fits &= append(finish, sizeof(finish), " WHERE id = ?1 AND status = '%s'",
-                       SBX_AUDIT_STATUS_RUNNING);
+        fits &= append(audit->finish_sql, sizeof(audit->finish_sql),
+                       " WHERE id = ?1 AND status = '%s'", SBX_AUDIT_STATUS_RUNNING);
 
-        char select[1024] = "SELECT ";
+        snprintf(audit->select_sql, sizeof(audit->select_sql), "SELECT ");
         for (size_t i = 0; i < COLUMN_COUNT; i++)
-                fits &= append(select, sizeof(select), "%s%s", audit_columns[i].name,
-                               i + 1 < COLUMN_COUNT ? ", " : "");
-        /* The same columns, the most recent first: its own statement text, from select's. */
-        char recent[1024];
-        snprintf(recent, sizeof(recent), "%s", select);
-        fits &= append(select, sizeof(select), " FROM executions WHERE tenant = ?1 AND id = ?2");
-        fits &= append(recent, sizeof(recent),
+                fits &= append(audit->select_sql, sizeof(audit->select_sql), "%s%s",
+                               audit_columns[i].name, i + 1 < COLUMN_COUNT ? ", " : "");
+        /* The same columns, the most recent first (rowid: the order of the inserts; the
+         * PostgreSQL table has a column of that name). */
+        snprintf(audit->recent_sql, sizeof(audit->recent_sql), "%s", audit->select_sql);
+        fits &= append(audit->select_sql, sizeof(audit->select_sql),
+                       " FROM executions WHERE tenant = ?1 AND id = ?2");
+        fits &= append(audit->recent_sql, sizeof(audit->recent_sql),
                        " FROM executions WHERE tenant = ?1 AND created_at < ?2"
                        " ORDER BY created_at DESC, rowid DESC LIMIT ?3");
         if (!fits)
                 return sbx_error_set(err, ENAMETOOLONG, "audit: a statement is too long");
-
-        static const char forget[] =
-                "DELETE FROM executions WHERE id = ?1 AND status = '" SBX_AUDIT_STATUS_RUNNING "'";
-        static const char interrupt[] =
-                "UPDATE executions SET status = 'internal_error', error = ?1, finished_at = ?2 "
-                "WHERE status = '" SBX_AUDIT_STATUS_RUNNING "'";
-        if (audit_prepare(audit, begin, &audit->begin, err) < 0 ||
-            audit_prepare(audit, finish, &audit->finish, err) < 0 ||
-            audit_prepare(audit, forget, &audit->forget, err) < 0 ||
-            audit_prepare(audit, interrupt, &audit->interrupt, err) < 0 ||
-            audit_prepare(audit, select, &audit->select, err) < 0 ||
-            audit_prepare(audit, recent, &audit->recent, err) < 0)
-                return -1;
         return 0;
+}
+
+static struct sbx_audit *audit_new(void)
+{
+        struct sbx_audit *audit = calloc(1, sizeof(*audit));
+        if (audit == NULL)
+                return NULL;
+        pthread_mutex_init(&audit->coming_lock, NULL);
+        sbx_cond_init_monotonic(&audit->outcome_written);
+        return audit;
 }
 
 struct sbx_audit *sbx_audit_open(const char *directory, struct sbx_error *err)
@@ -446,40 +351,31 @@ struct sbx_audit *sbx_audit_open(const char *directory, struct sbx_error *err)
         }
         if (audit_create_file(path, err) < 0)
                 return NULL;
-
-        struct sbx_audit *audit = calloc(1, sizeof(*audit));
+        struct sbx_audit *audit = audit_new();
         if (audit == NULL) {
                 sbx_error_set(err, ENOMEM, "audit: allocate");
                 return NULL;
         }
-        pthread_mutex_init(&audit->lock, NULL);
-        pthread_mutex_init(&audit->coming_lock, NULL);
-        sbx_cond_init_monotonic(&audit->outcome_written);
-        /* NOMUTEX: audit->lock already serialises every call, SQLite's own mutexes would only
-         * add cost. NOFOLLOW: as in audit_create_file(). */
-        if (sqlite3_open_v2(path, &audit->db,
-                            SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOMUTEX | SQLITE_OPEN_NOFOLLOW,
-                            NULL) != SQLITE_OK) {
-                audit_sqlite_error(err, audit->db, "open");
+        audit->sql = sbx_sql_open_sqlite(path, audit_migrations, SBX_ARRAY_SIZE(audit_migrations),
+                                         AUDIT_BUSY_TIMEOUT_MS, err);
+        if (audit->sql == NULL || audit_make_statements(audit, err) < 0) {
                 sbx_error_prefix(err, "%s", path);
                 sbx_audit_close(audit);
                 return NULL;
         }
-        sqlite3_extended_result_codes(audit->db, 1);
-        /* DEFENSIVE: no SQL this process runs may corrupt the file on purpose (writable_schema,
-         * raw page writes); the store only ever runs its own fixed statements anyway. */
-        sqlite3_db_config(audit->db, SQLITE_DBCONFIG_DEFENSIVE, 1, NULL);
-        sqlite3_busy_timeout(audit->db, AUDIT_BUSY_TIMEOUT_MS);
-        int rc = audit_enable_wal(audit->db, err);
-        if (rc == 0 &&
-            sqlite3_exec(audit->db, "PRAGMA synchronous=NORMAL", NULL, NULL, NULL) != SQLITE_OK)
-                rc = audit_sqlite_error(err, audit->db, "PRAGMA synchronous=NORMAL");
-        if (rc == 0)
-                rc = audit_migrate(audit->db, err);
-        if (rc == 0)
-                rc = audit_prepare_statements(audit, err);
-        if (rc < 0) {
-                sbx_error_prefix(err, "%s", path);
+        return audit;
+}
+
+struct sbx_audit *sbx_audit_open_shared(struct sbx_pg *pg, const char *node, struct sbx_error *err)
+{
+        struct sbx_audit *audit = audit_new();
+        if (audit == NULL || (audit->node = strdup(node)) == NULL) {
+                sbx_error_set(err, ENOMEM, "audit: allocate");
+                sbx_audit_close(audit);
+                return NULL;
+        }
+        audit->sql = sbx_sql_open_pg(pg, err);
+        if (audit->sql == NULL || audit_make_statements(audit, err) < 0) {
                 sbx_audit_close(audit);
                 return NULL;
         }
@@ -490,16 +386,7 @@ void sbx_audit_close(struct sbx_audit *audit)
 {
         if (audit == NULL)
                 return;
-        sqlite3_finalize(audit->begin);
-        sqlite3_finalize(audit->finish);
-        sqlite3_finalize(audit->forget);
-        sqlite3_finalize(audit->interrupt);
-        sqlite3_finalize(audit->select);
-        sqlite3_finalize(audit->recent);
-        /* The last connection to close checkpoints the WAL into the database and removes it. */
-        if (sqlite3_close(audit->db) != SQLITE_OK)
-                sbx_warn("audit: close: %s", sqlite3_errmsg(audit->db));
-        pthread_mutex_destroy(&audit->lock);
+        sbx_sql_close(audit->sql);
         while (audit->coming != NULL) {
                 struct coming_outcome *next = audit->coming->next;
                 free(audit->coming->id);
@@ -508,37 +395,23 @@ void sbx_audit_close(struct sbx_audit *audit)
         }
         pthread_cond_destroy(&audit->outcome_written);
         pthread_mutex_destroy(&audit->coming_lock);
+        free(audit->node);
         free(audit);
 }
 
-static int bind_text(sqlite3_stmt *statement, enum column column, const char *text)
+bool sbx_audit_shared(const struct sbx_audit *audit)
 {
-        if (text == NULL)
-                return sqlite3_bind_null(statement, (int)column + 1);
-        /* STATIC: the record outlives the step; bindings are cleared right after it. */
-        return sqlite3_bind_text(statement, (int)column + 1, text, -1, SQLITE_STATIC);
+        return sbx_sql_shared(audit->sql);
 }
 
-static int bind_json(sqlite3_stmt *statement, enum column column, const json_t *value)
+/* A JSON column's text (NULL: SQL NULL), owned by the caller; *failed when out of memory. */
+static char *json_text(const json_t *value, bool *failed)
 {
         if (value == NULL)
-                return sqlite3_bind_null(statement, (int)column + 1);
+                return NULL;
         char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (text == NULL)
-                return SQLITE_NOMEM;
-        /* SQLite owns text from here and frees it, also when binding fails. */
-        return sqlite3_bind_text(statement, (int)column + 1, text, -1, free);
-}
-
-static int bind_output(sqlite3_stmt *statement, enum column column, const void *data, size_t size,
-                       bool store)
-{
-        if (!store)
-                return sqlite3_bind_null(statement, (int)column + 1);
-        /* A NULL pointer would bind SQL NULL; empty output is an empty blob, not "not stored". */
-        if (size == 0 || data == NULL)
-                return sqlite3_bind_zeroblob(statement, (int)column + 1, 0);
-        return sqlite3_bind_blob64(statement, (int)column + 1, data, size, SQLITE_STATIC);
+        *failed |= text == NULL;
+        return text;
 }
 
 /* The output digests sbx_audit_finish stores beside the record's own fields. */
@@ -547,95 +420,146 @@ struct outcome_digests {
         char stderr_sha256[SBX_AUDIT_SHA256_HEX_SIZE];
 };
 
-/* Binds one column of record to parameter ?column+1 of s; an SQLite result code. */
-static int bind_column(sqlite3_stmt *s, enum column column, const struct sbx_audit_record *r,
-                       const struct outcome_digests *digests)
+/* The parameters of a write: value ?N+1 is column N's, a JSON column's text owned here. */
+struct record_values {
+        struct sbx_sql_value values[COLUMN_COUNT + 1]; /* the node last */
+        char *owned[COLUMN_COUNT];
+        bool failed; /* out of memory */
+};
+
+static void record_values_free(struct record_values *v)
 {
-        int parameter = (int)column + 1;
+        for (size_t i = 0; i < COLUMN_COUNT; i++)
+                free(v->owned[i]);
+}
+
+static struct sbx_sql_value output_value(const void *data, size_t size, bool store)
+{
+        if (!store)
+                return sbx_sql_blob(NULL, 0);
+        /* Empty output is an empty blob, not "not stored". */
+        return sbx_sql_blob(data != NULL ? data : "", size);
+}
+
+/* Sets the value of one column of record. */
+static void set_column(struct record_values *v, enum column column,
+                       const struct sbx_audit_record *r, const struct outcome_digests *digests)
+{
+        struct sbx_sql_value *value = &v->values[column];
         switch (column) {
         case COLUMN_ID:
-                return bind_text(s, column, r->id);
+                *value = sbx_sql_text(r->id);
+                return;
         case COLUMN_TENANT:
-                return bind_text(s, column, r->tenant);
+                *value = sbx_sql_text(r->tenant);
+                return;
         case COLUMN_CREATED_AT:
-                return sqlite3_bind_int64(s, parameter, r->created_at_ms);
+                *value = sbx_sql_int(r->created_at_ms);
+                return;
         case COLUMN_FINISHED_AT:
-                return sqlite3_bind_int64(s, parameter, r->finished_at_ms);
+                *value = sbx_sql_int(r->finished_at_ms);
+                return;
         case COLUMN_LANGUAGE:
-                return bind_text(s, column, r->language);
+                *value = sbx_sql_text(r->language);
+                return;
         case COLUMN_STATUS:
-                return bind_text(s, column, r->status);
+                *value = sbx_sql_text(r->status);
+                return;
         case COLUMN_EXIT_CODE:
-                return r->exit_code >= 0 ? sqlite3_bind_int(s, parameter, r->exit_code)
-                                         : sqlite3_bind_null(s, parameter);
+                *value = sbx_sql_int_if(r->exit_code >= 0, r->exit_code);
+                return;
         case COLUMN_SIGNAL:
-                return r->signal > 0 ? sqlite3_bind_int(s, parameter, r->signal)
-                                     : sqlite3_bind_null(s, parameter);
+                *value = sbx_sql_int_if(r->signal > 0, r->signal);
+                return;
         case COLUMN_ERROR:
-                return bind_text(s, column, r->error);
+                *value = sbx_sql_text(r->error);
+                return;
         case COLUMN_REQUESTED:
-                return bind_json(s, column, r->requested);
         case COLUMN_EFFECTIVE:
-                return bind_json(s, column, r->effective);
         case COLUMN_CLAMPED:
-                return bind_json(s, column, r->clamped);
         case COLUMN_USAGE:
-                return bind_json(s, column, r->usage);
         case COLUMN_EVIDENCE:
-                return bind_json(s, column, r->evidence);
         case COLUMN_TIMING:
-                return bind_json(s, column, r->timing);
-        case COLUMN_STDOUT_BYTES:
-                return sqlite3_bind_int64(s, parameter, (sqlite3_int64)r->stdout_size);
-        case COLUMN_STDERR_BYTES:
-                return sqlite3_bind_int64(s, parameter, (sqlite3_int64)r->stderr_size);
-        case COLUMN_STDOUT_SHA256:
-                return bind_text(s, column, digests->stdout_sha256);
-        case COLUMN_STDERR_SHA256:
-                return bind_text(s, column, digests->stderr_sha256);
-        case COLUMN_STDOUT:
-                return bind_output(s, column, r->stdout_data, r->stdout_size, r->store_output);
-        case COLUMN_STDERR:
-                return bind_output(s, column, r->stderr_data, r->stderr_size, r->store_output);
-        case COLUMN_COMPILE:
-                return bind_json(s, column, r->compile);
-        case COLUMN_COUNT:
-                break;
+        case COLUMN_COMPILE: {
+                const json_t *json = column == COLUMN_REQUESTED   ? r->requested
+                                     : column == COLUMN_EFFECTIVE ? r->effective
+                                     : column == COLUMN_CLAMPED   ? r->clamped
+                                     : column == COLUMN_USAGE     ? r->usage
+                                     : column == COLUMN_EVIDENCE  ? r->evidence
+                                     : column == COLUMN_TIMING    ? r->timing
+                                                                  : r->compile;
+                v->owned[column] = json_text(json, &v->failed);
+                *value = sbx_sql_text(v->owned[column]);
+                return;
         }
-        return SQLITE_MISUSE;
+        case COLUMN_STDOUT_BYTES:
+                *value = sbx_sql_int((int64_t)r->stdout_size);
+                return;
+        case COLUMN_STDERR_BYTES:
+                *value = sbx_sql_int((int64_t)r->stderr_size);
+                return;
+        case COLUMN_STDOUT_SHA256:
+                *value = sbx_sql_text(digests->stdout_sha256);
+                return;
+        case COLUMN_STDERR_SHA256:
+                *value = sbx_sql_text(digests->stderr_sha256);
+                return;
+        case COLUMN_STDOUT:
+                *value = output_value(r->stdout_data, r->stdout_size, r->store_output);
+                return;
+        case COLUMN_STDERR:
+                *value = output_value(r->stderr_data, r->stderr_size, r->store_output);
+                return;
+        case COLUMN_COUNT:
+                return;
+        }
 }
 
-/* Binds the columns of statement s, steps it and resets it; the caller holds the lock. Returns
- * the number of rows it changed, or -1 with err (what names the statement in the message). */
-static int audit_write_locked(struct sbx_audit *audit, sqlite3_stmt *s, const enum column *columns,
-                              size_t n_columns, const struct sbx_audit_record *record,
-                              const struct outcome_digests *digests, const char *what,
-                              struct sbx_error *err)
+/* Runs the write sql with the record's columns (every parameter up to the highest one used;
+ * node, which may be NULL, as the last when node_too) on conn. The rows it changed, or -1 with err.
+ */
+static int audit_write_on(struct sbx_sql_conn *conn, const char *sql, const enum column *columns,
+                          size_t n_columns, const struct sbx_audit_record *record,
+                          const struct outcome_digests *digests, bool node_too, const char *node,
+                          const char *what, struct sbx_error *err)
 {
-        int rc = SQLITE_OK;
-        for (size_t i = 0; i < n_columns && rc == SQLITE_OK; i++)
-                rc = bind_column(s, columns[i], record, digests);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_step(s);
-        int result = rc == SQLITE_DONE ? sqlite3_changes(audit->db) : -1;
-        if (rc != SQLITE_DONE)
-                sbx_error_set(err, 0, "audit: %s execution %s: %s", what,
-                              record->id ? record->id : "", sqlite3_errstr(rc));
-        sqlite3_reset(s);
-        sqlite3_clear_bindings(s);
-        return result;
+        struct record_values v = {0};
+        for (size_t i = 0; i < COLUMN_COUNT; i++)
+                v.values[i] = sbx_sql_text(NULL);
+        size_t n = 0;
+        for (size_t i = 0; i < n_columns; i++) {
+                set_column(&v, columns[i], record, digests);
+                if ((size_t)columns[i] + 1 > n)
+                        n = (size_t)columns[i] + 1;
+        }
+        if (node_too) {
+                v.values[COLUMN_COUNT] = sbx_sql_text(node);
+                n = COLUMN_COUNT + 1;
+        }
+        uint64_t changes = 0;
+        int rc = -1;
+        if (v.failed)
+                sbx_error_set(err, ENOMEM, "audit: %s execution %s", what,
+                              record->id ? record->id : "");
+        else
+                rc = sbx_sql_run(conn, sql, v.values, n, NULL, NULL, &changes, what, err);
+        record_values_free(&v);
+        if (rc < 0)
+                return sbx_error_prefix(err, "execution %s", record->id ? record->id : "");
+        return (int)changes;
 }
 
-/* audit_write_locked under the lock. */
-static int audit_write(struct sbx_audit *audit, sqlite3_stmt *s, const enum column *columns,
+/* audit_write_on a connection held for it. */
+static int audit_write(struct sbx_audit *audit, const char *sql, const enum column *columns,
                        size_t n_columns, const struct sbx_audit_record *record,
-                       const struct outcome_digests *digests, const char *what,
+                       const struct outcome_digests *digests, bool node_too, const char *what,
                        struct sbx_error *err)
 {
-        pthread_mutex_lock(&audit->lock);
-        int result = audit_write_locked(audit, s, columns, n_columns, record, digests, what, err);
-        pthread_mutex_unlock(&audit->lock);
-        return result;
+        struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
+        int rc = audit_write_on(conn, sql, columns, n_columns, record, digests, node_too,
+                                audit->node, what, err);
+        sbx_sql_let_go(conn);
+        return rc;
 }
 
 int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *record,
@@ -645,20 +569,22 @@ int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *reco
                 return sbx_error_set(err, EINVAL, "audit: record lacks id, tenant or language");
         struct sbx_audit_record running = *record;
         running.status = SBX_AUDIT_STATUS_RUNNING;
-        int rc = audit_write(audit, audit->begin, begin_columns, SBX_ARRAY_SIZE(begin_columns),
-                             &running, NULL, "begin", err);
+        int rc = audit_write(audit, audit->begin_sql, begin_columns, SBX_ARRAY_SIZE(begin_columns),
+                             &running, NULL, true, "begin", err);
         return rc < 0 ? -1 : 0;
 }
 
-int sbx_audit_begin_queued_locked(struct sbx_audit *audit, const struct sbx_audit_record *record,
-                                  struct sbx_error *err)
+int sbx_audit_begin_queued_on(struct sbx_audit *audit, struct sbx_sql_conn *conn,
+                              const struct sbx_audit_record *record, struct sbx_error *err)
 {
         if (record->id == NULL || record->tenant == NULL || record->language == NULL)
                 return sbx_error_set(err, EINVAL, "audit: record lacks id, tenant or language");
         struct sbx_audit_record queued = *record;
         queued.status = SBX_AUDIT_STATUS_QUEUED;
-        int rc = audit_write_locked(audit, audit->begin, begin_columns,
-                                    SBX_ARRAY_SIZE(begin_columns), &queued, NULL, "queue", err);
+        /* No node: whichever node takes it runs it. */
+        int rc =
+                audit_write_on(conn, audit->begin_sql, begin_columns, SBX_ARRAY_SIZE(begin_columns),
+                               &queued, NULL, true, NULL, "queue", err);
         return rc < 0 ? -1 : 0;
 }
 
@@ -731,8 +657,8 @@ static int audit_finish_written(struct sbx_audit *audit, const struct sbx_audit_
         enum column columns[SBX_ARRAY_SIZE(outcome_columns) + 1];
         memcpy(columns, outcome_columns, sizeof(outcome_columns));
         columns[SBX_ARRAY_SIZE(outcome_columns)] = COLUMN_ID;
-        int rc = audit_write(audit, audit->finish, columns, SBX_ARRAY_SIZE(columns), record,
-                             &digests, "finish", err);
+        int rc = audit_write(audit, audit->finish_sql, columns, SBX_ARRAY_SIZE(columns), record,
+                             &digests, false, "finish", err);
         return rc < 0 ? -1 : rc > 0;
 }
 
@@ -791,67 +717,62 @@ int sbx_audit_finish_result(struct sbx_audit *audit, const struct sbx_result *re
 
 int sbx_audit_forget(struct sbx_audit *audit, const char *id, struct sbx_error *err)
 {
-        const struct sbx_audit_record record = {.id = id};
-        static const enum column columns[] = {COLUMN_ID};
-        int rc = audit_write(audit, audit->forget, columns, 1, &record, NULL, "forget", err);
-        return rc < 0 ? -1 : rc > 0;
+        const struct sbx_sql_value values[] = {sbx_sql_text(id)};
+        uint64_t changes = 0;
+        if (sbx_sql_exec(
+                    audit->sql,
+                    "DELETE FROM executions WHERE id = ?1 AND status = '" SBX_AUDIT_STATUS_RUNNING
+                    "'",
+                    values, SBX_ARRAY_SIZE(values), NULL, NULL, &changes, "forget", err) < 0)
+                return -1;
+        return changes > 0;
 }
 
 int sbx_audit_interrupt_running(struct sbx_audit *audit, const char *error, int64_t finished_at_ms,
                                 uint64_t *count, struct sbx_error *err)
 {
         *count = 0;
-        pthread_mutex_lock(&audit->lock);
-        int rc = sqlite3_bind_text(audit->interrupt, 1, error, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_int64(audit->interrupt, 2, finished_at_ms);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_step(audit->interrupt);
-        int result = 0;
-        if (rc == SQLITE_DONE)
-                *count = (uint64_t)sqlite3_changes(audit->db);
-        else
-                result = sbx_error_set(err, 0, "audit: interrupt running executions: %s",
-                                       sqlite3_errstr(rc));
-        sqlite3_reset(audit->interrupt);
-        sqlite3_clear_bindings(audit->interrupt);
-        pthread_mutex_unlock(&audit->lock);
-        return result;
+        /* A fleet's store: this node's own only (the others' are theirs, or the survivors' when
+         * a node died: sbx_audit_reap). */
+        const struct sbx_sql_value values[] = {sbx_sql_text(error), sbx_sql_int(finished_at_ms),
+                                               sbx_sql_text(audit->node)};
+        return sbx_sql_exec(audit->sql,
+                            "UPDATE executions SET status = 'internal_error', error = ?1, "
+                            "finished_at = ?2 WHERE status = '" SBX_AUDIT_STATUS_RUNNING
+                            "' AND (?3 IS NULL OR node = ?3)",
+                            values, SBX_ARRAY_SIZE(values), NULL, NULL, count,
+                            "interrupt running executions", err);
 }
 
-/* Column i of the current row of statement as a JSON value; NULL (not json null) on failure. */
-static json_t *audit_column_json(sqlite3_stmt *statement, int i, struct sbx_error *err)
+/* Column i of row as a JSON value; NULL (not json null) on failure. */
+static json_t *audit_column_json(struct sbx_sql_row *row, int i, struct sbx_error *err)
 {
-        if (sqlite3_column_type(statement, i) == SQLITE_NULL)
+        if (sbx_sql_is_null(row, i))
                 return json_null();
         json_t *value = NULL;
-        /* Each kind reads the pointer first, then the size: the order sqlite3_column_bytes()
-         * requires, since reading the pointer may convert the value. */
+        size_t size = 0;
         switch (audit_columns[i].kind) {
         case COLUMN_INTEGER:
-                value = json_integer(sqlite3_column_int64(statement, i));
+                value = json_integer(sbx_sql_column_int(row, i));
                 break;
         case COLUMN_TEXT: {
-                const unsigned char *text = sqlite3_column_text(statement, i);
-                value = json_stringn((const char *)text,
-                                     (size_t)sqlite3_column_bytes(statement, i));
+                const char *text = sbx_sql_column_text(row, i, &size);
+                value = json_stringn(text, size);
                 break;
         }
         case COLUMN_JSON: {
-                const unsigned char *text = sqlite3_column_text(statement, i);
-                size_t size = (size_t)sqlite3_column_bytes(statement, i);
+                const char *text = sbx_sql_column_text(row, i, &size);
                 json_error_t json_error;
-                value = json_loadb((const char *)text, size, JSON_DECODE_ANY, &json_error);
+                value = json_loadb(text, size, JSON_DECODE_ANY, &json_error);
                 if (value == NULL)
                         sbx_error_set(err, 0, "audit: column %s is not JSON: %s",
                                       audit_columns[i].name, json_error.text);
                 return value;
         }
         case COLUMN_OUTPUT: {
-                const void *data = sqlite3_column_blob(statement, i);
+                const void *data = sbx_sql_column_blob(row, i, &size);
                 /* Output is bytes; JSON strings are UTF-8 (as in the POST response). */
-                value = sbx_json_string_from_bytes(data,
-                                                   (size_t)sqlite3_column_bytes(statement, i));
+                value = sbx_json_string_from_bytes(data, size);
                 break;
         }
         }
@@ -861,7 +782,7 @@ static json_t *audit_column_json(sqlite3_stmt *statement, int i, struct sbx_erro
         return value;
 }
 
-static json_t *audit_row_json(sqlite3_stmt *statement, struct sbx_error *err)
+static json_t *audit_row_json(struct sbx_sql_row *row, struct sbx_error *err)
 {
         json_t *object = json_object();
         if (object == NULL) {
@@ -869,7 +790,7 @@ static json_t *audit_row_json(sqlite3_stmt *statement, struct sbx_error *err)
                 return NULL;
         }
         for (int i = 0; i < COLUMN_COUNT; i++) {
-                json_t *value = audit_column_json(statement, i, err);
+                json_t *value = audit_column_json(row, i, err);
                 if (value == NULL ||
                     json_object_set_new(object, audit_columns[i].name, value) < 0) {
                         json_decref(object);
@@ -881,6 +802,13 @@ static json_t *audit_row_json(sqlite3_stmt *statement, struct sbx_error *err)
         return object;
 }
 
+static int fetched_row(void *ctx, struct sbx_sql_row *row, struct sbx_error *err)
+{
+        json_t **out = ctx;
+        *out = audit_row_json(row, err);
+        return *out != NULL ? 0 : -1;
+}
+
 int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id, json_t **out,
                     struct sbx_error *err)
 {
@@ -888,24 +816,28 @@ int sbx_audit_fetch(struct sbx_audit *audit, const char *tenant, const char *id,
         if (tenant == NULL || id == NULL)
                 return 0;
         wait_for_outcome(audit, id);
-        pthread_mutex_lock(&audit->lock);
-        int result = 0;
-        int rc = sqlite3_bind_text(audit->select, 1, tenant, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_text(audit->select, 2, id, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_step(audit->select);
-        if (rc == SQLITE_ROW) {
-                *out = audit_row_json(audit->select, err);
-                result = *out != NULL ? 1 : -1;
-        } else if (rc != SQLITE_DONE) {
-                result = sbx_error_set(err, 0, "audit: fetch execution %s: %s", id,
-                                       sqlite3_errstr(rc));
+        const struct sbx_sql_value values[] = {sbx_sql_text(tenant), sbx_sql_text(id)};
+        if (sbx_sql_exec(audit->sql, audit->select_sql, values, SBX_ARRAY_SIZE(values), fetched_row,
+                         out, NULL, "fetch execution", err) < 0) {
+                json_decref(*out);
+                *out = NULL;
+                return -1;
         }
-        sqlite3_reset(audit->select);
-        sqlite3_clear_bindings(audit->select);
-        pthread_mutex_unlock(&audit->lock);
-        return result;
+        return *out != NULL;
+}
+
+static int recent_row(void *ctx, struct sbx_sql_row *row, struct sbx_error *err)
+{
+        json_t *list = ctx;
+        json_t *record = audit_row_json(row, err);
+        if (record == NULL)
+                return -1;
+        json_object_del(record, "stdout");
+        json_object_del(record, "stderr");
+        json_object_del(record, "compile");
+        if (json_array_append_new(list, record) < 0)
+                return sbx_error_set(err, ENOMEM, "audit: recent executions");
+        return 0;
 }
 
 int sbx_audit_recent(struct sbx_audit *audit, const char *tenant, int64_t before_ms, unsigned limit,
@@ -914,118 +846,46 @@ int sbx_audit_recent(struct sbx_audit *audit, const char *tenant, int64_t before
         *out = json_array();
         if (*out == NULL)
                 return sbx_error_set(err, ENOMEM, "audit: out of memory");
-        pthread_mutex_lock(&audit->lock);
-        sqlite3_stmt *s = audit->recent;
-        int rc = sqlite3_bind_text(s, 1, tenant, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_int64(s, 2, before_ms);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_int64(s, 3, limit);
-        int result = 0;
-        while (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW) {
-                json_t *row = audit_row_json(s, err);
-                if (row == NULL) {
-                        result = -1;
-                        break;
-                }
-                json_object_del(row, "stdout");
-                json_object_del(row, "stderr");
-                json_object_del(row, "compile");
-                json_array_append_new(*out, row);
-                rc = SQLITE_OK;
-        }
-        if (result == 0 && rc != SQLITE_DONE)
-                result = sbx_error_set(err, 0, "audit: recent executions: %s", sqlite3_errstr(rc));
-        sqlite3_reset(s);
-        sqlite3_clear_bindings(s);
-        pthread_mutex_unlock(&audit->lock);
-        if (result < 0) {
+        const struct sbx_sql_value values[] = {sbx_sql_text(tenant), sbx_sql_int(before_ms),
+                                               sbx_sql_int(limit)};
+        if (sbx_sql_exec(audit->sql, audit->recent_sql, values, SBX_ARRAY_SIZE(values), recent_row,
+                         *out, NULL, "recent executions", err) < 0) {
                 json_decref(*out);
                 *out = NULL;
+                return -1;
         }
-        return result;
+        return 0;
 }
 
 /* ---- Sessions ---- */
-
-/* Binds value (may be NULL) as compact JSON text to parameter index of statement. */
-static int bind_session_json(sqlite3_stmt *statement, int index, const json_t *value)
-{
-        if (value == NULL)
-                return sqlite3_bind_null(statement, index);
-        char *text = json_dumps(value, JSON_COMPACT | JSON_ENCODE_ANY);
-        if (text == NULL)
-                return SQLITE_NOMEM;
-        return sqlite3_bind_text(statement, index, text, -1, free);
-}
-
-int sbx_audit_statement(struct sbx_audit *audit, const char *sql, const char *what,
-                        int (*bind)(sqlite3_stmt *, const void *), const void *ctx,
-                        struct sbx_error *err)
-{
-        pthread_mutex_lock(&audit->lock);
-        sqlite3_stmt *statement = NULL;
-        int rc = sqlite3_prepare_v2(audit->db, sql, -1, &statement, NULL);
-        if (rc == SQLITE_OK)
-                rc = bind(statement, ctx);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_step(statement);
-        int changes = rc == SQLITE_DONE ? sqlite3_changes(audit->db) : -1;
-        if (rc != SQLITE_DONE)
-                sbx_error_set(err, 0, "audit: %s: %s", what, sqlite3_errstr(rc));
-        sqlite3_finalize(statement);
-        pthread_mutex_unlock(&audit->lock);
-        return changes;
-}
-
-static int bind_session_begin(sqlite3_stmt *statement, const void *ctx)
-{
-        const struct sbx_audit_session *session = ctx;
-        int rc = sqlite3_bind_text(statement, 1, session->id, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_text(statement, 2, session->tenant, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_text(statement, 3, session->language, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_int64(statement, 4, session->created_at_ms);
-        if (rc == SQLITE_OK)
-                rc = bind_session_json(statement, 5, session->requested);
-        if (rc == SQLITE_OK)
-                rc = bind_session_json(statement, 6, session->effective);
-        if (rc == SQLITE_OK)
-                rc = bind_session_json(statement, 7, session->clamped);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_text(statement, 8, session->kind ? session->kind : "session", -1,
-                                       SQLITE_STATIC);
-        return rc;
-}
 
 int sbx_audit_session_begin(struct sbx_audit *audit, const struct sbx_audit_session *session,
                             struct sbx_error *err)
 {
         if (session->id == NULL || session->tenant == NULL || session->language == NULL)
                 return sbx_error_set(err, EINVAL, "audit: a session needs id, tenant, language");
-        int rc = sbx_audit_statement(audit,
-                                     "INSERT INTO sessions (id, tenant, language, created_at, "
-                                     "requested, effective, clamped, kind) VALUES (?1, ?2, ?3, ?4, "
-                                     "?5, ?6, ?7, ?8)",
-                                     "begin session", bind_session_begin, session, err);
-        return rc < 0 ? -1 : 0;
-}
-
-static int bind_session_end(sqlite3_stmt *statement, const void *ctx)
-{
-        const struct sbx_audit_session *session = ctx;
-        int rc = sqlite3_bind_text(statement, 1, session->id, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_int64(statement, 2, session->ended_at_ms);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_text(statement, 3, session->end_reason, -1, SQLITE_STATIC);
-        if (rc == SQLITE_OK)
-                rc = bind_session_json(statement, 4, session->evidence);
-        if (rc == SQLITE_OK)
-                rc = bind_session_json(statement, 5, session->summary);
-        return rc;
+        bool failed = false;
+        _cleanup_free_ char *requested = json_text(session->requested, &failed);
+        _cleanup_free_ char *effective = json_text(session->effective, &failed);
+        _cleanup_free_ char *clamped = json_text(session->clamped, &failed);
+        if (failed)
+                return sbx_error_set(err, ENOMEM, "audit: begin session");
+        const struct sbx_sql_value values[] = {
+                sbx_sql_text(session->id),
+                sbx_sql_text(session->tenant),
+                sbx_sql_text(session->language),
+                sbx_sql_int(session->created_at_ms),
+                sbx_sql_text(requested),
+                sbx_sql_text(effective),
+                sbx_sql_text(clamped),
+                sbx_sql_text(session->kind ? session->kind : "session"),
+                sbx_sql_text(audit->node),
+        };
+        return sbx_sql_exec(audit->sql,
+                            "INSERT INTO sessions (id, tenant, language, created_at, requested, "
+                            "effective, clamped, kind, node) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, "
+                            "?8, ?9)",
+                            values, SBX_ARRAY_SIZE(values), NULL, NULL, NULL, "begin session", err);
 }
 
 int sbx_audit_session_end(struct sbx_audit *audit, const struct sbx_audit_session *session,
@@ -1033,31 +893,37 @@ int sbx_audit_session_end(struct sbx_audit *audit, const struct sbx_audit_sessio
 {
         if (session->id == NULL || session->end_reason == NULL)
                 return sbx_error_set(err, EINVAL, "audit: a session's end needs id and reason");
-        int rc = sbx_audit_statement(audit,
-                                     "UPDATE sessions SET ended_at = ?2, end_reason = ?3, "
-                                     "evidence = ?4, summary = ?5 WHERE id = ?1 AND ended_at IS "
-                                     "NULL",
-                                     "end session", bind_session_end, session, err);
-        return rc < 0 ? -1 : rc > 0;
-}
-
-static int bind_interrupted(sqlite3_stmt *statement, const void *ctx)
-{
-        const struct sbx_audit_session *session = ctx;
-        int rc = sqlite3_bind_int64(statement, 1, session->ended_at_ms);
-        if (rc == SQLITE_OK)
-                rc = sqlite3_bind_text(statement, 2, session->end_reason, -1, SQLITE_STATIC);
-        return rc;
+        bool failed = false;
+        _cleanup_free_ char *evidence = json_text(session->evidence, &failed);
+        _cleanup_free_ char *summary = json_text(session->summary, &failed);
+        if (failed)
+                return sbx_error_set(err, ENOMEM, "audit: end session");
+        const struct sbx_sql_value values[] = {
+                sbx_sql_text(session->id),
+                sbx_sql_int(session->ended_at_ms),
+                sbx_sql_text(session->end_reason),
+                sbx_sql_text(evidence),
+                sbx_sql_text(summary),
+        };
+        uint64_t changes = 0;
+        if (sbx_sql_exec(audit->sql,
+                         "UPDATE sessions SET ended_at = ?2, end_reason = ?3, evidence = ?4, "
+                         "summary = ?5 WHERE id = ?1 AND ended_at IS NULL",
+                         values, SBX_ARRAY_SIZE(values), NULL, NULL, &changes, "end session",
+                         err) < 0)
+                return -1;
+        return changes > 0;
 }
 
 int sbx_audit_end_open_sessions(struct sbx_audit *audit, const char *reason, int64_t ended_at_ms,
                                 uint64_t *count, struct sbx_error *err)
 {
-        const struct sbx_audit_session ended = {.ended_at_ms = ended_at_ms, .end_reason = reason};
-        int rc = sbx_audit_statement(audit,
-                                     "UPDATE sessions SET ended_at = ?1, end_reason = ?2 WHERE "
-                                     "ended_at IS NULL",
-                                     "end open sessions", bind_interrupted, &ended, err);
-        *count = rc > 0 ? (uint64_t)rc : 0;
-        return rc < 0 ? -1 : 0;
+        *count = 0;
+        const struct sbx_sql_value values[] = {sbx_sql_int(ended_at_ms), sbx_sql_text(reason),
+                                               sbx_sql_text(audit->node)};
+        return sbx_sql_exec(audit->sql,
+                            "UPDATE sessions SET ended_at = ?1, end_reason = ?2 WHERE ended_at IS "
+                            "NULL AND (?3 IS NULL OR node = ?3)",
+                            values, SBX_ARRAY_SIZE(values), NULL, NULL, count, "end open sessions",
+                            err);
 }

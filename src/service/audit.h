@@ -41,13 +41,16 @@
 #define SBX_AUDIT_SHA256_HEX_SIZE (SBX_SHA256_HEX_SIZE + 1)
 
 /* The schema version a store has after sbx_audit_open() (PRAGMA user_version). */
-#define SBX_AUDIT_SCHEMA_VERSION 8
+#define SBX_AUDIT_SCHEMA_VERSION 9
 
 /* The status of a row whose execution has begun and not ended (yet). */
 #define SBX_AUDIT_STATUS_RUNNING "running"
 
 /* The status of an asynchronous execution's row while it waits in the queue (audit_queue.h). */
 #define SBX_AUDIT_STATUS_QUEUED "queued"
+
+/* A fleet's store: the channel an enqueue NOTIFYs, which every node's queue LISTENs to. */
+#define SBX_AUDIT_QUEUE_CHANNEL "sandboxd_queue"
 
 struct sbx_audit;
 
@@ -91,6 +94,17 @@ struct sbx_audit_record {
  * a regular file, it is not a SQLite database, or its schema is newer than this build knows.
  * Close with sbx_audit_close(). */
 struct sbx_audit *sbx_audit_open(const char *directory, struct sbx_error *err);
+
+/* The store in a fleet's PostgreSQL (service/pg.h's connections, borrowed: they outlive it; pg.c
+ * migrated the schema), as the node called node: the executions it begins and the sessions it
+ * opens are this node's, and its start ends only its own (sbx_audit_interrupt_running,
+ * sbx_audit_end_open_sessions, sbx_audit_queue_recover); sbx_audit_reap ends those of nodes that
+ * died. The same calls as a node's own store, with the same meaning. */
+struct sbx_pg;
+struct sbx_audit *sbx_audit_open_shared(struct sbx_pg *pg, const char *node, struct sbx_error *err);
+
+/* Whether the store is a fleet's (sbx_audit_open_shared). */
+bool sbx_audit_shared(const struct sbx_audit *audit);
 
 /* Closes the store. NULL is a no-op. No other thread may still use it. */
 void sbx_audit_close(struct sbx_audit *audit);

@@ -104,3 +104,15 @@ int sbx_audit_batch_fetch(struct sbx_audit *audit, const char *tenant, const cha
 int sbx_audit_case_batch(struct sbx_audit *audit, const char *id,
                          char batch_id[SBX_EXECUTION_ID_CHARS + 1], bool *done,
                          struct sbx_error *err);
+
+/* How long after its liveness lapsed a fleet node's executions and sessions are taken for dead
+ * (sbx_audit_reap): a node that lost the store for longer than its time-to-live renews it within
+ * a heartbeat of the store's return, and must not find its running executions ended. */
+#define SBX_AUDIT_REAP_GRACE_S 5
+
+/* A fleet's store (nothing in a node's own): ends what the nodes whose liveness lapsed over
+ * SBX_AUDIT_REAP_GRACE_S ago (service/quota_pg.h) left running, as a node's own start does with
+ * its own: the executions whose request said retry queued again (*requeued), the others completed
+ * as internal_error with error (*interrupted), their open sessions ended as "node_died". */
+int sbx_audit_reap(struct sbx_audit *audit, const char *error, int64_t finished_at_ms,
+                   uint64_t *requeued, uint64_t *interrupted, struct sbx_error *err);

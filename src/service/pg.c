@@ -1,7 +1,9 @@
 #include "service/pg.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -89,6 +91,54 @@ static const char *const migrations[] = {
         "CREATE TABLE sandboxd_placements (id text PRIMARY KEY, kind text NOT NULL,\n"
         "  tenant text NOT NULL, node text NOT NULL, until timestamptz NOT NULL);\n"
         "CREATE INDEX sandboxd_placements_node ON sandboxd_placements (node);\n",
+        /* 3: the audit store (service/audit.c, audit_queue.c, audit_deliveries.c), the tables of
+         * a node's own SQLite store at its version 9 with PostgreSQL's types: the same columns
+         * under the same names, so that the store's statements are one text for both (sql.h).
+         * rowid is the order of the inserts, which SQLite gives every table and the statements
+         * order by; JSON columns are text as there (stored as written, read back whole). node:
+         * which node runs an execution or holds a session (NULL: queued, any node's to take). */
+        "CREATE TABLE executions (rowid bigserial NOT NULL, id text PRIMARY KEY,\n"
+        "  tenant text NOT NULL, created_at bigint NOT NULL, finished_at bigint,\n"
+        "  language text NOT NULL, status text NOT NULL, exit_code bigint, signal bigint,\n"
+        "  error text, requested text, effective text, clamped text, usage text,\n"
+        "  evidence text, timing text, stdout_bytes bigint, stderr_bytes bigint,\n"
+        "  stdout_sha256 text, stderr_sha256 text, stdout bytea, stderr bytea, compile text,\n"
+        "  node text);\n"
+        "CREATE INDEX executions_by_tenant ON executions (tenant, created_at);\n"
+        "CREATE INDEX executions_running ON executions (node) WHERE status = 'running';\n"
+        "CREATE INDEX executions_queued ON executions (created_at) WHERE status = 'queued';\n"
+        "CREATE TABLE sessions (id text PRIMARY KEY, tenant text NOT NULL,\n"
+        "  language text NOT NULL, created_at bigint NOT NULL, ended_at bigint,\n"
+        "  end_reason text, requested text, effective text, clamped text, evidence text,\n"
+        "  kind text NOT NULL DEFAULT 'session', summary text, node text);\n"
+        "CREATE INDEX sessions_by_tenant ON sessions (tenant, created_at);\n"
+        "CREATE INDEX sessions_open ON sessions (node) WHERE ended_at IS NULL;\n"
+        "CREATE TABLE queue (id text PRIMARY KEY, tenant text NOT NULL, request text NOT NULL,\n"
+        "  retry bigint NOT NULL, wall_ms bigint NOT NULL);\n"
+        "CREATE FUNCTION sandboxd_queue_item_ended() RETURNS trigger LANGUAGE plpgsql AS $$\n"
+        "BEGIN\n"
+        "  DELETE FROM queue WHERE id = (CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END);\n"
+        "  RETURN NULL;\n"
+        "END $$;\n"
+        "CREATE TRIGGER queue_item_ended AFTER UPDATE OF status ON executions FOR EACH ROW\n"
+        "  WHEN (NEW.status NOT IN ('queued', 'running'))\n"
+        "  EXECUTE FUNCTION sandboxd_queue_item_ended();\n"
+        "CREATE TRIGGER queue_item_forgotten AFTER DELETE ON executions FOR EACH ROW\n"
+        "  EXECUTE FUNCTION sandboxd_queue_item_ended();\n"
+        "CREATE TABLE batches (id text PRIMARY KEY, tenant text NOT NULL,\n"
+        "  created_at bigint NOT NULL, compare text, cases bigint NOT NULL, callback_url text,\n"
+        "  requested text);\n"
+        "CREATE INDEX batches_by_tenant ON batches (tenant, created_at);\n"
+        "CREATE TABLE batch_cases (batch_id text NOT NULL, idx bigint NOT NULL,\n"
+        "  execution_id text NOT NULL UNIQUE, expected_stdout bytea,\n"
+        "  PRIMARY KEY (batch_id, idx));\n"
+        "CREATE TABLE deliveries (rowid bigserial NOT NULL, id text PRIMARY KEY,\n"
+        "  tenant text NOT NULL, kind text NOT NULL, target_id text NOT NULL UNIQUE,\n"
+        "  url text NOT NULL, status text NOT NULL, attempts bigint NOT NULL,\n"
+        "  next_attempt_at bigint NOT NULL, last_error text, created_at bigint NOT NULL,\n"
+        "  finished_at bigint);\n"
+        "CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';\n"
+        "CREATE INDEX deliveries_by_tenant ON deliveries (tenant, status, created_at);\n",
 };
 
 int sbx_pg_schema_version(void)
@@ -241,7 +291,7 @@ void sbx_pg_close(struct sbx_pg *pg)
         free(pg);
 }
 
-static size_t acquire(struct sbx_pg *pg)
+size_t sbx_pg_hold(struct sbx_pg *pg)
 {
         pthread_mutex_lock(&pg->lock);
         for (;;) {
@@ -255,39 +305,134 @@ static size_t acquire(struct sbx_pg *pg)
         }
 }
 
-static void give_back(struct sbx_pg *pg, size_t i)
+void sbx_pg_let_go(struct sbx_pg *pg, size_t slot)
 {
         pthread_mutex_lock(&pg->lock);
-        pg->busy[i] = false;
+        pg->busy[slot] = false;
         pthread_cond_signal(&pg->freed);
         pthread_mutex_unlock(&pg->lock);
 }
 
-PGresult *sbx_pg_query(struct sbx_pg *pg, const char *sql, int n, const char *const *values,
-                       struct sbx_error *err)
+PGresult *sbx_pg_exec_on(struct sbx_pg *pg, size_t slot, const char *sql, int n, const Oid *types,
+                         const char *const *values, const int *lengths, const int *formats,
+                         bool may_retry, struct sbx_error *err)
 {
-        size_t i = acquire(pg);
-        PGconn *conn = pg->connections[i];
-        PGresult *result = NULL;
+        PGconn *conn = pg->connections[slot];
         /* Twice at most: once more after a reset when the server had dropped the connection. */
         for (int attempt = 0; attempt < 2; attempt++) {
                 if (PQstatus(conn) != CONNECTION_OK) {
                         PQreset(conn);
                         if (PQstatus(conn) != CONNECTION_OK) {
                                 pg_error(err, conn, NULL, "connect");
-                                break;
+                                return NULL;
                         }
                 }
-                result = PQexecParams(conn, sql, n, NULL, values, NULL, NULL, 0);
+                PGresult *result = PQexecParams(conn, sql, n, types, values, lengths, formats, 0);
                 if (result_ok(result))
-                        break;
+                        return result;
                 bool dropped = PQstatus(conn) != CONNECTION_OK;
                 pg_error(err, conn, result, "query");
                 PQclear(result);
-                result = NULL;
-                if (!dropped)
-                        break;
+                if (!dropped || !may_retry)
+                        return NULL;
         }
-        give_back(pg, i);
+        return NULL;
+}
+
+PGresult *sbx_pg_query(struct sbx_pg *pg, const char *sql, int n, const char *const *values,
+                       struct sbx_error *err)
+{
+        size_t slot = sbx_pg_hold(pg);
+        PGresult *result = sbx_pg_exec_on(pg, slot, sql, n, NULL, values, NULL, NULL, true, err);
+        sbx_pg_let_go(pg, slot);
         return result;
+}
+
+struct sbx_pg_listener {
+        char *url;
+        char listen[96]; /* LISTEN <channel> */
+        PGconn *conn;    /* NULL after a failure, until the next wait connects again */
+};
+
+/* Connects and LISTENs; -1 with err, the connection closed. */
+static int listener_connect(struct sbx_pg_listener *listener, struct sbx_error *err)
+{
+        listener->conn = connect_to(listener->url);
+        if (listener->conn == NULL)
+                return sbx_error_set(err, ENOMEM, "postgresql: connect");
+        if (PQstatus(listener->conn) != CONNECTION_OK ||
+            exec_on(listener->conn, listener->listen, "listen", err) < 0) {
+                if (PQstatus(listener->conn) != CONNECTION_OK)
+                        pg_error(err, listener->conn, NULL, "connect");
+                PQfinish(listener->conn);
+                listener->conn = NULL;
+                return -1;
+        }
+        return 0;
+}
+
+int sbx_pg_listen(const char *url, const char *channel, struct sbx_pg_listener **out,
+                  struct sbx_error *err)
+{
+        *out = NULL;
+        struct sbx_pg_listener *listener = calloc(1, sizeof(*listener));
+        if (listener == NULL || (listener->url = strdup(url)) == NULL) {
+                sbx_pg_listener_close(listener);
+                return sbx_error_set(err, ENOMEM, "postgresql: listen");
+        }
+        int n = snprintf(listener->listen, sizeof(listener->listen), "LISTEN %s", channel);
+        if (n < 0 || (size_t)n >= sizeof(listener->listen)) {
+                sbx_pg_listener_close(listener);
+                return sbx_error_set(err, ENAMETOOLONG, "postgresql: listen %s", channel);
+        }
+        if (listener_connect(listener, err) < 0) {
+                sbx_pg_listener_close(listener);
+                return -1;
+        }
+        *out = listener;
+        return 0;
+}
+
+/* Takes every notification that arrived; true when there was one. */
+static bool take_notifications(PGconn *conn)
+{
+        bool any = false;
+        PGnotify *notify;
+        while ((notify = PQnotifies(conn)) != NULL) {
+                any = true;
+                PQfreemem(notify);
+        }
+        return any;
+}
+
+int sbx_pg_listener_wait(struct sbx_pg_listener *listener, int timeout_ms, struct sbx_error *err)
+{
+        if (listener->conn == NULL && listener_connect(listener, err) < 0)
+                return -1;
+        PGconn *conn = listener->conn;
+        if (take_notifications(conn))
+                return 1;
+        struct pollfd pfd = {.fd = PQsocket(conn), .events = POLLIN};
+        int ready = poll(&pfd, 1, timeout_ms);
+        if (ready < 0 && errno != EINTR)
+                return sbx_error_set(err, errno, "postgresql: poll");
+        if (ready <= 0)
+                return 0;
+        if (!PQconsumeInput(conn) || PQstatus(conn) != CONNECTION_OK) {
+                pg_error(err, conn, NULL, "listen");
+                PQfinish(conn);
+                listener->conn = NULL;
+                return -1;
+        }
+        return take_notifications(conn);
+}
+
+void sbx_pg_listener_close(struct sbx_pg_listener *listener)
+{
+        if (listener == NULL)
+                return;
+        if (listener->conn != NULL)
+                PQfinish(listener->conn);
+        free(listener->url);
+        free(listener);
 }

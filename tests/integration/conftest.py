@@ -80,6 +80,15 @@ def pytest_report_header(config):
     return f"sandboxd: {SANDBOXD} (sanitized: {SANITIZED})"
 
 
+def pytest_collection_modifyitems(config, items):
+    if os.environ.get("SANDBOXD_TEST_STORE"):
+        skip = pytest.mark.skip(reason="reads or alters a node's own SQLite store file, and "
+                                "SANDBOXD_TEST_STORE puts the store in PostgreSQL")
+        for item in items:
+            if "own_store" in item.keywords:
+                item.add_marker(skip)
+
+
 def pytest_sessionstart(session):
     if os.geteuid() != 0:
         pytest.exit("the integration tests create real sandboxes and must run as root", 2)
@@ -237,6 +246,23 @@ def session_leak_audit():
     leaks = {k: v for k, v in leak_audit.leftovers().items() if k not in before}
     if leaks:
         pytest.fail(f"sandboxd left these behind after the session: {sorted(leaks.values())}")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def shared_store(session_leak_audit):
+    """With SANDBOXD_TEST_STORE=postgresql, the PostgreSQL cluster every server's audit store is
+    in (serve_helpers.TEST_STORE), started for the session and removed after it."""
+    import serve_helpers  # imports this module: not at the top
+    if serve_helpers.TEST_STORE != "postgresql":
+        yield
+        return
+    from fleet_helpers import running_postgres
+    with running_postgres() as pg:
+        serve_helpers.shared_postgres = pg
+        try:
+            yield
+        finally:
+            serve_helpers.shared_postgres = None
 
 
 @pytest.fixture(autouse=True)

@@ -20,6 +20,7 @@ import collections
 import contextlib
 import ctypes
 import errno
+import hashlib
 import http.server
 import json
 import os
@@ -305,6 +306,29 @@ def render_config(port, data_dir, server, tiers, tenants, pools=None, extra=""):
     return "\n".join(lines) + "\n" + extra
 
 
+# The audit store of every Server: "" (SANDBOXD_TEST_STORE unset), each node's own SQLite file in
+# its data directory; "postgresql", one PostgreSQL cluster for the whole session (conftest's
+# shared_store sets shared_postgres), a database per data directory, so that a server started
+# again on the same data directory finds its records and recovers its own, as with SQLite. The
+# same tests then check both implementations of the store.
+TEST_STORE = os.environ.get("SANDBOXD_TEST_STORE", "")
+shared_postgres = None
+
+
+def _database_of(data_dir):
+    return "sbx_" + hashlib.sha256(data_dir.encode()).hexdigest()[:16]
+
+
+def _shared_store_config(data_dir):
+    """The [store] section for data_dir's database (made if new), or "" without one."""
+    if shared_postgres is None:
+        return ""
+    name = _database_of(data_dir)
+    if shared_postgres.sql(f"SELECT count(*) FROM pg_database WHERE datname = '{name}'") == "0":
+        shared_postgres.sql(f"CREATE DATABASE {name}")
+    return f"\n[store]\nurl = {shared_postgres.url_of(name)}\nnode = {name}\n"
+
+
 class Server:
     """One running `sandboxd serve`. Use running_server() rather than this directly."""
 
@@ -322,6 +346,8 @@ class Server:
         # The API process (uid API_UID) must reach data_dir inside this dir after dropping root.
         os.chmod(self.workdir, 0o711)
         self.data_dir = data_dir or os.path.join(self.workdir, "data")
+        if "[store]" not in self.extra_config:
+            self.extra_config += _shared_store_config(self.data_dir)
         self.config_path = os.path.join(self.workdir, "sandboxd.ini")
         self.stdout_path = os.path.join(self.workdir, "stdout.log")
         self.stderr_path = os.path.join(self.workdir, "stderr.log")
@@ -626,7 +652,19 @@ def kept_data_dir():
 
 def audit_rows(data_dir):
     """{id: row dict} of every audit record in data_dir's store, read directly (as root; a
-    running server's WAL is read too)."""
+    running server's WAL is read too; in PostgreSQL, data_dir's database, with the same columns
+    and values)."""
+    if shared_postgres is not None:
+        text = shared_postgres.sql("SELECT coalesce(json_agg(e), '[]') FROM executions e",
+                                   database=_database_of(data_dir))
+        rows = {}
+        for row in json.loads(text):
+            del row["rowid"]
+            for output in ("stdout", "stderr"):
+                if row[output] is not None:
+                    row[output] = bytes.fromhex(row[output].removeprefix("\\x"))
+            rows[row["id"]] = row
+        return rows
     db = sqlite3.connect(f"file:{os.path.join(data_dir, 'audit.db')}?mode=ro", uri=True)
     try:
         db.row_factory = sqlite3.Row

@@ -8,6 +8,7 @@ own tenant's maximum."""
 
 import concurrent.futures
 import contextlib
+import hashlib
 import json
 import os
 import shutil
@@ -41,11 +42,12 @@ def store(url, node):
 
 
 @contextlib.contextmanager
-def fleet(url, n, tiers=None, server=None):
+def fleet(url, n, tiers=None, server=None, tenants=None):
     """n nodes on one store (url None: each its own), stopped and leak-checked on exit."""
     with contextlib.ExitStack() as stack:
         nodes = [stack.enter_context(running_server(
-            tiers=tiers or {"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL, server=server,
+            tiers=tiers or {"t": TIER}, tenants=tenants or {"acme": "t"}, pools=NO_POOL,
+            server=server,
             extra_config=store(url, f"node{i + 1}") if url else ""))
             for i in range(n)]
         yield nodes
@@ -131,6 +133,22 @@ def session_and_async_stick_to_their_node(proxy, nodes):
         assert (record["status"], record["stdout"]) == ("ok", f"{i}\n"), record
 
 
+def records_are_in_one_place(pg, nodes, ids):
+    """The records of executions that ran on every node are read back whole from any node (the
+    audit store is the fleet's PostgreSQL), each saying the node that ran it in the store."""
+    headers = nodes[0].headers()
+    for node in nodes:
+        for i, execution in enumerate(ids):
+            record = expect_json(node.get(f"/v1/executions/{execution}", headers=headers))
+            digest = hashlib.sha256(f"{i}\n".encode()).hexdigest()
+            assert (record["status"], record["stdout_sha256"]) == ("ok", digest), record
+        listed = expect_json(node.get("/v1/executions?limit=100", headers=headers))
+        assert set(ids) <= {e["id"] for e in listed["executions"]}, listed
+    ran_on = pg.sql("SELECT string_agg(DISTINCT node, ',' ORDER BY node) FROM executions "
+                    f"WHERE id IN ({', '.join(repr(i) for i in ids)})")
+    assert ran_on == "node1,node2,node3", ran_on
+
+
 def test_behind_haproxy_the_fleet_shares_the_work_and_one_quota():
     """Three nodes on one store behind HAProxy with deploy/haproxy.cfg: sequential requests are
     spread over every node (leastconn), and of 32 concurrent requests of a tenant with
@@ -142,10 +160,13 @@ def test_behind_haproxy_the_fleet_shares_the_work_and_one_quota():
     with running_postgres() as pg, fleet(pg.url, 3) as nodes, \
             running_haproxy([n.port for n in nodes]) as proxy:
         front = Proxied(proxy, nodes[0])
+        ids = []
         for i in range(12):
             r = front.post_execution({"language": "python", "code": f"print({i})"})
             assert expect_json(r)["stdout"] == f"{i}\n"
+            ids.append(r.json()["id"])
         assert all(executions_ok(n) >= 1 for n in nodes), [executions_ok(n) for n in nodes]
+        records_are_in_one_place(pg, nodes, ids)
         assert admitted_of_32([front]) == 4
         # Every lease was released: the next four run at once.
         responses = post_many([front], {"language": "python", "code": "print(1)"}, 4)
@@ -293,6 +314,54 @@ def test_a_session_whose_node_died_is_a_404_that_says_so():
             assert pg.sql("SELECT count(*) FROM sandboxd_placements") == "0"
             expect_problem(other.get(f"/v1/sessions/{session}", headers=headers), 404,
                            slug="not-found")
+
+
+def test_a_node_killed_during_a_batch_loses_no_case():
+    """Two batches of 4 three-second cases queued on node1, one per tenant (each tenant may run
+    2 at once, fleet-wide): node1 is killed whole while it runs cases of both. Every case ends
+    with a result read from node2: the queued ones run there (the fleet's queue is PostgreSQL's),
+    and once node1's liveness lapsed (and a grace) the cases it was running end as
+    internal_error saying its node died, or, for the batch whose program said "retry": true,
+    are queued again and run on node2. No case is left pending."""
+    tier = {**TIER, "max_concurrency": 2}
+    code = "import time\ntime.sleep(3)\nprint(input())"
+    cases = [{"stdin": f"{i}", "expected_stdout": f"{i}\n"} for i in range(4)]
+    tenants = {"acme": "t", "globex": "t"}
+    with running_postgres() as pg, \
+            fleet(pg.url, 2, tiers={"t": tier}, tenants=tenants) as (node1, node2):
+        batches = {}
+        for tenant, retry in (("acme", False), ("globex", True)):
+            program = {"language": "python", "code": code, "retry": retry}
+            r = node1.request("POST", "/v1/batches", json={"program": program, "cases": cases},
+                              headers=node1.headers(tenant))
+            batches[tenant] = expect_json(r, 202)["id"]
+        deadline = time.monotonic() + 30 * SLOW
+        while pg.sql("SELECT count(*) FROM executions WHERE status = 'running'") != "4":
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        node1.kill_node()
+        assert node1.wait_exit(10) == -signal.SIGKILL
+        interrupted = set(pg.sql("SELECT string_agg(id, ',') FROM executions WHERE status = "
+                                 "'running' AND node = 'node1'").split(","))
+        results = {}
+        for tenant, batch_id in batches.items():
+            path = f"/v1/batches/{batch_id}?fields=id,verdict,error"
+            deadline = time.monotonic() + LEASE_TTL_S + 5 + 30 * SLOW
+            while not (batch := expect_json(node2.get(path, headers=node2.headers(tenant))))[
+                    "done"]:
+                assert time.monotonic() < deadline, batch["summary"]
+                time.sleep(0.1)
+            results[tenant] = batch["results"]
+    for tenant, cut in (("acme", True), ("globex", False)):
+        assert len(results[tenant]) == 4
+        were_running = [r for r in results[tenant] if r["id"] in interrupted]
+        assert were_running, f"node1 ran none of {tenant}'s cases when it died"
+        for result in results[tenant]:
+            if cut and result in were_running:
+                assert result["verdict"] == "internal_error", result
+                assert "its node died" in result["error"], result
+            else:
+                assert result["verdict"] == "accepted", result
 
 
 def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():

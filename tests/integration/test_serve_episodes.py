@@ -11,6 +11,8 @@ import os
 import threading
 import time
 
+import pytest
+
 from serve_helpers import (FREE_TIER, PRO_TIER, STANDARD_TENANTS, expect_problem,
                            kept_data_dir, running_server)
 
@@ -515,6 +517,7 @@ def test_opening_refusals_and_bad_input():
         expect_problem(r, 401)
 
 
+@pytest.mark.own_store
 def test_episodes_are_audited_and_counted():
     env = ("def reset(seed=None, options=None):\n    return 0, {}\n"
            "def step(a):\n    return a, a, False, False, {}\n")

@@ -115,6 +115,7 @@ def test_api_holds_no_file_of_the_engine(srv):
         assert allowed, f"the API process holds fd {fd} -> {target}"
 
 
+@pytest.mark.own_store
 def test_data_dir_belongs_to_the_api_uid(srv):
     info = os.stat(srv.data_dir)
     assert (info.st_uid, info.st_gid) == (API_UID, API_UID)

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 
+import pytest
 import requests
 
 from serve_helpers import (FREE_TIER, PRO_TIER, STANDARD_TENANTS, audit_rows, expect_problem,
@@ -256,6 +257,7 @@ def test_bad_input():
         assert delete(srv, sid).status_code == 204
 
 
+@pytest.mark.own_store
 def test_every_run_is_audited():
     with kept_data_dir() as data_dir:
         with running_server(tiers=TIERS, tenants=TENANTS, data_dir=data_dir) as srv:
@@ -317,6 +319,7 @@ def slow_outcome_writes(data_dir):
         db.close()
 
 
+@pytest.mark.own_store
 def test_a_runs_answer_does_not_wait_for_its_record_and_a_read_waits_for_it():
     # A run's outcome is written after its answer went out; a read of the record, on any
     # connection, waits for it (sbx_audit_outcome_coming). With the write on the answer's path
@@ -342,6 +345,7 @@ def test_a_runs_answer_does_not_wait_for_its_record_and_a_read_waits_for_it():
                     assert answered < write / 2, (answered, write)
 
 
+@pytest.mark.own_store
 def test_a_run_the_audit_store_cannot_record_is_cancelled():
     with kept_data_dir() as data_dir:
         with running_server(tiers=TIERS, tenants=TENANTS, data_dir=data_dir) as srv:
