@@ -13,6 +13,10 @@ int cli_session(int argc, char **argv);
 /* `sandboxd token [TENANT]`: prints a new token and the config lines for it. */
 int cli_token(int argc, char **argv);
 
+/* `sandboxd store migrate ...`: a node's own audit store copied into a fleet's PostgreSQL
+ * (api/store_migrate.h). */
+int cli_store(int argc, char **argv);
+
 /* `sandboxd mcp`: the MCP server on stdin and stdout, a client of the HTTP API (src/mcp). */
 int cli_mcp(int argc, char **argv);
 

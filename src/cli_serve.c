@@ -310,19 +310,26 @@ out:
         return rc;
 }
 
+/* The most arguments a command run by sandboxd-api takes (store migrate's six). */
+#define API_COMMAND_MAX_ARGS 8
+
 /* Runs `sandboxd-api COMMAND ARGS...` in this process (exec): the commands that need what only
- * sandboxd-api links (the crypto library for tokens, libcurl for the MCP server), so that
- * `sandboxd run` starts without them. Returns only on failure. */
+ * sandboxd-api links (the crypto library for tokens, libcurl for the MCP server, libpq for the
+ * store), so that `sandboxd run` starts without them. Returns only on failure. */
 static int exec_api_command(const char *command, int argc, char **argv)
 {
+        if (argc > API_COMMAND_MAX_ARGS + 1) {
+                fprintf(stderr, "sandboxd %s: too many arguments\n", command);
+                return CLI_EXIT_USAGE;
+        }
         struct sbx_error err = {0};
         char api_program[PATH_MAX];
         if (api_program_path(api_program, sizeof(api_program), &err) < 0) {
                 fprintf(stderr, "sandboxd %s: %s\n", command, err.message);
                 return CLI_EXIT_SOFTWARE;
         }
-        const char *api_argv[8] = {api_program, command};
-        for (int i = 1; i < argc && i < 7; i++)
+        const char *api_argv[API_COMMAND_MAX_ARGS + 3] = {api_program, command};
+        for (int i = 1; i < argc; i++)
                 api_argv[i + 1] = argv[i];
         fflush(NULL);
         execv(api_program, (char *const *)api_argv);
@@ -337,6 +344,11 @@ int cli_token(int argc, char **argv)
                 return CLI_EXIT_USAGE;
         }
         return exec_api_command("token", argc, argv);
+}
+
+int cli_store(int argc, char **argv)
+{
+        return exec_api_command("store", argc, argv);
 }
 
 int cli_mcp(int argc, char **argv)

@@ -27,6 +27,8 @@ static void usage(FILE *out)
                      "       sandboxd session < JSON-LINES\n"
                      "       sandboxd token [TENANT]\n"
                      "       sandboxd mcp   (SANDBOXD_URL, SANDBOXD_TOKEN)\n"
+                     "       sandboxd store migrate --from sqlite:PATH --to postgresql://... "
+                     "[--node NAME]\n"
                      "       sandboxd version\n"
                      "Run `sandboxd run --help` for the options.\n");
 }
@@ -76,6 +78,8 @@ int main(int argc, char **argv)
                 return cli_token(argc - 1, argv + 1);
         if (strcmp(argv[1], "mcp") == 0)
                 return cli_mcp(argc - 1, argv + 1);
+        if (strcmp(argv[1], "store") == 0)
+                return cli_store(argc - 1, argv + 1);
         if (strcmp(argv[1], "version") == 0 || strcmp(argv[1], "--version") == 0) {
                 printf("sandboxd %s\n", SANDBOXD_VERSION);
                 return 0;

@@ -36,6 +36,7 @@
 #include "api/webhooks.h"
 #include "api/http.h"
 #include "api/sessions.h"
+#include "api/store_migrate.h"
 #include "api/live_config.h"
 #include "api/metrics.h"
 #include "api/openapi.h"
@@ -284,6 +285,8 @@ int main(int argc, char **argv)
                 return print_token(argc - 1, argv + 1);
         if (argc >= 2 && strcmp(argv[1], "mcp") == 0)
                 return sbx_mcp_stdio_main(argc - 1, argv + 1);
+        if (argc >= 2 && strcmp(argv[1], "store") == 0)
+                return sbx_store_main(argc - 1, argv + 1);
         const char *config_path = NULL;
         bool create_local = false;
         int opt;

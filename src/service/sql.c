@@ -268,14 +268,16 @@ static char *rewrite_parameters(const char *text)
 }
 
 /* The cached form of text: its prepared statement (SQLite: *statement, with *owned true when it
- * did not fit the cache and is the caller's to finalize) or its rewritten text (PostgreSQL). */
-static int cached_form(struct sbx_sql *sql, const char *text, sqlite3_stmt **statement, bool *owned,
-                       const char **rewritten, char **rewritten_owned, struct sbx_error *err)
+ * is not kept, !keep or the cache full, and is the caller's to finalize) or its rewritten text
+ * (PostgreSQL; *rewritten_owned, the caller's to free, when not kept). */
+static int cached_form(struct sbx_sql *sql, const char *text, bool keep, sqlite3_stmt **statement,
+                       bool *owned, const char **rewritten, char **rewritten_owned,
+                       struct sbx_error *err)
 {
         *owned = false;
         *rewritten_owned = NULL;
         pthread_mutex_lock(&sql->cache_lock);
-        for (size_t i = 0; i < sql->n_cached; i++)
+        for (size_t i = 0; keep && i < sql->n_cached; i++)
                 if (sql->cache[i].key == text) {
                         *statement = sql->cache[i].statement;
                         *rewritten = sql->cache[i].rewritten;
@@ -294,7 +296,7 @@ static int cached_form(struct sbx_sql *sql, const char *text, sqlite3_stmt **sta
                                        &made.statement, NULL) != SQLITE_OK)
                         rc = sqlite_error(err, sql->db, text);
         }
-        if (rc == 0 && sql->n_cached < SQL_CACHE_SIZE) {
+        if (rc == 0 && keep && sql->n_cached < SQL_CACHE_SIZE) {
                 sql->cache[sql->n_cached++] = made;
         } else if (rc == 0) {
                 *owned = made.statement != NULL;
@@ -320,6 +322,8 @@ static int sqlite_bind(sqlite3_stmt *s, int index, const struct sbx_sql_value *v
                 if (v->size == 0)
                         return sqlite3_bind_zeroblob(s, index, 0);
                 return sqlite3_bind_blob64(s, index, v->data, v->size, SQLITE_STATIC);
+        case SBX_SQL_NULL:
+                break;
         }
         return SQLITE_MISUSE;
 }
@@ -388,6 +392,9 @@ static int pg_run(struct sbx_sql_conn *conn, const char *text, const struct sbx_
                         lengths[i] = (int)v->size;
                         texts[i] = v->null ? NULL : v->size == 0 ? "" : (const char *)v->data;
                         break;
+                case SBX_SQL_NULL:
+                        types[i] = 0; /* the server infers it from the parameter's place */
+                        break;
                 }
         }
         PGresult *result = sbx_pg_exec_on(conn->sql->pg, conn->slot, text, (int)n, types, texts,
@@ -412,9 +419,10 @@ static int pg_run(struct sbx_sql_conn *conn, const char *text, const struct sbx_
 
 /* ---- Either ---- */
 
-int sbx_sql_run(struct sbx_sql_conn *conn, const char *text, const struct sbx_sql_value *values,
-                size_t n, int (*on_row)(void *, struct sbx_sql_row *, struct sbx_error *),
-                void *ctx, uint64_t *changes, const char *what, struct sbx_error *err)
+static int run(struct sbx_sql_conn *conn, const char *text, bool keep,
+               const struct sbx_sql_value *values, size_t n,
+               int (*on_row)(void *, struct sbx_sql_row *, struct sbx_error *), void *ctx,
+               uint64_t *changes, const char *what, struct sbx_error *err)
 {
         if (conn == NULL)
                 return sbx_error_set(err, ENOMEM, "audit: %s", what);
@@ -422,7 +430,8 @@ int sbx_sql_run(struct sbx_sql_conn *conn, const char *text, const struct sbx_sq
         bool owned = false;
         const char *rewritten = NULL;
         _cleanup_free_ char *rewritten_owned = NULL;
-        if (cached_form(conn->sql, text, &statement, &owned, &rewritten, &rewritten_owned, err) < 0)
+        if (cached_form(conn->sql, text, keep, &statement, &owned, &rewritten, &rewritten_owned,
+                        err) < 0)
                 return sbx_error_prefix(err, "%s", what);
         int rc;
         if (conn->sql->shared)
@@ -432,6 +441,21 @@ int sbx_sql_run(struct sbx_sql_conn *conn, const char *text, const struct sbx_sq
         if (owned)
                 sqlite3_finalize(statement);
         return rc;
+}
+
+int sbx_sql_run(struct sbx_sql_conn *conn, const char *text, const struct sbx_sql_value *values,
+                size_t n, int (*on_row)(void *, struct sbx_sql_row *, struct sbx_error *),
+                void *ctx, uint64_t *changes, const char *what, struct sbx_error *err)
+{
+        return run(conn, text, true, values, n, on_row, ctx, changes, what, err);
+}
+
+int sbx_sql_run_once(struct sbx_sql_conn *conn, const char *text,
+                     const struct sbx_sql_value *values, size_t n,
+                     int (*on_row)(void *, struct sbx_sql_row *, struct sbx_error *), void *ctx,
+                     uint64_t *changes, const char *what, struct sbx_error *err)
+{
+        return run(conn, text, false, values, n, on_row, ctx, changes, what, err);
 }
 
 int sbx_sql_exec(struct sbx_sql *sql, const char *text, const struct sbx_sql_value *values,
@@ -466,6 +490,32 @@ void sbx_sql_rollback(struct sbx_sql_conn *conn)
         struct sbx_error ignored = {0};
         conn->in_transaction = false;
         sbx_sql_run(conn, "ROLLBACK", NULL, 0, NULL, NULL, NULL, "rollback", &ignored);
+}
+
+int sbx_sql_column_count(struct sbx_sql_row *row)
+{
+        if (row->statement != NULL)
+                return sqlite3_column_count(row->statement);
+        return PQnfields(row->result);
+}
+
+const char *sbx_sql_column_name(struct sbx_sql_row *row, int i)
+{
+        if (row->statement != NULL)
+                return sqlite3_column_name(row->statement, i);
+        return PQfname(row->result, i);
+}
+
+enum sbx_sql_type sbx_sql_column_type(struct sbx_sql_row *row, int i)
+{
+        if (row->statement != NULL) {
+                int type = sqlite3_column_type(row->statement, i);
+                return type == SQLITE_INTEGER ? SBX_SQL_INT
+                       : type == SQLITE_BLOB  ? SBX_SQL_BLOB
+                                              : SBX_SQL_TEXT;
+        }
+        Oid type = PQftype(row->result, i);
+        return type == OID_INT8 ? SBX_SQL_INT : type == OID_BYTEA ? SBX_SQL_BLOB : SBX_SQL_TEXT;
 }
 
 bool sbx_sql_is_null(struct sbx_sql_row *row, int i)

@@ -22,8 +22,10 @@ struct sbx_sql_conn; /* a connection held by one thread */
 struct sbx_sql_row;  /* the row a statement's row callback is handed */
 
 /* One parameter. text and data NULL are SQL NULL, as is an integer with null set; a blob of
- * size 0 with data NULL is NULL, with any other data an empty blob. */
-enum sbx_sql_type { SBX_SQL_TEXT, SBX_SQL_INT, SBX_SQL_BLOB };
+ * size 0 with data NULL is NULL, with any other data an empty blob. SBX_SQL_NULL is a NULL of
+ * whatever type its place needs (PostgreSQL is told no type: not for `?N IS NULL`, whose
+ * parameter needs one). */
+enum sbx_sql_type { SBX_SQL_TEXT, SBX_SQL_INT, SBX_SQL_BLOB, SBX_SQL_NULL };
 
 struct sbx_sql_value {
         enum sbx_sql_type type;
@@ -37,6 +39,11 @@ struct sbx_sql_value {
 static inline struct sbx_sql_value sbx_sql_text(const char *text)
 {
         return (struct sbx_sql_value){.type = SBX_SQL_TEXT, .null = text == NULL, .text = text};
+}
+
+static inline struct sbx_sql_value sbx_sql_null(void)
+{
+        return (struct sbx_sql_value){.type = SBX_SQL_NULL, .null = true};
 }
 
 static inline struct sbx_sql_value sbx_sql_int(int64_t integer)
@@ -85,6 +92,13 @@ int sbx_sql_run(struct sbx_sql_conn *conn, const char *sql, const struct sbx_sql
                 size_t n, int (*on_row)(void *ctx, struct sbx_sql_row *row, struct sbx_error *err),
                 void *ctx, uint64_t *changes, const char *what, struct sbx_error *err);
 
+/* sbx_sql_run for a text made for this run only (freed after it): its prepared form is not
+ * kept. */
+int sbx_sql_run_once(struct sbx_sql_conn *conn, const char *sql, const struct sbx_sql_value *values,
+                     size_t n,
+                     int (*on_row)(void *ctx, struct sbx_sql_row *row, struct sbx_error *err),
+                     void *ctx, uint64_t *changes, const char *what, struct sbx_error *err);
+
 /* sbx_sql_run on a connection held for it. */
 int sbx_sql_exec(struct sbx_sql *sql, const char *text, const struct sbx_sql_value *values,
                  size_t n, int (*on_row)(void *ctx, struct sbx_sql_row *row, struct sbx_error *err),
@@ -94,6 +108,12 @@ int sbx_sql_exec(struct sbx_sql *sql, const char *text, const struct sbx_sql_val
 int sbx_sql_begin(struct sbx_sql_conn *conn, struct sbx_error *err);
 int sbx_sql_commit(struct sbx_sql_conn *conn, struct sbx_error *err);
 void sbx_sql_rollback(struct sbx_sql_conn *conn);
+
+/* A row's columns: how many, each one's name, and the type of its value (for a column that is
+ * NULL: any). */
+int sbx_sql_column_count(struct sbx_sql_row *row);
+const char *sbx_sql_column_name(struct sbx_sql_row *row, int i);
+enum sbx_sql_type sbx_sql_column_type(struct sbx_sql_row *row, int i);
 
 /* Column i of a row. A text's or blob's bytes stay valid until on_row returns; a blob or a text
  * that is NULL reads as NULL with size 0. */

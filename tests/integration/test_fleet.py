@@ -24,6 +24,7 @@ import requests
 from fleet_helpers import running_haproxy, running_postgres
 from conftest import SANDBOXD
 from serve_helpers import (HTTP_TIMEOUT, NO_POOL, SLOW, Server, expect_json, expect_problem,
+                           kept_data_dir,
                            free_port, no_new_leaks, running_server, sample)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
@@ -362,6 +363,74 @@ def test_a_node_killed_during_a_batch_loses_no_case():
                 assert "its node died" in result["error"], result
             else:
                 assert result["verdict"] == "accepted", result
+
+
+def migrate(source, target, node="node1"):
+    """`sandboxd store migrate`: (exit status, {table: (rows, copied)}, stderr)."""
+    out = subprocess.run([SANDBOXD, "store", "migrate", "--from", source, "--to", target,
+                          "--node", node], capture_output=True, text=True, timeout=120,
+                         check=False)
+    tables = {}
+    for line in out.stdout.splitlines():
+        table, rows, _, copied, _ = line.split()
+        tables[table] = (int(rows), int(copied))
+    return out.returncode, tables, out.stderr
+
+
+def history(srv, ids, batch_id):
+    """What a node answers of its past: each record, the batch, the listing."""
+    headers = srv.headers()
+    return ({i: expect_json(srv.get(f"/v1/executions/{i}", headers=headers)) for i in ids},
+            expect_json(srv.get(f"/v1/batches/{batch_id}", headers=headers)),
+            expect_json(srv.get("/v1/executions?limit=100", headers=headers))["executions"])
+
+
+def test_store_migrate_copies_a_nodes_history_into_the_fleet():
+    """A node's own store (SQLite) is copied by `sandboxd store migrate` into PostgreSQL: the
+    node started on it under its name answers every record, its batch and its listing exactly as
+    before, and a second run copies nothing again. A source that is no store is refused with
+    the reason (1), a target that is not PostgreSQL's is a usage error (64)."""
+    tier = {**TIER, "max_concurrency": 2}
+    with kept_data_dir() as data_dir:
+        with running_server(tiers={"t": tier}, tenants={"acme": "t"}, pools=NO_POOL,
+                            data_dir=data_dir, server={"store_output": "true"}) as srv:
+            ids = [srv.run(f"print({i})")["id"] for i in range(3)]
+            ids.append(srv.run("import sys; sys.exit(3)")["id"])
+            session = expect_json(srv.request("POST", "/v1/sessions", json={"language": "bash"},
+                                              headers=srv.headers()), 201)["id"]
+            run = expect_json(srv.request("POST", f"/v1/sessions/{session}/run",
+                                          json={"code": "echo $((6 * 7))"},
+                                          headers=srv.headers()))
+            assert run["stdout"] == "42\n", run
+            ids.append(run["id"])
+            r = srv.request("POST", "/v1/batches", headers=srv.headers(), json={
+                "program": {"language": "python", "code": "print(input())"},
+                "cases": [{"stdin": "a", "expected_stdout": "a"},
+                          {"stdin": "b", "expected_stdout": "c"}]})
+            batch_id = expect_json(r, 202)["id"]
+            deadline = time.monotonic() + 30 * SLOW
+            while not expect_json(srv.get(f"/v1/batches/{batch_id}",
+                                          headers=srv.headers()))["done"]:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            before = history(srv, ids, batch_id)
+        with running_postgres() as pg:
+            rc, tables, stderr = migrate(f"sqlite:{data_dir}", pg.url)
+            assert rc == 0, stderr
+            assert tables["executions"] == (7, 7) and tables["batch_cases"] == (2, 2), tables
+            assert tables["sessions"] == (1, 1), tables
+            rc, tables, stderr = migrate(f"sqlite:{data_dir}/audit.db", pg.url)
+            assert rc == 0 and all(copied == 0 for _, copied in tables.values()), tables
+            assert pg.sql("SELECT string_agg(DISTINCT node, ',') FROM executions") == "node1"
+            with running_server(tiers={"t": tier}, tenants={"acme": "t"}, pools=NO_POOL,
+                                server={"store_output": "true"},
+                                extra_config=store(pg.url, "node1")) as srv:
+                after = history(srv, ids, batch_id)
+            assert after == before
+            rc, _, stderr = migrate(f"sqlite:{data_dir}/nothing", pg.url)
+            assert rc == 1 and f"{data_dir}/nothing" in stderr, stderr
+            rc, _, stderr = migrate(f"sqlite:{data_dir}", "mysql://x")
+            assert rc == 64 and "usage: sandboxd store migrate" in stderr, stderr
 
 
 def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
