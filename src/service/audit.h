@@ -1,5 +1,6 @@
-/* The audit store: one row per execution in SQLite (<data_dir>/audit.db), read back by
- * GET /v1/executions/{id}.
+/* The audit store: one row per execution, read back by GET /v1/executions/{id}, in a node's own
+ * SQLite (<data_dir>/audit.db) or a fleet's PostgreSQL ([store] url: sbx_audit_open_shared; the
+ * statements are one text for both, service/sql.h).
  *
  * A row is written in two steps, so that an execution that starts always leaves one, whatever
  * fails later: sbx_audit_begin() before the execution is handed to the engine (status
@@ -8,7 +9,7 @@
  * the API process died is completed at the next start, from the engine's spool when the engine
  * kept the result there, else as internal_error (sbx_audit_interrupt_running).
  *
- * The database runs in WAL mode so that a reader (an operator's sqlite3 shell, a backup) never
+ * SQLite runs in WAL mode so that a reader (an operator's sqlite3 shell, a backup) never
  * blocks the server's writes, with synchronous=NORMAL (in WAL mode a power cut can lose the last
  * commits but never corrupts the file; an audit row is not worth an fsync per request) and a busy
  * timeout so that a short outside lock delays a write instead of failing it. The schema is
@@ -20,8 +21,9 @@
  * (SQLite gives the -wal and -shm files the same mode and owner), so no other local user can
  * read tenants' requests.
  *
- * Thread-safe: one connection and its prepared statements, guarded by a mutex (the HTTP server
- * runs a thread per connection; an insert takes well under a millisecond). */
+ * Thread-safe: SQLite's one connection and its prepared statements, guarded by a mutex (the HTTP
+ * server runs a thread per connection; an insert takes well under a millisecond), or a
+ * connection of PostgreSQL's pool per call. */
 #pragma once
 
 #include <stdbool.h>
@@ -111,14 +113,14 @@ void sbx_audit_close(struct sbx_audit *audit);
 
 /* Inserts the row of an execution about to start, with status SBX_AUDIT_STATUS_RUNNING and no
  * outcome. Fails (-1 with err) when the id already exists, id, tenant or language is NULL, or
- * SQLite fails. */
+ * the database fails. */
 int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *record,
                     struct sbx_error *err);
 
 /* Completes the running row of record->id with the outcome; computes the output sizes and hashes
  * itself, and ends the wait of sbx_audit_outcome_coming() for it. Returns 1 when it did, 0 when no
  * row of that id is running (never begun, or completed already: the first outcome stands), -1 with
- * err when status is NULL or SQLite fails. */
+ * err when status is NULL or the database fails. */
 int sbx_audit_finish(struct sbx_audit *audit, const struct sbx_audit_record *record,
                      struct sbx_error *err);
 
@@ -153,7 +155,7 @@ int sbx_audit_interrupt_running(struct sbx_audit *audit, const char *error, int6
 /* Looks up execution id of tenant. Returns 1 and sets *out to a new JSON object (caller owns the
  * reference) when found; 0 with *out NULL when there is no such id for this tenant (also when
  * the id belongs to another tenant: the two are indistinguishable on purpose); -1 with err when
- * SQLite fails or a stored JSON column does not parse. A running execution's row has status
+ * the database fails or a stored JSON column does not parse. A running execution's row has status
  * "running" and null for every outcome column. The object has every column as a key:
  *   id, tenant, created_at, finished_at (ms since epoch), language, status, exit_code, signal,
  *   error, requested, effective, clamped, usage, evidence, timing (embedded JSON values),

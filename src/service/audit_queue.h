@@ -7,8 +7,10 @@
  * The order of the queue in memory, its fairness and its dispatch are the API's (api/async.h);
  * this is what survives a kill -9 of any process, batches of test cases included: queued rows are
  * run after a restart, rows that were running are completed as interrupted
- * (sbx_audit_interrupt_running), or queued again when their request said retry. Thread-safe, as
- * audit.h. */
+ * (sbx_audit_interrupt_running), or queued again when their request said retry. In a fleet's
+ * store the queue is every node's: a queued row is run by the node that takes it first
+ * (sbx_audit_take), and a dead node's running rows are the survivors' to end or queue again
+ * (sbx_audit_reap). Thread-safe, as audit.h. */
 #pragma once
 
 #include <stdbool.h>
@@ -83,7 +85,7 @@ int sbx_audit_queued_request(struct sbx_audit *audit, const char *id, bool *retr
  * are the interrupt's. */
 int sbx_audit_queue_recover(struct sbx_audit *audit, uint64_t *requeued, struct sbx_error *err);
 
-/* Calls fn for every queued execution, oldest first, under the store's lock (fn must not use the
+/* Calls fn for every queued execution, oldest first, on a held connection (fn must not use the
  * store); stops at fn's first -1, which it returns with err as fn left it. */
 int sbx_audit_queue_each(struct sbx_audit *audit,
                          int (*fn)(void *ctx, const struct sbx_audit_queued *item), void *ctx,
