@@ -2,6 +2,7 @@
 #include "api/async.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -430,28 +431,31 @@ static int found_item(void *ctx, const struct sbx_audit_queued *queued)
         return 0;
 }
 
-/* One sweep of a fleet's store: a dead node's executions ended or queued again, then every
- * queued execution this node does not know yet taken into its queue (whoever takes it first
- * runs it: sbx_audit_take). */
-static void sweep(struct sbx_async *async)
+/* One sweep of a fleet's store: the outcomes it did not take written, a dead node's executions
+ * ended or queued again, then every queued execution this node does not know yet taken into its
+ * queue (whoever takes it first runs it: sbx_audit_take). -1 with err when the store failed. */
+static int sweep(struct sbx_async *async, struct sbx_error *err)
 {
         struct sbx_api *api = async->api;
-        struct sbx_error err = {0};
-        uint64_t requeued = 0, interrupted = 0;
+        uint64_t written = 0, requeued = 0, interrupted = 0;
+        if (sbx_audit_write_kept(api->audit, &written, err) < 0)
+                return -1;
+        if (written > 0)
+                sbx_info("async: %" PRIu64 " outcome(s) the store had not taken are written",
+                         written);
         if (sbx_audit_reap(api->audit, "its node died while it ran; nothing of it was kept",
-                           (int64_t)sbx_wall_clock_ms(), &requeued, &interrupted, &err) < 0)
-                sbx_warn("async: %s", err.message);
+                           (int64_t)sbx_wall_clock_ms(), &requeued, &interrupted, err) < 0)
+                return -1;
         if (interrupted > 0)
                 sbx_webhooks_wake(api->webhooks); /* their deliveries may be due now */
         struct found *list = NULL;
-        if (sbx_audit_queue_each(api->audit, found_item, &list, &err) < 0)
-                sbx_warn("async: read the fleet's queue: %s", err.message);
+        int rc = sbx_audit_queue_each(api->audit, found_item, &list, err);
         size_t taken_in = 0;
         pthread_mutex_lock(&async->lock);
         while (list != NULL) {
                 struct found *found = list;
                 list = found->next;
-                if (!async->stopping && find_queued(async, found->id, NULL) == NULL &&
+                if (rc == 0 && !async->stopping && find_queued(async, found->id, NULL) == NULL &&
                     find_running(async, found->id) == NULL &&
                     push(async, found->tenant, found->id, found->item.wall_ms, false, NULL,
                          false) != NULL)
@@ -462,12 +466,13 @@ static void sweep(struct sbx_async *async)
         if (taken_in > 0)
                 pthread_cond_broadcast(&async->work);
         pthread_mutex_unlock(&async->lock);
+        return rc;
 }
 
 static void *sweeper(void *arg)
 {
         struct sbx_async *async = arg;
-        bool warned = false;
+        bool failing = false; /* logged once an outage, and its end */
         for (;;) {
                 pthread_mutex_lock(&async->lock);
                 bool stopping = async->stopping;
@@ -476,10 +481,6 @@ static void *sweeper(void *arg)
                         break;
                 struct sbx_error err = {0};
                 int heard = sbx_pg_listener_wait(async->listener, SWEEP_MS, &err);
-                if (heard < 0 && !warned)
-                        sbx_warn("async: listen for the fleet's queue: %s (sweeping every %d ms)",
-                                 err.message, SWEEP_MS);
-                warned = heard < 0;
                 if (heard < 0) {
                         /* Not a busy loop while the store is away. */
                         pthread_mutex_lock(&async->lock);
@@ -488,7 +489,19 @@ static void *sweeper(void *arg)
                                 pthread_cond_timedwait(&async->work, &async->lock, &until);
                         pthread_mutex_unlock(&async->lock);
                 }
-                sweep(async);
+                struct sbx_error sweep_err = {0};
+                int swept = sweep(async, &sweep_err);
+                if (swept < 0)
+                        err = sweep_err;
+                if (heard >= 0 && swept == 0) {
+                        if (failing)
+                                sbx_info("async: the fleet's store answers again");
+                        failing = false;
+                } else if (!failing) {
+                        sbx_warn("async: the fleet's store: %s (tried again every %d ms)",
+                                 err.message, SWEEP_MS);
+                        failing = true;
+                }
         }
         return NULL;
 }

@@ -420,8 +420,7 @@ static enum MHD_Result get_batch(struct sbx_api *api, struct MHD_Connection *con
                             : 0;
         if (found < 0) {
                 sbx_warn("batch %s: %s", id, err.message);
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(api, connection, "the audit store failed");
         }
         if (found == 0)
                 return sbx_http_respond_problem(api, connection, 404, "no such batch", NULL, 0,

@@ -983,9 +983,8 @@ static enum MHD_Result create_submission(struct sbx_api *api, struct MHD_Connect
                                WAIT_QUEUE_SLACK_MS);
         json_t *answer = NULL;
         if (fetch_submission(api, tenant->name, s.settings->id, &set, base64, &answer) <= 0)
-                return sbx_http_respond_problem(api, connection, 500,
-                                                "the audit store failed to read the submission",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(
+                        api, connection, "the audit store failed to read the submission");
         return sbx_http_respond_json(api, connection, 201, JSON_CONTENT_TYPE, answer, NULL, 0);
 }
 
@@ -1058,8 +1057,7 @@ static enum MHD_Result get_submission(struct sbx_api *api, struct MHD_Connection
                                                query_true(connection, "base64_encoded"), &answer)
                             : 0;
         if (found < 0)
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(api, connection, "the audit store failed");
         if (found == 0)
                 return sbx_http_respond_problem(api, connection, 404, "Not Found", NULL, 0, NULL,
                                                 0);
@@ -1099,8 +1097,8 @@ static enum MHD_Result get_batch(struct sbx_api *api, struct MHD_Connection *con
                                     ? fetch_submission(api, tenant->name, id, &set, base64, &entry)
                                     : 0;
                 if (found < 0)
-                        return sbx_http_respond_problem(api, connection, 500,
-                                                        "the audit store failed", NULL, 0, NULL, 0);
+                        return sbx_http_respond_store_failed(api, connection,
+                                                             "the audit store failed");
                 json_array_append_new(list, found > 0 ? entry : json_null());
                 p += length;
                 if (*p == '\0')

@@ -577,9 +577,8 @@ static bool admit_execution(struct sbx_api *api, struct MHD_Connection *connecti
         if (begin_audit(api, settings, created_at_ms, &err) < 0) {
                 sbx_quota_release(api->quota, tenant, decision.reservation, false, 0, sbx_now_ms());
                 sbx_warn("execution %s: %s", settings->id, err.message);
-                *answered = sbx_http_respond_problem(api, connection, 500,
-                                                     "the audit store failed; nothing was run",
-                                                     NULL, 0, NULL, 0);
+                *answered = sbx_http_respond_store_failed(
+                        api, connection, "the audit store failed; nothing was run");
                 return false;
         }
         *reservation = decision.reservation;
@@ -762,8 +761,7 @@ static enum MHD_Result respond_no_record(struct sbx_api *api, struct MHD_Connect
                                          int found)
 {
         if (found < 0)
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(api, connection, "the audit store failed");
         /* Another tenant's execution is "not found" too: no way to probe for ids. */
         return sbx_http_respond_problem(api, connection, 404, "no such execution", NULL, 0, NULL,
                                         0);
@@ -839,8 +837,7 @@ static enum MHD_Result handle_list_executions(struct sbx_api *api,
         if (sbx_audit_recent(api->audit, tenant->name, (int64_t)before, (unsigned)limit, &list,
                              &err) < 0) {
                 sbx_warn("audit: %s", err.message);
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(api, connection, "the audit store failed");
         }
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
                                      json_pack("{s:o}", "executions", list), NULL, 0);

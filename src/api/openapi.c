@@ -88,7 +88,9 @@ static const char openapi_template[] = JSON_TEXT(
         "responses": {
           "200": {"description": "The records.", "content": {"application/json": {"schema": {"type": "object", "required": ["executions"], "properties": {"executions": {"type": "array", "items": {"type": "object", "description": "An AuditRecord without stdout, stderr and compile."}}}}}}},
           "400": {"$ref": "#/components/responses/InvalidRequest"},
-          "401": {"$ref": "#/components/responses/Unauthorized"}
+          "401": {"$ref": "#/components/responses/Unauthorized"},
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
@@ -122,7 +124,8 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
-          "500": {"$ref": "#/components/responses/Internal"}
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       },
       "delete": {
@@ -139,7 +142,8 @@ static const char openapi_template[] = JSON_TEXT(
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
           "409": {"$ref": "#/components/responses/Conflict"},
-          "500": {"$ref": "#/components/responses/Internal"}
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
@@ -163,7 +167,8 @@ static const char openapi_template[] = JSON_TEXT(
           "403": {"$ref": "#/components/responses/Forbidden"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"},
           "429": {"$ref": "#/components/responses/QuotaExceeded"},
-          "500": {"$ref": "#/components/responses/Internal"}
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
@@ -183,7 +188,8 @@ static const char openapi_template[] = JSON_TEXT(
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
-          "500": {"$ref": "#/components/responses/Internal"}
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
@@ -201,7 +207,8 @@ static const char openapi_template[] = JSON_TEXT(
           },
           "400": {"$ref": "#/components/responses/InvalidRequest"},
           "401": {"$ref": "#/components/responses/Unauthorized"},
-          "500": {"$ref": "#/components/responses/Internal"}
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
@@ -216,7 +223,8 @@ static const char openapi_template[] = JSON_TEXT(
           "202": {"description": "Pending again.", "content": {"application/json": {"schema": {"type": "object", "required": ["id", "status"], "properties": {"id": {"type": "string"}, "status": {"const": "pending"}}}}}},
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
-          "500": {"$ref": "#/components/responses/Internal"}
+          "500": {"$ref": "#/components/responses/Internal"},
+          "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
     },
@@ -708,7 +716,7 @@ static const char openapi_template[] = JSON_TEXT(
         }
       },
       "Unavailable": {
-        "description": "Nothing was run (unless execution_id names a record that says otherwise). type at-capacity: the server runs server.max_sandboxes executions; shutting-down: SIGTERM arrived and running executions are finishing; store-unavailable: the fleet's PostgreSQL store ([store] url) cannot be reached, so no quota can be checked; engine-unavailable: the engine process is gone or did not answer in time (then execution_id names the execution, which may have run: its record says what is known).",
+        "description": "Nothing was run (unless execution_id names a record that says otherwise). type at-capacity: the server runs server.max_sandboxes executions; shutting-down: SIGTERM arrived and running executions are finishing; store-unavailable: the fleet's PostgreSQL store ([store] url) cannot be reached, so no quota can be checked and no record read or written; engine-unavailable: the engine process is gone or did not answer in time (then execution_id names the execution, which may have run: its record says what is known).",
         "headers": {"Retry-After": {"$ref": "#/components/headers/RetryAfter"}},
         "content": {
           "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "service/audit.h"
 #include "service/auth.h"
 #include "util/cleanup.h"
 #include "util/log.h"
@@ -163,6 +164,15 @@ enum MHD_Result sbx_http_respond_unauthorized(struct sbx_api *api,
                                         NULL, 0, &challenge, 1);
 }
 
+enum MHD_Result sbx_http_respond_store_failed(struct sbx_api *api,
+                                              struct MHD_Connection *connection, const char *detail)
+{
+        if (sbx_audit_shared(api->audit))
+                return sbx_http_respond_unavailable(api, connection, SBX_PROBLEM_STORE_UNAVAILABLE,
+                                                    detail, 1, NULL);
+        return sbx_http_respond_problem(api, connection, 500, detail, NULL, 0, NULL, 0);
+}
+
 enum MHD_Result sbx_http_respond_queue_refusal(struct sbx_api *api,
                                                struct MHD_Connection *connection,
                                                const struct sbx_tenant *tenant,
@@ -171,9 +181,8 @@ enum MHD_Result sbx_http_respond_queue_refusal(struct sbx_api *api,
 {
         if (err->code != ENOSPC) {
                 sbx_warn("%s: %s", what, err->message);
-                return sbx_http_respond_problem(api, connection, 500,
-                                                "the queue's store failed; nothing was accepted",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(
+                        api, connection, "the queue's store failed; nothing was accepted");
         }
         sbx_metrics_count_quota_rejection(api->metrics, tenant->name, "queued");
         char retry_after[32];

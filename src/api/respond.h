@@ -58,6 +58,13 @@ enum MHD_Result sbx_http_respond_unavailable(struct sbx_api *api, struct MHD_Con
                                              const char *slug, const char *detail,
                                              uint64_t retry_after_s, const char *execution_id);
 
+/* The answer when the audit store failed, detail saying what of it: a fleet's store is
+ * PostgreSQL, whose failures are its being out of reach (503 store-unavailable with Retry-After,
+ * as a quota it cannot check); a node's own is its SQLite file (500). */
+enum MHD_Result sbx_http_respond_store_failed(struct sbx_api *api,
+                                              struct MHD_Connection *connection,
+                                              const char *detail);
+
 /* The answer to an asynchronous execution or batch that could not be queued (async.h's
  * sbx_async_submit failed with err): 429 with Retry-After retry_after_s when the tenant's queue is
  * full (ENOSPC; counted as a quota rejection "queued"), else 500 (logged under what). */

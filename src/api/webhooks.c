@@ -457,8 +457,7 @@ static enum MHD_Result list_deliveries(struct sbx_api *api, struct MHD_Connectio
         struct sbx_error err = {0};
         if (sbx_audit_deliveries_list(api->audit, tenant->name, status, 1000, &list, &err) < 0) {
                 sbx_warn("webhooks: %s", err.message);
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(api, connection, "the audit store failed");
         }
         return sbx_http_respond_json(api, connection, 200, JSON_CONTENT_TYPE,
                                      json_pack("{s:o}", "deliveries", list), NULL, 0);
@@ -472,8 +471,7 @@ static enum MHD_Result retry_delivery(struct sbx_api *api, struct MHD_Connection
                                           (int64_t)sbx_wall_clock_ms(), &err);
         if (rc < 0) {
                 sbx_warn("webhooks: %s", err.message);
-                return sbx_http_respond_problem(api, connection, 500, "the audit store failed",
-                                                NULL, 0, NULL, 0);
+                return sbx_http_respond_store_failed(api, connection, "the audit store failed");
         }
         if (rc == 0)
                 return sbx_http_respond_problem(api, connection, 404,

@@ -331,12 +331,29 @@ static int audit_make_statements(struct sbx_audit *audit, struct sbx_error *err)
         return 0;
 }
 
+/* An outcome a fleet's store did not take (PostgreSQL out of reach): the finish statement's
+ * parameters, copied, to be written when it answers again (sbx_audit_write_kept). */
+struct kept_outcome {
+        struct kept_outcome *next;
+        struct sbx_sql_value values[COLUMN_COUNT];
+        void *copies[COLUMN_COUNT];
+        size_t n;
+};
+
+static void kept_outcome_free(struct kept_outcome *kept)
+{
+        for (size_t i = 0; i < kept->n; i++)
+                free(kept->copies[i]);
+        free(kept);
+}
+
 static struct sbx_audit *audit_new(void)
 {
         struct sbx_audit *audit = calloc(1, sizeof(*audit));
         if (audit == NULL)
                 return NULL;
         pthread_mutex_init(&audit->coming_lock, NULL);
+        pthread_mutex_init(&audit->kept_lock, NULL);
         sbx_cond_init_monotonic(&audit->outcome_written);
         return audit;
 }
@@ -393,6 +410,16 @@ void sbx_audit_close(struct sbx_audit *audit)
                 free(audit->coming);
                 audit->coming = next;
         }
+        while (audit->kept != NULL) {
+                struct kept_outcome *next = audit->kept->next;
+                kept_outcome_free(audit->kept);
+                audit->kept = next;
+        }
+        if (audit->n_kept > 0)
+                sbx_warn("audit: %zu outcome(s) the store never took are lost here (the engine's "
+                         "spool has them for the node's next start)",
+                         audit->n_kept);
+        pthread_mutex_destroy(&audit->kept_lock);
         pthread_cond_destroy(&audit->outcome_written);
         pthread_mutex_destroy(&audit->coming_lock);
         free(audit->node);
@@ -518,10 +545,80 @@ static void set_column(struct record_values *v, enum column column,
 /* Runs the write sql with the record's columns (every parameter up to the highest one used;
  * node, which may be NULL, as the last when node_too) on conn. The rows it changed, or -1 with err.
  */
+/* Keeps a copy of the n values of a finish in audit's list (a warning when it cannot: the
+ * outcome then stays in the engine's spool only, for the node's next start). */
+static void keep_outcome(struct sbx_audit *audit, const struct sbx_sql_value *values, size_t n)
+{
+        struct kept_outcome *kept = calloc(1, sizeof(*kept));
+        bool failed = kept == NULL || n > COLUMN_COUNT;
+        for (size_t i = 0; !failed && i < n; i++) {
+                kept->values[i] = values[i];
+                kept->n = i + 1;
+                if (values[i].null || values[i].type == SBX_SQL_INT)
+                        continue;
+                size_t size = values[i].type == SBX_SQL_TEXT ? strlen(values[i].text) + 1
+                                                             : values[i].size;
+                const void *from = values[i].type == SBX_SQL_TEXT ? (const void *)values[i].text
+                                                                  : values[i].data;
+                kept->copies[i] = malloc(size > 0 ? size : 1);
+                failed = kept->copies[i] == NULL;
+                if (!failed) {
+                        memcpy(kept->copies[i], from, size);
+                        kept->values[i].text = kept->copies[i];
+                        kept->values[i].data = kept->copies[i];
+                }
+        }
+        pthread_mutex_lock(&audit->kept_lock);
+        if (!failed && audit->n_kept < SBX_AUDIT_KEPT_MAX) {
+                kept->next = audit->kept;
+                audit->kept = kept;
+                audit->n_kept++;
+                kept = NULL;
+        }
+        pthread_mutex_unlock(&audit->kept_lock);
+        if (kept != NULL || failed) {
+                sbx_warn("audit: an outcome the store did not take is not kept (out of memory, or "
+                         "%d kept already)",
+                         SBX_AUDIT_KEPT_MAX);
+                if (kept != NULL)
+                        kept_outcome_free(kept);
+        }
+}
+
+int sbx_audit_write_kept(struct sbx_audit *audit, uint64_t *written, struct sbx_error *err)
+{
+        *written = 0;
+        pthread_mutex_lock(&audit->kept_lock);
+        struct kept_outcome *list = audit->kept;
+        audit->kept = NULL;
+        audit->n_kept = 0;
+        pthread_mutex_unlock(&audit->kept_lock);
+        int rc = 0;
+        while (list != NULL) {
+                struct kept_outcome *kept = list;
+                if (rc == 0 && sbx_sql_exec(audit->sql, audit->finish_sql, kept->values, kept->n,
+                                            NULL, NULL, NULL, "finish a kept outcome", err) == 0) {
+                        list = kept->next;
+                        kept_outcome_free(kept);
+                        (*written)++;
+                        continue;
+                }
+                /* The store failed again: the rest wait for the next call. */
+                rc = -1;
+                list = kept->next;
+                pthread_mutex_lock(&audit->kept_lock);
+                kept->next = audit->kept;
+                audit->kept = kept;
+                audit->n_kept++;
+                pthread_mutex_unlock(&audit->kept_lock);
+        }
+        return rc;
+}
+
 static int audit_write_on(struct sbx_sql_conn *conn, const char *sql, const enum column *columns,
                           size_t n_columns, const struct sbx_audit_record *record,
                           const struct outcome_digests *digests, bool node_too, const char *node,
-                          const char *what, struct sbx_error *err)
+                          struct sbx_audit *keep_in, const char *what, struct sbx_error *err)
 {
         struct record_values v = {0};
         for (size_t i = 0; i < COLUMN_COUNT; i++)
@@ -543,21 +640,25 @@ static int audit_write_on(struct sbx_sql_conn *conn, const char *sql, const enum
                               record->id ? record->id : "");
         else
                 rc = sbx_sql_run(conn, sql, v.values, n, NULL, NULL, &changes, what, err);
+        if (rc < 0 && !v.failed && keep_in != NULL)
+                keep_outcome(keep_in, v.values, n);
         record_values_free(&v);
         if (rc < 0)
                 return sbx_error_prefix(err, "execution %s", record->id ? record->id : "");
         return (int)changes;
 }
 
-/* audit_write_on a connection held for it. */
+/* audit_write_on a connection held for it; an outcome (finish) a fleet's store did not take is
+ * kept to write later. */
 static int audit_write(struct sbx_audit *audit, const char *sql, const enum column *columns,
                        size_t n_columns, const struct sbx_audit_record *record,
                        const struct outcome_digests *digests, bool node_too, const char *what,
                        struct sbx_error *err)
 {
+        bool keep = sql == audit->finish_sql && sbx_sql_shared(audit->sql);
         struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
         int rc = audit_write_on(conn, sql, columns, n_columns, record, digests, node_too,
-                                audit->node, what, err);
+                                audit->node, keep ? audit : NULL, what, err);
         sbx_sql_let_go(conn);
         return rc;
 }
@@ -584,7 +685,7 @@ int sbx_audit_begin_queued_on(struct sbx_audit *audit, struct sbx_sql_conn *conn
         /* No node: whichever node takes it runs it. */
         int rc =
                 audit_write_on(conn, audit->begin_sql, begin_columns, SBX_ARRAY_SIZE(begin_columns),
-                               &queued, NULL, true, NULL, "queue", err);
+                               &queued, NULL, true, NULL, NULL, "queue", err);
         return rc < 0 ? -1 : 0;
 }
 

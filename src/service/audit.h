@@ -142,6 +142,14 @@ int sbx_audit_outcome_coming(struct sbx_audit *audit, const char *id, struct sbx
 /* Bound of a fetch's wait for an outcome on its way. */
 #define SBX_AUDIT_OUTCOME_WAIT_MS 5000
 
+/* A fleet's store keeps in memory, to write when PostgreSQL answers again, each outcome it could
+ * not take (sbx_audit_finish failed): at most this many. */
+#define SBX_AUDIT_KEPT_MAX 4096
+
+/* Writes the outcomes kept so (*written says how many), up to the first the store refuses again
+ * (-1 with err; the rest stay kept). */
+int sbx_audit_write_kept(struct sbx_audit *audit, uint64_t *written, struct sbx_error *err);
+
 /* Removes the running row of id: its execution was refused before it started. 1 when removed,
  * 0 when no row of that id is running, -1 with err. */
 int sbx_audit_forget(struct sbx_audit *audit, const char *id, struct sbx_error *err);

@@ -22,6 +22,10 @@ struct sbx_audit {
         pthread_mutex_t coming_lock;
         pthread_cond_t outcome_written;
         struct coming_outcome *coming;
+        /* A fleet's store: the outcomes it did not take, to write when it answers again. */
+        pthread_mutex_t kept_lock;
+        struct kept_outcome *kept;
+        size_t n_kept;
         /* The statements made from the column table at open (their addresses are their keys in
          * sql.h's cache). */
         char begin_sql[512];   /* INSERT of begin_columns and the node */

@@ -435,11 +435,13 @@ def test_store_migrate_copies_a_nodes_history_into_the_fleet():
 
 def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
     """PostgreSQL stops while an execution runs: new requests are 503 store-unavailable with
-    Retry-After (nothing run), the running one still answers, and its release is kept until
-    PostgreSQL is back; then requests run again on the same node, and all four slots are free
-    (no lease of the outage left behind)."""
+    Retry-After (nothing run), and so is reading a record; the running one still answers, and
+    its release and its record's outcome are kept until PostgreSQL is back; then requests run
+    again on the same node, the record has its outcome, and all four slots are free (no lease of
+    the outage left behind)."""
     with running_postgres() as pg, fleet(pg.url, 1) as (node,):
-        assert node.run("print(1)")["stdout"] == "1\n"
+        earlier = node.run("print(1)")
+        assert earlier["stdout"] == "1\n"
         body = {"language": "python", "code": SLEEP.format(2), "limits": {"wall_ms": 20000}}
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             running = pool.submit(node.post_execution, body)
@@ -452,7 +454,11 @@ def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
             for _ in range(5):
                 expect_problem(node.post_execution({"language": "python", "code": "print(2)"}),
                                503, slug="store-unavailable")
-            assert expect_json(running.result(timeout=60))["stdout"] == "slept\n"
+            r = node.get(f"/v1/executions/{earlier['id']}", headers=node.headers())
+            expect_problem(r, 503, slug="store-unavailable")
+            assert int(r.headers["Retry-After"]) >= 1
+            slept = expect_json(running.result(timeout=60))
+            assert slept["stdout"] == "slept\n"
         pg.start()
         deadline = time.monotonic() + 10 * SLOW
         while True:
@@ -469,6 +475,15 @@ def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
             time.sleep(0.2)
         responses = post_many([node], {"language": "python", "code": SLEEP.format(1)}, 4)
         assert [r.status_code for r in responses] == [200] * 4, [r.text for r in responses]
+        # The outcome the store could not take meanwhile reached it (the fleet's sweep, each
+        # second).
+        deadline = time.monotonic() + 5 * SLOW
+        while (record := expect_json(node.get(f"/v1/executions/{slept['id']}",
+                                              headers=node.headers())))["status"] == "running":
+            assert time.monotonic() < deadline, record
+            time.sleep(0.2)
+        digest = hashlib.sha256(b"slept\n").hexdigest()
+        assert (record["status"], record["stdout_sha256"]) == ("ok", digest), record
         # The outage was logged once, and its end, not each of its six refusals.
         log = node.stderr()
         assert log.count("the store failed, requests are refused with 503") == 1, log[-3000:]
