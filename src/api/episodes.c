@@ -1552,8 +1552,11 @@ enum MHD_Result sbx_episodes_route(struct sbx_api *api, struct MHD_Connection *c
 
         const char *after;
         struct session *s = sbx_sessions_find_in_url(api->sessions, rest, tenant, true, &after);
-        if (s == NULL)
-                return sbx_sessions_not_held(api, connection, rest, tenant, true);
+        if (s == NULL) {
+                const struct sbx_sessions_request request = {method, url, body, body_len,
+                                                             body_too_large};
+                return sbx_sessions_not_held(api, connection, rest, tenant, true, &request);
+        }
         answer = route_episode(api, connection, method, tenant, s, after, body, body_len,
                                body_too_large);
         sbx_sessions_release(api->sessions, s);

@@ -186,28 +186,48 @@ static void config_arrived(void *ctx, const char *text, size_t size)
                          err.message);
 }
 
+/* Where the other nodes reach this node's API (api/forward.h): [store] advertise, else http://
+ * and the listen address, whose host is host_name when it listens on every address. */
+static void advertised_url(const struct sbx_config *config, const char *host_name, char *url,
+                           size_t size)
+{
+        if (config->store.advertise != NULL) {
+                snprintf(url, size, "%s", config->store.advertise);
+                return;
+        }
+        const char *listen = config->server.listen;
+        const char *port = strrchr(listen, ':');
+        size_t host_len = port != NULL ? (size_t)(port - listen) : strlen(listen);
+        bool any = (host_len == 7 && strncmp(listen, "0.0.0.0", 7) == 0) ||
+                   (host_len == 4 && strncmp(listen, "[::]", 4) == 0);
+        if (any)
+                snprintf(url, size, "http://%s%s", host_name, port != NULL ? port : "");
+        else
+                snprintf(url, size, "http://%s", listen);
+}
+
 /* The fleet's store of a [store] url: its quotas (quota_pg.h) in *fleet and its audit store in
  * *audit. */
 static int open_fleet_store(const struct sbx_config *config, struct sbx_quota_pg **fleet,
                             struct sbx_audit **audit, struct sbx_error *err)
 {
         char host[256] = "";
-        const char *node = config->store.node;
-        if (node == NULL) {
-                if (gethostname(host, sizeof(host) - 1) < 0)
-                        return sbx_error_set(err, errno, "store: gethostname");
-                node = host;
-        }
+        if (gethostname(host, sizeof(host) - 1) < 0)
+                return sbx_error_set(err, errno, "store: gethostname");
+        const char *node = config->store.node != NULL ? config->store.node : host;
+        char url[600];
+        advertised_url(config, host, url, sizeof(url));
         uint64_t longest_window_s = 0;
         for (size_t i = 0; i < config->n_tiers; i++)
                 if (config->tiers[i].cpu_window_s > longest_window_s)
                         longest_window_s = config->tiers[i].cpu_window_s;
-        if (sbx_quota_pg_open(&config->store, node, longest_window_s, fleet, err) < 0)
+        if (sbx_quota_pg_open(&config->store, node, url, longest_window_s, fleet, err) < 0)
                 return -1;
         *audit = sbx_audit_open_shared(sbx_quota_pg_store(*fleet), node, err);
         if (*audit == NULL)
                 return sbx_error_prefix(err, "audit store");
-        sbx_info("store: quotas and records are fleet-wide in PostgreSQL, this node is '%s'", node);
+        sbx_info("store: quotas and records are fleet-wide in PostgreSQL, this node is '%s' at %s",
+                 node, url);
         return 0;
 }
 

@@ -678,7 +678,7 @@ static const char openapi_template[] = JSON_TEXT(
         }
       },
       "Misdirected": {
-        "description": "In a fleet ([store] url): the session or episode lives on another node, which is alive (node names it); the request did not come through the load balancer that routes by its id (deploy/haproxy.cfg), or its routing table was lost.",
+        "description": "In a fleet ([store] url): the session or episode lives on another node, which is alive (node names it), and this node could not forward the request there (the request came forwarded already, or that node could not be reached at the address it advertises); a request that can be forwarded is answered by the holder itself.",
         "content": {
           "application/problem+json": {"schema": {"$ref": "#/components/schemas/Problem"}}
         }

@@ -192,12 +192,23 @@ enum MHD_Result sbx_sessions_bad_request(struct sbx_api *api, struct MHD_Connect
 /* In a fleet, records in the store that this node holds s (service/placement_pg.h); a failure is
  * logged: the placement only says more of a later miss. */
 void sbx_sessions_place(struct sbx_sessions *sessions, const struct session *s);
+/* A request: its method, its url (no query), its body. */
+struct sbx_sessions_request {
+        const char *method;
+        const char *url;
+        const void *body;
+        size_t body_len;
+        bool body_too_large;
+};
+
 /* The answer to a request for an entry (episode or session) this node does not hold, its id at
  * rest + 1: 404 "no such", or in a fleet what the store knows of it: 404 node-gone when its node
- * died, 421 misdirected when it lives on another node, alive. */
+ * died; when it lives on another node, alive, that node's answer to the request forwarded there
+ * (api/forward.h), or 421 misdirected when it cannot be (a request forwarded already, or the
+ * holder out of reach). */
 enum MHD_Result sbx_sessions_not_held(struct sbx_api *api, struct MHD_Connection *connection,
                                       const char *rest, const struct sbx_tenant *tenant,
-                                      bool episode);
+                                      bool episode, const struct sbx_sessions_request *request);
 /* 404: no such entry (s NULL), or it ended (and why). */
 enum MHD_Result sbx_sessions_not_found(struct sbx_api *api, struct MHD_Connection *connection,
                                        const struct session *s);

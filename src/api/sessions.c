@@ -15,6 +15,7 @@
 
 #include "api/engine_client.h"
 #include "api/live_config.h"
+#include "api/forward.h"
 #include "api/respond.h"
 #include "api/sse.h"
 #include "model/limits.h"
@@ -265,7 +266,7 @@ void sbx_sessions_place(struct sbx_sessions *sessions, const struct session *s)
 
 enum MHD_Result sbx_sessions_not_held(struct sbx_api *api, struct MHD_Connection *connection,
                                       const char *rest, const struct sbx_tenant *tenant,
-                                      bool episode)
+                                      bool episode, const struct sbx_sessions_request *request)
 {
         const char *kind = episode ? "episode" : "session";
         char id[SBX_EXECUTION_ID_CHARS + 1];
@@ -279,7 +280,7 @@ enum MHD_Result sbx_sessions_not_held(struct sbx_api *api, struct MHD_Connection
                 if (found < 0)
                         sbx_debug("store: placement of %s %s: %s", kind, id, err.message);
         }
-        char detail[512];
+        char detail[1024];
         if (found == 1 && !where.alive) {
                 snprintf(detail, sizeof(detail),
                          "the %s lived on node '%s', which stopped answering: its sandbox and "
@@ -290,11 +291,27 @@ enum MHD_Result sbx_sessions_not_held(struct sbx_api *api, struct MHD_Connection
                         json_pack("{s:s,s:I}", "node", where.node, "node_alive_until",
                                   (json_int_t)where.alive_until_ms));
         }
-        if (found == 1 && strcmp(where.node, sbx_quota_pg_node(api->sessions->fleet)) != 0) {
+        const char *self = found == 1 ? sbx_quota_pg_node(api->sessions->fleet) : NULL;
+        if (found == 1 && strcmp(where.node, self) != 0) {
+                const char *why = "it came forwarded already";
+                enum MHD_Result answer;
+                if (!sbx_forward_was_forwarded(connection) && !request->body_too_large &&
+                    where.url[0] != '\0') {
+                        if (sbx_forward(api, connection, where.url, self, request->method,
+                                        request->url, request->body, request->body_len, &answer,
+                                        &err) == 1)
+                                return answer;
+                        why = err.message;
+                        sbx_warn("forward to node '%s' at %s: %s", where.node, where.url,
+                                 err.message);
+                } else if (where.url[0] == '\0') {
+                        why = "its node advertises no address";
+                }
                 snprintf(detail, sizeof(detail),
-                         "the %s lives on node '%s', not on this one ('%s'): send its requests "
-                         "through the fleet's load balancer, which routes them by its id",
-                         kind, where.node, sbx_quota_pg_node(api->sessions->fleet));
+                         "the %s lives on node '%s', not on this one ('%s'), and the request "
+                         "could not be forwarded there (%.200s): send it through the fleet's "
+                         "load balancer, which routes it by its id",
+                         kind, where.node, self, why);
                 return sbx_http_respond_problem_of(api, connection, 421, "misdirected", detail,
                                                    NULL, 0, NULL, 0,
                                                    json_pack("{s:s}", "node", where.node));
@@ -1546,8 +1563,11 @@ enum MHD_Result sbx_sessions_route(struct sbx_api *api, struct MHD_Connection *c
 
         const char *after;
         struct session *s = sbx_sessions_find_in_url(api->sessions, rest, tenant, false, &after);
-        if (s == NULL)
-                return sbx_sessions_not_held(api, connection, rest, tenant, false);
+        if (s == NULL) {
+                const struct sbx_sessions_request request = {method, url, body, body_len,
+                                                             body_too_large};
+                return sbx_sessions_not_held(api, connection, rest, tenant, false, &request);
+        }
         answer = route_session(api, connection, method, tenant, tenants, s, after, body, body_len,
                                body_too_large, after_response);
         sbx_sessions_release(api->sessions, s);

@@ -587,10 +587,26 @@ static int store_node(struct loader *loader, void *record, const char *value, st
         return set_string(&store->node, value, err);
 }
 
+/* Where the other nodes send the requests for what lives on this one (api/forward.h). */
+static int store_advertise(struct loader *loader, void *record, const char *value,
+                           struct sbx_error *err)
+{
+        (void)loader;
+        struct sbx_store_config *store = record;
+        if ((strncmp(value, "http://", 7) != 0 && strncmp(value, "https://", 8) != 0) ||
+            strlen(value) > 512 || strpbrk(value, " \t\r\n?#") != NULL)
+                return value_error(err, EINVAL,
+                                   "'%.80s' is not an http:// or https:// URL of at most 512 "
+                                   "characters without a query",
+                                   value);
+        return set_string(&store->advertise, value, err);
+}
+
 #define RECORD struct sbx_store_config
 static const struct config_key store_keys[] = {
         {"url", CUSTOM(store_url)},
         {"node", CUSTOM(store_node)},
+        {"advertise", CUSTOM(store_advertise)},
         {"connections", NUMBER(connections, 1, 64)},
 };
 #undef RECORD
@@ -1212,6 +1228,7 @@ void sbx_config_free(struct sbx_config *config)
         free(config->server.data_dir);
         free(config->store.url);
         free(config->store.node);
+        free(config->store.advertise);
         for (size_t i = 0; i < config->n_tiers; i++)
                 free(config->tiers[i].name);
         free(config->tiers);

@@ -54,6 +54,7 @@ struct sbx_server_config {
 struct sbx_store_config {
         char *url;            /* "postgresql://..." or "postgres://..."; NULL: none */
         char *node;           /* this node's name in the store; NULL: the host's name */
+        char *advertise;      /* the URL other nodes reach this one's API at; NULL: from listen */
         uint64_t connections; /* PostgreSQL connections the API process keeps (default 4) */
 };
 

@@ -139,6 +139,9 @@ static const char *const migrations[] = {
         "  finished_at bigint);\n"
         "CREATE INDEX deliveries_due ON deliveries (next_attempt_at) WHERE status = 'pending';\n"
         "CREATE INDEX deliveries_by_tenant ON deliveries (tenant, status, created_at);\n",
+        /* 4: where each node's API is reached ([store] advertise), so that a node asked for a
+         * session another node holds forwards the request there (api/forward.c). */
+        "ALTER TABLE sandboxd_nodes ADD COLUMN url text;\n",
 };
 
 int sbx_pg_schema_version(void)

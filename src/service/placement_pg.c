@@ -41,17 +41,19 @@ int sbx_placement_find(struct sbx_quota_pg *fleet, const char *kind, const char 
         PGresult *result = sbx_pg_query(
                 sbx_quota_pg_store(fleet),
                 "SELECT p.node, coalesce(n.alive_until > clock_timestamp(), false), "
-                "coalesce(floor(extract(epoch FROM n.alive_until) * 1000), 0)::bigint "
+                "coalesce(floor(extract(epoch FROM n.alive_until) * 1000), 0)::bigint, "
+                "coalesce(n.url, '') "
                 "FROM sandboxd_placements p LEFT JOIN sandboxd_nodes n ON n.name = p.node "
                 "WHERE p.id = $1 AND p.kind = $2 AND p.tenant = $3",
                 3, values, err);
         if (result == NULL)
                 return -1;
-        int found = PQntuples(result) == 1 && PQnfields(result) == 3;
+        int found = PQntuples(result) == 1 && PQnfields(result) == 4;
         if (found) {
                 snprintf(out->node, sizeof(out->node), "%s", PQgetvalue(result, 0, 0));
                 out->alive = strcmp(PQgetvalue(result, 0, 1), "t") == 0;
                 out->alive_until_ms = strtoll(PQgetvalue(result, 0, 2), NULL, 10);
+                snprintf(out->url, sizeof(out->url), "%s", PQgetvalue(result, 0, 3));
         }
         PQclear(result);
         return found;

@@ -18,6 +18,7 @@
 /* What the store knows of an id's placement. */
 struct sbx_placement {
         char node[256];         /* the node that holds it */
+        char url[520];          /* where that node's API is reached ("": not known) */
         bool alive;             /* whether that node's liveness is current */
         int64_t alive_until_ms; /* when its liveness ends or ended (Unix epoch ms) */
 };

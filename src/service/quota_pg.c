@@ -41,6 +41,7 @@ struct pending {
 struct sbx_quota_pg {
         struct sbx_pg *pg;
         char *node;
+        char *url; /* where the other nodes reach this one's API (api/forward.h) */
         uint64_t keep_charges_s;
         pthread_t heartbeat;
         bool heartbeat_started;
@@ -66,12 +67,13 @@ static int renew(struct sbx_quota_pg *fleet, struct sbx_error *err)
 {
         char ttl[24];
         snprintf(ttl, sizeof(ttl), "%d", TTL_S);
-        const char *values[] = {fleet->node, ttl};
+        const char *values[] = {fleet->node, ttl, fleet->url};
         return run(fleet->pg,
-                   "INSERT INTO sandboxd_nodes (name, alive_until) "
-                   "VALUES ($1, clock_timestamp() + $2 * interval '1 second') "
-                   "ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until",
-                   2, values, err);
+                   "INSERT INTO sandboxd_nodes (name, alive_until, url) "
+                   "VALUES ($1, clock_timestamp() + $2 * interval '1 second', $3) "
+                   "ON CONFLICT (name) DO UPDATE SET alive_until = excluded.alive_until, "
+                   "url = excluded.url",
+                   3, values, err);
 }
 
 /* Deletes lease $1 (0: none) and charges the CPU $3 to tenant $2 in one statement (a
@@ -208,12 +210,15 @@ static void *heartbeat_main(void *arg)
         }
 }
 
-int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node,
+int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node, const char *url,
                       uint64_t keep_charges_s, struct sbx_quota_pg **out, struct sbx_error *err)
 {
         *out = NULL;
         struct sbx_quota_pg *fleet = calloc(1, sizeof(*fleet));
-        if (fleet == NULL || (fleet->node = strdup(node)) == NULL) {
+        if (fleet == NULL || (fleet->node = strdup(node)) == NULL ||
+            (fleet->url = strdup(url)) == NULL) {
+                if (fleet != NULL)
+                        free(fleet->node);
                 free(fleet);
                 return sbx_error_set(err, ENOMEM, "store");
         }
@@ -270,6 +275,7 @@ void sbx_quota_pg_close(struct sbx_quota_pg *fleet)
         pthread_cond_destroy(&fleet->wake);
         pthread_mutex_destroy(&fleet->lock);
         free(fleet->node);
+        free(fleet->url);
         free(fleet);
 }
 

@@ -25,10 +25,11 @@
 
 struct sbx_quota_pg;
 
-/* Opens the store at store->url as the node called node (its name in leases), migrates its
- * schema and starts the heartbeat. Charges older than keep_charges_s (the longest window of any
- * tier, at least a day) are deleted as they go. */
-int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node,
+/* Opens the store at store->url as the node called node (its name in leases), whose API the other
+ * nodes reach at url (kept with its liveness), migrates its schema and starts the heartbeat.
+ * Charges older than keep_charges_s (the longest window of any tier, at least a day) are deleted as
+ * they go. */
+int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node, const char *url,
                       uint64_t keep_charges_s, struct sbx_quota_pg **out, struct sbx_error *err);
 
 /* Stops the heartbeat (its pending releases tried once more) and closes the store. NULL is a

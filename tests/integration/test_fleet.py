@@ -259,9 +259,10 @@ def test_a_session_whose_node_died_is_a_404_that_says_so():
     """A session lives on the node that opened it, which records that in the store. Through
     HAProxy, when that node is killed (-9, whole), the next requests for the session reach the
     other node, which answers from the store: 421 misdirected naming the node while its liveness
-    still holds, then 404 node-gone once it lapsed (within the TTL and a heartbeat). Controls:
-    an id the store does not know is a plain 404; the live owner asked directly of another node
-    is a 421 naming it; a deleted session's placement is gone; and the dead node started again
+    still holds (forwarding there fails), then 404 node-gone once it lapsed (within the TTL and
+    a heartbeat). Controls: an id the store does not know is a plain 404; the live owner asked
+    directly of another node answers through it (forwarded), and a request forwarded already is
+    a 421 naming it; a deleted session's placement is gone; and the dead node started again
     under its name drops its previous life's placements (its sessions are then a plain 404)."""
     with running_postgres() as pg, fleet(pg.url, 2) as nodes, \
             running_haproxy([n.port for n in nodes]) as proxy:
@@ -289,8 +290,12 @@ def test_a_session_whose_node_died_is_a_404_that_says_so():
         owner = nodes[int(name.removeprefix("node")) - 1]
         other = nodes[1] if owner is nodes[0] else nodes[0]
         assert owner.get(f"/v1/sessions/{session}", headers=headers).status_code == 200
-        problem = expect_problem(other.get(f"/v1/sessions/{session}", headers=headers), 421,
-                                 slug="misdirected")
+        # Asked of the other node, the live owner answers (the request forwarded), but not a
+        # request forwarded already: that one is a 421 naming the owner.
+        assert expect_json(other.get(f"/v1/sessions/{session}", headers=headers))["id"] == session
+        problem = expect_problem(other.get(f"/v1/sessions/{session}",
+                                           headers={**headers, "Sandboxd-Forwarded-By": "x"}),
+                                 421, slug="misdirected")
         assert problem["node"] == name and name in problem["detail"], problem
 
         owner.kill_node()
@@ -431,6 +436,51 @@ def test_store_migrate_copies_a_nodes_history_into_the_fleet():
             assert rc == 1 and f"{data_dir}/nothing" in stderr, stderr
             rc, _, stderr = migrate(f"sqlite:{data_dir}", "mysql://x")
             assert rc == 64 and "usage: sandboxd store migrate" in stderr, stderr
+
+
+def test_any_node_answers_for_a_session_another_node_holds():
+    """A session and an RL episode opened on node1 are used through node2 alone, which forwards
+    every request to node1 (the address node1 advertises in the store): the interpreter keeps
+    its globals, a file put through node2 is read back through node2 and node1, a streamed run
+    arrives whole, the episode steps, and the session is deleted through node2."""
+    with running_postgres() as pg, fleet(pg.url, 2) as (node1, node2):
+        headers = node1.headers()
+        assert pg.sql("SELECT url FROM sandboxd_nodes WHERE name = 'node1'") == \
+            f"http://127.0.0.1:{node1.port}"
+        session = expect_json(node1.request("POST", "/v1/sessions", json={"language": "python"},
+                                            headers=headers), 201)["id"]
+        base = f"/v1/sessions/{session}"
+        for i in range(1, 4):
+            code = "try:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)"
+            run = expect_json(node2.request("POST", f"{base}/run", json={"code": code},
+                                            headers=headers))
+            assert run["stdout"] == f"{i}\n", run
+        r = node2.request("PUT", f"{base}/files/data.bin", data=bytes(range(256)) * 40,
+                          headers={**headers, "Content-Type": "application/octet-stream"})
+        assert r.status_code == 201, r.text
+        for node in (node1, node2):
+            r = node.get(f"{base}/files/data.bin", headers=headers)
+            assert r.status_code == 200 and r.content == bytes(range(256)) * 40, r.status_code
+        listing = expect_json(node2.get(f"{base}/files?path=/workspace", headers=headers))
+        assert "data.bin" in json.dumps(listing), listing
+        r = node2.request("POST", f"{base}/run", json={"code": "print('a'); print('b')"},
+                          headers={**headers, "Accept": "text/event-stream"})
+        assert r.status_code == 200, r.text
+        assert r.headers["Content-Type"].startswith("text/event-stream"), r.headers
+        assert "event: stdout" in r.text and "event: end" in r.text, r.text
+        expect_problem(node2.request("POST", f"{base}/run", json={"code": 1}, headers=headers),
+                       400)
+        assert node2.request("DELETE", base, headers=headers).status_code == 204
+        expect_problem(node1.get(base, headers=headers), 404)
+        code = ("class Env:\n    def reset(self, seed=None, options=None):\n        return 0, {}\n"
+                "    def step(self, action):\n        return action, 1.0, action > 2, False, {}\n")
+        episode = expect_json(node1.request("POST", "/v1/episodes", json={
+            "code": code, "env_class": "Env"}, headers=headers), 201)["id"]
+        step = expect_json(node2.request("POST", f"/v1/episodes/{episode}/step",
+                                         json={"action": 3}, headers=headers))
+        assert step["terminated"] is True and step["reward"] == 1.0, step
+        assert node2.request("DELETE", f"/v1/episodes/{episode}",
+                             headers=headers).status_code == 204
 
 
 def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():

@@ -439,13 +439,16 @@ static void test_store_keys(void **state)
         load_ok("[server]\n", &config);
         assert_null(config.store.url);
         assert_null(config.store.node);
+        assert_null(config.store.advertise);
         assert_int_equal(config.store.connections, 4);
         sbx_config_free(&config);
         load_ok("[store]\n"
                 "url = postgresql://sbx:secret@db.example:5432/sandboxd?sslmode=require\n"
                 "node = node-1\n"
+                "advertise = http://10.0.0.5:8080\n"
                 "connections = 8\n",
                 &config);
+        assert_string_equal(config.store.advertise, "http://10.0.0.5:8080");
         assert_string_equal(config.store.url,
                             "postgresql://sbx:secret@db.example:5432/sandboxd?sslmode=require");
         assert_string_equal(config.store.node, "node-1");
@@ -468,6 +471,8 @@ static void test_store_keys(void **state)
         assert_load_error("[store]\nconnections = 65\n", "t:2: [store] connections:");
         assert_load_error("[store]\nnode = a\n[store]\n", "t:3: [store]: section appears twice");
         assert_load_error("[store]\nport = 5432\n", "t:2: [store] port: unknown key");
+        assert_load_error("[store]\nadvertise = ftp://h\n", "t:2: [store] advertise: 'ftp://h'");
+        assert_load_error("[store]\nadvertise = http://h/?x=1\n", "t:2: [store] advertise:");
 }
 
 static void test_default_tier_always_exists(void **state)
