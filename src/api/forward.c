@@ -9,12 +9,13 @@
 
 #include <curl/curl.h>
 
+#include "api/outbound.h"
 #include "api/respond.h"
 #include "util/cleanup.h"
 
 /* How long the holder may take to accept the connection, and at most to answer (a session's run
  * is bounded by its tier's wall clock, far below). */
-#define FORWARD_CONNECT_MS 2000
+#define FORWARD_CONNECT_MS 2000L
 #define FORWARD_TIMEOUT_MS (30L * 60 * 1000)
 
 /* The request headers sent on (the rest are the connection's own or libcurl's to set). */
@@ -202,14 +203,7 @@ int sbx_forward(struct sbx_api *api, struct MHD_Connection *connection, const ch
                 return 0;
         }
         struct answer a = {0};
-        curl_easy_setopt(curl, CURLOPT_URL, target);
-        curl_easy_setopt(curl, CURLOPT_PROXY, "");
-        curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
-        curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-        curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-        curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-        curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)FORWARD_CONNECT_MS);
-        curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, FORWARD_TIMEOUT_MS);
+        sbx_outbound_setup(curl, target, FORWARD_CONNECT_MS, FORWARD_TIMEOUT_MS);
         curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
         curl_easy_setopt(curl, CURLOPT_USERAGENT, "sandboxd-forward/1");
         curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, take_body);

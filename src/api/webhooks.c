@@ -15,6 +15,7 @@
 
 #include "api/compat_judge0.h"
 #include "api/live_config.h"
+#include "api/outbound.h"
 #include "api/respond.h"
 #include "service/audit_deliveries.h"
 #include "service/audit_queue.h"
@@ -285,15 +286,9 @@ static bool attempt_delivery(struct sbx_api *api, const struct sbx_tenant *tenan
                 snprintf(why, why_size, "out of memory");
         } else {
                 const struct sbx_server_config *server = &api->config->server;
-                curl_easy_setopt(curl, CURLOPT_URL, delivery->url);
+                sbx_outbound_setup(curl, delivery->url, (long)server->webhook_timeout_ms,
+                                   (long)server->webhook_timeout_ms);
                 curl_easy_setopt(curl, CURLOPT_RESOLVE, resolve);
-                curl_easy_setopt(curl, CURLOPT_PROXY, "");
-                curl_easy_setopt(curl, CURLOPT_NOPROXY, "*");
-                curl_easy_setopt(curl, CURLOPT_FOLLOWLOCATION, 0L);
-                curl_easy_setopt(curl, CURLOPT_PROTOCOLS_STR, "http,https");
-                curl_easy_setopt(curl, CURLOPT_NOSIGNAL, 1L);
-                curl_easy_setopt(curl, CURLOPT_TIMEOUT_MS, (long)server->webhook_timeout_ms);
-                curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS, (long)server->webhook_timeout_ms);
                 curl_easy_setopt(curl, CURLOPT_HTTPHEADER, headers);
                 /* Judge0 sends its callbacks with PUT; sandboxd's own webhooks are POSTs. */
                 if (strcmp(delivery->kind, SBX_JUDGE0_DELIVERY_KIND) == 0)
