@@ -3,8 +3,9 @@
 to a warm `print(2+2)`, and the throughput of three nodes behind HAProxy against one node.
 
 Latency: three `sandboxd serve` nodes, each with a warm Python pool (min_idle 2): one on its own
-(quotas in memory, SQLite), one with `[store] url` (quotas in PostgreSQL 15: one round trip to
-reserve, one to release), a third as the second, reached through HAProxy; ROUNDS requests to
+(quotas in memory, records in SQLite), one with `[store] url` (quotas and records in PostgreSQL
+15: one round trip to reserve, one to release, the record's insert and its outcome's update), a
+third as the second, reached through HAProxy; ROUNDS requests to
 each, interleaved, one at a time on a kept-alive connection, each once every node is quiet (no
 execution running, its pool full); p50 and p95 of the client's round
 trip, and the differences of the medians: the per-request cost of the store and of HAProxy's hop
@@ -205,8 +206,10 @@ def main():
         out.append(f"| {name} | {p50[name]:.2f} | {p95[name]:.2f} |")
     out += [
         "",
-        f"The store adds **{added:.2f} ms** at the median (reserve and release: two round "
-        f"trips to PostgreSQL, one statement each); HAProxy's hop **{hop:.2f} ms**.",
+        f"The store adds **{added:.2f} ms** at the median (four round trips to PostgreSQL, one "
+        f"statement each: the quota's reserve and release, the record's insert and its "
+        f"outcome, against two SQLite statements in the node's own file); HAProxy's hop "
+        f"**{hop:.2f} ms**.",
         "",
         f"Throughput, {opts.clients} clients back to back for {opts.seconds:g} s each:",
         "",

@@ -104,17 +104,23 @@ static int copy_text(void *ctx, struct sbx_sql_row *row, struct sbx_error *err)
         return 0;
 }
 
+/* Queued execution ?1 taken to running on node ?2: one conditional update. */
+#define TAKE(lock)                                                                                 \
+        "UPDATE executions SET status = '" SBX_AUDIT_STATUS_RUNNING "', node = ?2 WHERE id = "     \
+        "(SELECT id FROM executions WHERE id = ?1 AND status = '" SBX_AUDIT_STATUS_QUEUED "'" lock \
+        ")"
+
 int sbx_audit_take(struct sbx_audit *audit, const char *id, char **request, struct sbx_error *err)
 {
         *request = NULL;
         const struct sbx_sql_value values[] = {sbx_sql_text(id), sbx_sql_text(audit->node)};
         struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
         uint64_t taken = 0;
-        int rc =
-                sbx_sql_run(conn,
-                            "UPDATE executions SET status = '" SBX_AUDIT_STATUS_RUNNING
-                            "', node = ?2 WHERE id = ?1 AND status = '" SBX_AUDIT_STATUS_QUEUED "'",
-                            values, SBX_ARRAY_SIZE(values), NULL, NULL, &taken, "take", err);
+        /* In a fleet's store the row another node is taking this moment is passed over, not
+         * waited for (it is that node's). */
+        const char *take = sbx_sql_shared(audit->sql) ? TAKE(" FOR UPDATE SKIP LOCKED") : TAKE("");
+        int rc = sbx_sql_run(conn, take, values, SBX_ARRAY_SIZE(values), NULL, NULL, &taken, "take",
+                             err);
         if (rc == 0 && taken > 0)
                 rc = sbx_sql_run(conn, "SELECT request FROM queue WHERE id = ?1", values, 1,
                                  copy_text, request, NULL, "the queued request", err);
