@@ -411,9 +411,9 @@ static int load_item(void *ctx, const struct sbx_audit_queued *queued)
  * back (push takes the queue's lock, which is never taken while a connection is held). */
 struct found {
         struct found *next;
-        struct sbx_audit_queued item;
         char id[SBX_EXECUTION_ID_CHARS + 1];
         char *tenant;
+        uint64_t wall_ms;
 };
 
 static int found_item(void *ctx, const struct sbx_audit_queued *queued)
@@ -425,7 +425,7 @@ static int found_item(void *ctx, const struct sbx_audit_queued *queued)
                 return -1;
         }
         snprintf(found->id, sizeof(found->id), "%s", queued->id);
-        found->item = *queued;
+        found->wall_ms = queued->wall_ms;
         found->next = *list;
         *list = found;
         return 0;
@@ -457,8 +457,8 @@ static int sweep(struct sbx_async *async, struct sbx_error *err)
                 list = found->next;
                 if (rc == 0 && !async->stopping && find_queued(async, found->id, NULL) == NULL &&
                     find_running(async, found->id) == NULL &&
-                    push(async, found->tenant, found->id, found->item.wall_ms, false, NULL,
-                         false) != NULL)
+                    push(async, found->tenant, found->id, found->wall_ms, false, NULL, false) !=
+                            NULL)
                         taken_in++;
                 free(found->tenant);
                 free(found);
