@@ -204,16 +204,13 @@ enum column {
         COLUMN_STDOUT,
         COLUMN_STDERR,
         COLUMN_COMPILE,
-        COLUMN_COUNT, /* the columns of a record, as sbx_audit_fetch reads them back */
-        /* Written with a record, not read back: the node it runs on in a fleet's store. */
-        COLUMN_NODE = COLUMN_COUNT,
-        COLUMN_WRITTEN,
+        COLUMN_COUNT,
 };
 
 static const struct {
         const char *name;
         enum column_kind kind;
-} audit_columns[COLUMN_WRITTEN] = {
+} audit_columns[COLUMN_COUNT] = {
         [COLUMN_ID] = {"id", COLUMN_TEXT},
         [COLUMN_TENANT] = {"tenant", COLUMN_TEXT},
         [COLUMN_CREATED_AT] = {"created_at", COLUMN_INTEGER},
@@ -236,13 +233,12 @@ static const struct {
         [COLUMN_STDOUT] = {"stdout", COLUMN_OUTPUT},
         [COLUMN_STDERR] = {"stderr", COLUMN_OUTPUT},
         [COLUMN_COMPILE] = {"compile", COLUMN_JSON},
-        [COLUMN_NODE] = {"node", COLUMN_TEXT},
 };
 
 /* The columns each write statement sets, in the numbering of enum column (?N is column N-1). */
 static const enum column begin_columns[] = {
-        COLUMN_ID,        COLUMN_TENANT,    COLUMN_CREATED_AT, COLUMN_LANGUAGE, COLUMN_STATUS,
-        COLUMN_REQUESTED, COLUMN_EFFECTIVE, COLUMN_CLAMPED,    COLUMN_NODE,
+        COLUMN_ID,     COLUMN_TENANT,    COLUMN_CREATED_AT, COLUMN_LANGUAGE,
+        COLUMN_STATUS, COLUMN_REQUESTED, COLUMN_EFFECTIVE,  COLUMN_CLAMPED,
 };
 static const enum column outcome_columns[] = {
         COLUMN_FINISHED_AT,   COLUMN_STATUS,       COLUMN_EXIT_CODE,    COLUMN_SIGNAL,
@@ -295,20 +291,20 @@ static bool append(char *buf, size_t size, const char *fmt, ...)
 }
 
 /* Builds the statements from audit_columns and the column lists above, so that the statements,
- * the binding and the fetch loop share one column numbering: parameter ?N is column N-1. */
+ * the binding and the fetch loop share one column numbering: parameter ?N is column N-1. The
+ * node is the parameter after the columns. */
 static int audit_make_statements(struct sbx_audit *audit, struct sbx_error *err)
 {
         char values[256] = ") VALUES (";
         snprintf(audit->begin_sql, sizeof(audit->begin_sql), "INSERT INTO executions (");
         bool fits = true;
         for (size_t i = 0; i < SBX_ARRAY_SIZE(begin_columns); i++) {
-                const char *separator = i + 1 < SBX_ARRAY_SIZE(begin_columns) ? ", " : "";
-                fits &= append(audit->begin_sql, sizeof(audit->begin_sql), "%s%s",
-                               audit_columns[begin_columns[i]].name, separator);
-                fits &= append(values, sizeof(values), "?%d%s", (int)begin_columns[i] + 1,
-                               separator);
+                fits &= append(audit->begin_sql, sizeof(audit->begin_sql), "%s, ",
+                               audit_columns[begin_columns[i]].name);
+                fits &= append(values, sizeof(values), "?%d, ", (int)begin_columns[i] + 1);
         }
-        fits &= append(audit->begin_sql, sizeof(audit->begin_sql), "%s)", values);
+        fits &= append(audit->begin_sql, sizeof(audit->begin_sql), "node%s?%d)", values,
+                       COLUMN_COUNT + 1);
 
         snprintf(audit->finish_sql, sizeof(audit->finish_sql), "UPDATE executions SET ");
         for (size_t i = 0; i < SBX_ARRAY_SIZE(outcome_columns); i++)
@@ -339,8 +335,8 @@ static int audit_make_statements(struct sbx_audit *audit, struct sbx_error *err)
  * parameters, copied, to be written when it answers again (sbx_audit_write_kept). */
 struct kept_outcome {
         struct kept_outcome *next;
-        struct sbx_sql_value values[COLUMN_WRITTEN];
-        void *copies[COLUMN_WRITTEN];
+        struct sbx_sql_value values[COLUMN_COUNT];
+        void *copies[COLUMN_COUNT];
         size_t n;
 };
 
@@ -420,8 +416,8 @@ void sbx_audit_close(struct sbx_audit *audit)
                 audit->kept = next;
         }
         if (audit->n_kept > 0)
-                sbx_warn("audit: %zu outcome(s) the store never took are lost (the node's next "
-                         "start ends their records as interrupted)",
+                sbx_warn("audit: %zu outcome(s) the store never took are lost here (the engine's "
+                         "spool has them for the node's next start)",
                          audit->n_kept);
         pthread_mutex_destroy(&audit->kept_lock);
         pthread_cond_destroy(&audit->outcome_written);
@@ -453,14 +449,14 @@ struct outcome_digests {
 
 /* The parameters of a write: value ?N+1 is column N's, a JSON column's text owned here. */
 struct record_values {
-        struct sbx_sql_value values[COLUMN_WRITTEN];
-        char *owned[COLUMN_WRITTEN];
+        struct sbx_sql_value values[COLUMN_COUNT + 1]; /* the node last */
+        char *owned[COLUMN_COUNT];
         bool failed; /* out of memory */
 };
 
 static void record_values_free(struct record_values *v)
 {
-        for (size_t i = 0; i < COLUMN_WRITTEN; i++)
+        for (size_t i = 0; i < COLUMN_COUNT; i++)
                 free(v->owned[i]);
 }
 
@@ -541,20 +537,20 @@ static void set_column(struct record_values *v, enum column column,
         case COLUMN_STDERR:
                 *value = output_value(r->stderr_data, r->stderr_size, r->store_output);
                 return;
-        case COLUMN_NODE:
-                *value = sbx_sql_text(r->node);
-                return;
-        case COLUMN_WRITTEN:
+        case COLUMN_COUNT:
                 return;
         }
 }
 
-/* Keeps a copy of the n values of a finish in audit's list (a warning when it cannot: the record
- * then stays running until the node's next start ends it as interrupted). */
+/* Runs the write sql with the record's columns (every parameter up to the highest one used;
+ * node, which may be NULL, as the last when node_too) on conn. The rows it changed, or -1 with err.
+ */
+/* Keeps a copy of the n values of a finish in audit's list (a warning when it cannot: the
+ * outcome then stays in the engine's spool only, for the node's next start). */
 static void keep_outcome(struct sbx_audit *audit, const struct sbx_sql_value *values, size_t n)
 {
         struct kept_outcome *kept = calloc(1, sizeof(*kept));
-        bool failed = kept == NULL || n > COLUMN_WRITTEN;
+        bool failed = kept == NULL || n > COLUMN_COUNT;
         for (size_t i = 0; !failed && i < n; i++) {
                 kept->values[i] = values[i];
                 kept->n = i + 1;
@@ -619,22 +615,23 @@ int sbx_audit_write_kept(struct sbx_audit *audit, uint64_t *written, struct sbx_
         return rc;
 }
 
-/* Runs the write sql with the record's columns (every parameter up to the highest one used) on
- * conn; when it fails, keeps its values in keep_in (NULL: not kept) to write later. The rows it
- * changed, or -1 with err. */
 static int audit_write_on(struct sbx_sql_conn *conn, const char *sql, const enum column *columns,
                           size_t n_columns, const struct sbx_audit_record *record,
-                          const struct outcome_digests *digests, struct sbx_audit *keep_in,
-                          const char *what, struct sbx_error *err)
+                          const struct outcome_digests *digests, bool node_too, const char *node,
+                          struct sbx_audit *keep_in, const char *what, struct sbx_error *err)
 {
         struct record_values v = {0};
-        for (size_t i = 0; i < COLUMN_WRITTEN; i++)
+        for (size_t i = 0; i < COLUMN_COUNT; i++)
                 v.values[i] = sbx_sql_text(NULL);
         size_t n = 0;
         for (size_t i = 0; i < n_columns; i++) {
                 set_column(&v, columns[i], record, digests);
                 if ((size_t)columns[i] + 1 > n)
                         n = (size_t)columns[i] + 1;
+        }
+        if (node_too) {
+                v.values[COLUMN_COUNT] = sbx_sql_text(node);
+                n = COLUMN_COUNT + 1;
         }
         uint64_t changes = 0;
         int rc = -1;
@@ -651,18 +648,18 @@ static int audit_write_on(struct sbx_sql_conn *conn, const char *sql, const enum
         return (int)changes;
 }
 
-/* audit_write_on a connection held for it; keep: an outcome the store did not take is kept to
- * write later. */
+/* audit_write_on a connection held for it; an outcome (finish) a fleet's store did not take is
+ * kept to write later. */
 static int audit_write(struct sbx_audit *audit, const char *sql, const enum column *columns,
                        size_t n_columns, const struct sbx_audit_record *record,
-                       const struct outcome_digests *digests, bool keep, const char *what,
+                       const struct outcome_digests *digests, bool node_too, const char *what,
                        struct sbx_error *err)
 {
-        struct sbx_sql_conn conn;
-        sbx_sql_hold(audit->sql, &conn);
-        int rc = audit_write_on(&conn, sql, columns, n_columns, record, digests,
-                                keep ? audit : NULL, what, err);
-        sbx_sql_let_go(&conn);
+        bool keep = sql == audit->finish_sql && sbx_sql_shared(audit->sql);
+        struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
+        int rc = audit_write_on(conn, sql, columns, n_columns, record, digests, node_too,
+                                audit->node, keep ? audit : NULL, what, err);
+        sbx_sql_let_go(conn);
         return rc;
 }
 
@@ -673,9 +670,8 @@ int sbx_audit_begin(struct sbx_audit *audit, const struct sbx_audit_record *reco
                 return sbx_error_set(err, EINVAL, "audit: record lacks id, tenant or language");
         struct sbx_audit_record running = *record;
         running.status = SBX_AUDIT_STATUS_RUNNING;
-        running.node = audit->node;
         int rc = audit_write(audit, audit->begin_sql, begin_columns, SBX_ARRAY_SIZE(begin_columns),
-                             &running, NULL, false, "begin", err);
+                             &running, NULL, true, "begin", err);
         return rc < 0 ? -1 : 0;
 }
 
@@ -686,9 +682,10 @@ int sbx_audit_begin_queued_on(struct sbx_audit *audit, struct sbx_sql_conn *conn
                 return sbx_error_set(err, EINVAL, "audit: record lacks id, tenant or language");
         struct sbx_audit_record queued = *record;
         queued.status = SBX_AUDIT_STATUS_QUEUED;
-        queued.node = NULL; /* whichever node takes it runs it */
-        int rc = audit_write_on(conn, audit->begin_sql, begin_columns,
-                                SBX_ARRAY_SIZE(begin_columns), &queued, NULL, NULL, "queue", err);
+        /* No node: whichever node takes it runs it. */
+        int rc =
+                audit_write_on(conn, audit->begin_sql, begin_columns, SBX_ARRAY_SIZE(begin_columns),
+                               &queued, NULL, true, NULL, NULL, "queue", err);
         return rc < 0 ? -1 : 0;
 }
 
@@ -761,9 +758,8 @@ static int audit_finish_written(struct sbx_audit *audit, const struct sbx_audit_
         enum column columns[SBX_ARRAY_SIZE(outcome_columns) + 1];
         memcpy(columns, outcome_columns, sizeof(outcome_columns));
         columns[SBX_ARRAY_SIZE(outcome_columns)] = COLUMN_ID;
-        /* A fleet's store keeps an outcome PostgreSQL did not take, to write it later. */
         int rc = audit_write(audit, audit->finish_sql, columns, SBX_ARRAY_SIZE(columns), record,
-                             &digests, sbx_sql_shared(audit->sql), "finish", err);
+                             &digests, false, "finish", err);
         return rc < 0 ? -1 : rc > 0;
 }
 

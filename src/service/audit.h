@@ -87,8 +87,6 @@ struct sbx_audit_record {
         /* A compiled language's compile stage as JSON (NULL: none), its output already left out
          * when store_output is false. */
         const json_t *compile;
-        /* The node it runs on in a fleet's store: set by sbx_audit_begin itself. */
-        const char *node;
 };
 
 /* Opens (creating it if needed) <directory>/audit.db: creates the file with mode 0600 without

@@ -101,18 +101,16 @@ int sbx_audit_copy(struct sbx_audit *from, struct sbx_audit *to, const char *nod
                 struct copy copy = {.table = tables[t], .node = node};
                 char select[96];
                 snprintf(select, sizeof(select), "SELECT * FROM %s ORDER BY rowid", tables[t]);
-                struct sbx_sql_conn target, source;
-                sbx_sql_hold(to->sql, &target);
-                sbx_sql_hold(from->sql, &source);
-                copy.target = &target;
-                int rc = sbx_sql_begin(&target, err);
+                copy.target = sbx_sql_hold(to->sql);
+                struct sbx_sql_conn *source = sbx_sql_hold(from->sql);
+                int rc = sbx_sql_begin(copy.target, err);
                 if (rc == 0)
-                        rc = sbx_sql_run_once(&source, select, NULL, 0, copy_row, &copy, NULL,
+                        rc = sbx_sql_run_once(source, select, NULL, 0, copy_row, &copy, NULL,
                                               tables[t], err);
                 if (rc == 0)
-                        rc = sbx_sql_commit(&target, err);
-                sbx_sql_let_go(&source);
-                sbx_sql_let_go(&target); /* rolls back what did not commit */
+                        rc = sbx_sql_commit(copy.target, err);
+                sbx_sql_let_go(source);
+                sbx_sql_let_go(copy.target); /* rolls back what did not commit */
                 if (rc < 0)
                         return sbx_error_prefix(err, "copy %s", tables[t]);
                 if (on_table != NULL)

@@ -73,23 +73,24 @@ static int insert_item(struct sbx_audit *audit, struct sbx_sql_conn *conn,
 int sbx_audit_enqueue(struct sbx_audit *audit, const struct sbx_audit_batch *batch,
                       const struct sbx_audit_enqueued *items, size_t n, struct sbx_error *err)
 {
-        struct sbx_sql_conn conn;
-        sbx_sql_hold(audit->sql, &conn);
-        int rc = sbx_sql_begin(&conn, err);
+        struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
+        if (conn == NULL)
+                return sbx_error_set(err, ENOMEM, "audit: enqueue");
+        int rc = sbx_sql_begin(conn, err);
         if (rc == 0 && batch != NULL)
-                rc = insert_batch(&conn, batch, n, err);
+                rc = insert_batch(conn, batch, n, err);
         if (rc == 0 && batch != NULL && batch->callback_url != NULL)
-                rc = sbx_audit_delivery_insert_on(&conn, batch->tenant, "batch", batch->id,
+                rc = sbx_audit_delivery_insert_on(conn, batch->tenant, "batch", batch->id,
                                                   batch->callback_url, batch->created_at_ms, err);
         for (size_t i = 0; rc == 0 && i < n; i++)
-                rc = insert_item(audit, &conn, batch, &items[i], err);
+                rc = insert_item(audit, conn, batch, &items[i], err);
         /* A fleet's other nodes hear of it (they LISTEN: api/async.c), at the commit. */
         if (rc == 0 && sbx_sql_shared(audit->sql))
-                rc = sbx_sql_run(&conn, "NOTIFY " SBX_AUDIT_QUEUE_CHANNEL, NULL, 0, NULL, NULL,
-                                 NULL, "notify", err);
+                rc = sbx_sql_run(conn, "NOTIFY " SBX_AUDIT_QUEUE_CHANNEL, NULL, 0, NULL, NULL, NULL,
+                                 "notify", err);
         if (rc == 0)
-                rc = sbx_sql_commit(&conn, err);
-        sbx_sql_let_go(&conn); /* rolls back what did not commit */
+                rc = sbx_sql_commit(conn, err);
+        sbx_sql_let_go(conn); /* rolls back what did not commit */
         return rc;
 }
 
@@ -113,18 +114,17 @@ int sbx_audit_take(struct sbx_audit *audit, const char *id, char **request, stru
 {
         *request = NULL;
         const struct sbx_sql_value values[] = {sbx_sql_text(id), sbx_sql_text(audit->node)};
-        struct sbx_sql_conn conn;
-        sbx_sql_hold(audit->sql, &conn);
+        struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
         uint64_t taken = 0;
         /* In a fleet's store the row another node is taking this moment is passed over, not
          * waited for (it is that node's). */
         const char *take = sbx_sql_shared(audit->sql) ? TAKE(" FOR UPDATE SKIP LOCKED") : TAKE("");
-        int rc = sbx_sql_run(&conn, take, values, SBX_ARRAY_SIZE(values), NULL, NULL, &taken,
-                             "take", err);
+        int rc = sbx_sql_run(conn, take, values, SBX_ARRAY_SIZE(values), NULL, NULL, &taken, "take",
+                             err);
         if (rc == 0 && taken > 0)
-                rc = sbx_sql_run(&conn, "SELECT request FROM queue WHERE id = ?1", values, 1,
+                rc = sbx_sql_run(conn, "SELECT request FROM queue WHERE id = ?1", values, 1,
                                  copy_text, request, NULL, "the queued request", err);
-        sbx_sql_let_go(&conn);
+        sbx_sql_let_go(conn);
         if (rc < 0 || taken == 0)
                 return rc;
         if (*request == NULL)
@@ -395,20 +395,19 @@ int sbx_audit_batch_fetch(struct sbx_audit *audit, const char *tenant, const cha
         struct batch_fetch f = {.id = id, .fields = fields, .n_fields = n_fields, .done = true};
         const struct sbx_sql_value values[] = {sbx_sql_text(id), sbx_sql_text(tenant)};
         /* One connection, so that SQLite's lock holds over both reads, as a fetch always has. */
-        struct sbx_sql_conn conn;
-        sbx_sql_hold(audit->sql, &conn);
-        int rc = sbx_sql_run(&conn,
+        struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
+        int rc = sbx_sql_run(conn,
                              "SELECT created_at, compare, cases, callback_url FROM batches WHERE "
                              "id = ?1 AND tenant = ?2",
                              values, SBX_ARRAY_SIZE(values), batch_head, &f, NULL, "batch", err);
         if (rc == 0 && f.batch != NULL)
-                rc = sbx_sql_run(&conn,
+                rc = sbx_sql_run(conn,
                                  "SELECT c.idx, c.execution_id, e.status, e.exit_code, e.signal, "
                                  "e.error, e.stdout, e.stderr, e.usage, c.expected_stdout, "
                                  "e.timing FROM batch_cases c JOIN executions e ON e.id = "
                                  "c.execution_id WHERE c.batch_id = ?1 ORDER BY c.idx",
                                  values, 1, batch_case, &f, NULL, "a batch's cases", err);
-        sbx_sql_let_go(&conn);
+        sbx_sql_let_go(conn);
         if (rc < 0) {
                 json_decref(f.batch);
                 return -1;
@@ -437,9 +436,8 @@ int sbx_audit_reap(struct sbx_audit *audit, const char *error, int64_t finished_
         const struct sbx_sql_value values[] = {sbx_sql_text(error), sbx_sql_int(finished_at_ms),
                                                sbx_sql_int(SBX_AUDIT_REAP_GRACE_S)};
         uint64_t sessions = 0;
-        struct sbx_sql_conn conn;
-        sbx_sql_hold(audit->sql, &conn);
-        int rc = sbx_sql_run(&conn,
+        struct sbx_sql_conn *conn = sbx_sql_hold(audit->sql);
+        int rc = sbx_sql_run(conn,
                              "UPDATE executions e SET status = '" SBX_AUDIT_STATUS_QUEUED
                              "', node = NULL WHERE e.status = '" SBX_AUDIT_STATUS_RUNNING
                              "' AND " NODE_DEAD("e") " AND e.id IN (SELECT id FROM queue WHERE "
@@ -447,19 +445,19 @@ int sbx_audit_reap(struct sbx_audit *audit, const char *error, int64_t finished_
                              values, SBX_ARRAY_SIZE(values), NULL, NULL, requeued,
                              "queue a dead node's executions again", err);
         if (rc == 0)
-                rc = sbx_sql_run(&conn,
+                rc = sbx_sql_run(conn,
                                  "UPDATE executions e SET status = 'internal_error', error = ?1, "
                                  "finished_at = ?2 WHERE e.status = '" SBX_AUDIT_STATUS_RUNNING
                                  "' AND " NODE_DEAD("e"),
                                  values, SBX_ARRAY_SIZE(values), NULL, NULL, interrupted,
                                  "end a dead node's executions", err);
         if (rc == 0)
-                rc = sbx_sql_run(&conn,
+                rc = sbx_sql_run(conn,
                                  "UPDATE sessions s SET ended_at = ?2, end_reason = 'node_died' "
                                  "WHERE s.ended_at IS NULL AND " NODE_DEAD("s"),
                                  values, SBX_ARRAY_SIZE(values), NULL, NULL, &sessions,
                                  "end a dead node's sessions", err);
-        sbx_sql_let_go(&conn);
+        sbx_sql_let_go(conn);
         if (rc == 0 && *requeued + *interrupted + sessions > 0)
                 sbx_info("audit: a dead node's executions: %" PRIu64 " queued again, %" PRIu64
                          " ended; %" PRIu64 " of its sessions ended",

@@ -47,6 +47,12 @@ struct sbx_sql {
         size_t n_cached;
 };
 
+struct sbx_sql_conn {
+        struct sbx_sql *sql;
+        size_t slot;         /* PostgreSQL's connection */
+        bool in_transaction; /* PostgreSQL: no statement is sent twice inside one */
+};
+
 struct sbx_sql_row {
         sqlite3_stmt *statement; /* SQLite's, else: */
         PGresult *result;
@@ -218,23 +224,30 @@ bool sbx_sql_shared(const struct sbx_sql *sql)
         return sql->shared;
 }
 
-void sbx_sql_hold(struct sbx_sql *sql, struct sbx_sql_conn *conn)
+struct sbx_sql_conn *sbx_sql_hold(struct sbx_sql *sql)
 {
-        *conn = (struct sbx_sql_conn){.sql = sql};
+        struct sbx_sql_conn *conn = calloc(1, sizeof(*conn));
+        if (conn == NULL)
+                return NULL;
+        conn->sql = sql;
         if (sql->shared)
                 conn->slot = sbx_pg_hold(sql->pg);
         else
                 pthread_mutex_lock(&sql->lock);
+        return conn;
 }
 
 void sbx_sql_let_go(struct sbx_sql_conn *conn)
 {
+        if (conn == NULL)
+                return;
         if (conn->in_transaction)
                 sbx_sql_rollback(conn);
         if (conn->sql->shared)
                 sbx_pg_let_go(conn->sql->pg, conn->slot);
         else
                 pthread_mutex_unlock(&conn->sql->lock);
+        free(conn);
 }
 
 /* PostgreSQL's form of text: $N for each ?N outside a quoted literal. */
@@ -411,6 +424,8 @@ static int run(struct sbx_sql_conn *conn, const char *text, bool keep,
                int (*on_row)(void *, struct sbx_sql_row *, struct sbx_error *), void *ctx,
                uint64_t *changes, const char *what, struct sbx_error *err)
 {
+        if (conn == NULL)
+                return sbx_error_set(err, ENOMEM, "audit: %s", what);
         sqlite3_stmt *statement = NULL;
         bool owned = false;
         const char *rewritten = NULL;
@@ -447,10 +462,9 @@ int sbx_sql_exec(struct sbx_sql *sql, const char *text, const struct sbx_sql_val
                  size_t n, int (*on_row)(void *, struct sbx_sql_row *, struct sbx_error *),
                  void *ctx, uint64_t *changes, const char *what, struct sbx_error *err)
 {
-        struct sbx_sql_conn conn;
-        sbx_sql_hold(sql, &conn);
-        int rc = sbx_sql_run(&conn, text, values, n, on_row, ctx, changes, what, err);
-        sbx_sql_let_go(&conn);
+        struct sbx_sql_conn *conn = sbx_sql_hold(sql);
+        int rc = sbx_sql_run(conn, text, values, n, on_row, ctx, changes, what, err);
+        sbx_sql_let_go(conn);
         return rc;
 }
 

@@ -17,14 +17,9 @@
 #include "service/pg.h"
 #include "util/error.h"
 
-struct sbx_sql; /* a database */
-/* A connection held by one thread, on the caller's stack (its members are sql.c's). */
-struct sbx_sql_conn {
-        struct sbx_sql *sql;
-        size_t slot;         /* PostgreSQL's connection */
-        bool in_transaction; /* PostgreSQL: no statement is sent twice inside one */
-};
-struct sbx_sql_row; /* the row a statement's row callback is handed */
+struct sbx_sql;      /* a database */
+struct sbx_sql_conn; /* a connection held by one thread */
+struct sbx_sql_row;  /* the row a statement's row callback is handed */
 
 /* One parameter. text and data NULL are SQL NULL, as is an integer with null set; a blob of
  * size 0 with data NULL is NULL, with any other data an empty blob. SBX_SQL_NULL is a NULL of
@@ -85,7 +80,7 @@ bool sbx_sql_shared(const struct sbx_sql *sql);
 
 /* Holds a connection (waiting for one): every statement runs on one. Give it back with
  * sbx_sql_let_go; a transaction it began and did not end is rolled back then. */
-void sbx_sql_hold(struct sbx_sql *sql, struct sbx_sql_conn *conn);
+struct sbx_sql_conn *sbx_sql_hold(struct sbx_sql *sql);
 void sbx_sql_let_go(struct sbx_sql_conn *conn);
 
 /* Runs one statement (sql must outlive the database: a string literal or a text made at open,
