@@ -416,8 +416,8 @@ void sbx_audit_close(struct sbx_audit *audit)
                 audit->kept = next;
         }
         if (audit->n_kept > 0)
-                sbx_warn("audit: %zu outcome(s) the store never took are lost here (the engine's "
-                         "spool has them for the node's next start)",
+                sbx_warn("audit: %zu outcome(s) the store never took are lost (the node's next "
+                         "start ends their records as interrupted)",
                          audit->n_kept);
         pthread_mutex_destroy(&audit->kept_lock);
         pthread_cond_destroy(&audit->outcome_written);
@@ -545,8 +545,8 @@ static void set_column(struct record_values *v, enum column column,
 /* Runs the write sql with the record's columns (every parameter up to the highest one used;
  * node, which may be NULL, as the last when node_too) on conn. The rows it changed, or -1 with err.
  */
-/* Keeps a copy of the n values of a finish in audit's list (a warning when it cannot: the
- * outcome then stays in the engine's spool only, for the node's next start). */
+/* Keeps a copy of the n values of a finish in audit's list (a warning when it cannot: the record
+ * then stays running until the node's next start ends it as interrupted). */
 static void keep_outcome(struct sbx_audit *audit, const struct sbx_sql_value *values, size_t n)
 {
         struct kept_outcome *kept = calloc(1, sizeof(*kept));
