@@ -7,6 +7,8 @@
 #include "api/engine_client.h"
 
 #include <errno.h>
+#include <limits.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -41,6 +43,7 @@ struct call {
         struct sbx_error error; /* when done without a reply */
         void *reply;            /* when done with one: the whole message, owned by the call */
         size_t reply_len;
+        int passed; /* an fd that came with the reply (an OPEN's channel), owned; or -1 */
 };
 
 struct sbx_engine_client {
@@ -129,10 +132,13 @@ static void deliver_session_ended(struct sbx_engine_client *client, void *buf, s
         free(buf);
 }
 
-static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
+/* passed: an fd that came with the message, or -1; only a SESSION_REPLY's is kept (by its
+ * call), every other is closed. */
+static void deliver(struct sbx_engine_client *client, void *buf, size_t len, int passed)
 {
         struct sbx_message_header header;
         struct sbx_error err = {0};
+        _cleanup_close_ int fd = passed;
         if (sbx_message_decode_header(buf, len, &header, &err) < 0) {
                 sbx_warn("engine client: dropped a reply: %s", err.message);
                 free(buf);
@@ -168,6 +174,8 @@ static void deliver(struct sbx_engine_client *client, void *buf, size_t len)
         if (header.type == call->reply_type || refused_run) {
                 call->reply = buf;
                 call->reply_len = len;
+                if (header.type == SBX_MESSAGE_SESSION_REPLY)
+                        call->passed = take_fd(&fd);
         } else {
                 sbx_error_set(&call->error, 0, "engine answered %s with %s",
                               sbx_message_type_name(call->reply_type),
@@ -187,9 +195,10 @@ static void *dispatch(void *arg)
         for (;;) {
                 void *buf = NULL;
                 size_t len = 0;
-                int rc = sbx_message_receive(client->fd, &buf, &len, &err);
+                int passed = -1;
+                int rc = sbx_message_receive_passed(client->fd, &buf, &len, &passed, &err);
                 if (rc > 0) {
-                        deliver(client, buf, len);
+                        deliver(client, buf, len, passed);
                         continue;
                 }
                 if (rc < 0 && sbx_message_dropped(&err)) {
@@ -224,7 +233,7 @@ static void *dispatch(void *arg)
 static int call_begin(struct sbx_engine_client *client, struct call *call, uint16_t reply_type,
                       const char *execution_id, struct sbx_error *err)
 {
-        *call = (struct call){.reply_type = reply_type, .execution_id = execution_id};
+        *call = (struct call){.reply_type = reply_type, .execution_id = execution_id, .passed = -1};
         call->events_tail = &call->events;
         int rc = sbx_cond_init_monotonic(&call->done_cond);
         if (rc != 0)
@@ -254,6 +263,9 @@ static void call_end(struct sbx_engine_client *client, struct call *call)
         pthread_cond_destroy(&call->done_cond);
         free(call->reply);
         call->reply = NULL;
+        if (call->passed >= 0)
+                close(call->passed);
+        call->passed = -1;
         while (call->events != NULL) {
                 struct queued_event *event = call->events;
                 call->events = event->next;
@@ -440,6 +452,7 @@ static int session_reply_take(struct call *call, struct sbx_message *message,
         }
         out->reply = message->body.session;
         out->message = steal_pointer(&call->reply);
+        out->channel = take_fd(&call->passed);
         return 0;
 }
 
@@ -454,6 +467,124 @@ static int session_send(struct sbx_engine_client *client, struct call *call,
         return send_message(client, buf, len, err);
 }
 
+static void send_session_cancel(struct sbx_engine_client *client, const char *session_id,
+                                uint64_t request_id)
+{
+        struct sbx_message_session cancel = {
+                .op = SBX_SESSION_CANCEL, .fields = "{}", .fields_len = 2};
+        memcpy(cancel.session_id, session_id, sizeof(cancel.session_id));
+        void *buf;
+        size_t len;
+        struct sbx_error err = {0};
+        if (sbx_message_encode_session(SBX_MESSAGE_SESSION, request_id, &cancel, &buf, &len, &err) <
+                    0 ||
+            send_message(client, buf, len, &err) < 0)
+                sbx_warn("engine client: cancel session %s's request %llu: %s", session_id,
+                         (unsigned long long)request_id, err.message);
+}
+
+/* A session call that timed out is not left going: an OPEN's session ends (CANCEL: the OPEN's
+ * request is its worker's), an operation is interrupted (SESSION CANCEL). */
+static void send_timeout_cancel(struct sbx_engine_client *client,
+                                const struct sbx_message_session *session, uint64_t request_id)
+{
+        if (session->op == SBX_SESSION_OPEN)
+                send_cancel(client, request_id);
+        else
+                send_session_cancel(client, session->session_id, request_id);
+}
+
+/* What a direct call answers when the worker hung up: what the engine answers for a session
+ * that ended. */
+static int session_ended(const struct sbx_message_session *session,
+                         struct sbx_engine_session_reply *out)
+{
+        static const char detail[] = "{\"detail\":\"engine: the session has ended\"}";
+        out->reply = (struct sbx_message_session){
+                .error = ESRCH, .fields = detail, .fields_len = sizeof(detail) - 1};
+        memcpy(out->reply.session_id, session->session_id, sizeof(out->reply.session_id));
+        return 0;
+}
+
+/* sbx_engine_client_session through the session's channel (with->direct): sent there, and
+ * every message on it read here until the reply to this request; what answers an earlier
+ * request (one that timed out) is dropped. */
+static int direct_session_call(struct sbx_engine_client *client,
+                               const struct sbx_message_session *session, uint64_t timeout_ms,
+                               const struct sbx_engine_session_call *with,
+                               struct sbx_engine_session_reply *out, struct sbx_error *err)
+{
+        pthread_mutex_lock(&client->lock);
+        bool dead = client->dead, shut = client->shutting_down;
+        uint64_t request_id = ++client->next_request_id;
+        pthread_mutex_unlock(&client->lock);
+        if (dead)
+                return unavailable(err,
+                                   shut ? "the engine client was shut down" : "the engine hung up");
+        _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
+        if (message == NULL)
+                return sbx_error_set(err, ENOMEM, "engine client: allocate");
+        if (with->request_id != NULL)
+                atomic_store(with->request_id, request_id);
+        void *buf;
+        size_t len;
+        if (sbx_message_encode_session(SBX_MESSAGE_SESSION, request_id, session, &buf, &len, err) <
+            0)
+                return -1;
+        /* Never waits: the worker reads the next operation once it answered this one. */
+        int rc = sbx_message_send_nowait(with->channel, buf, len, err);
+        free(buf);
+        if (rc < 0 && (err->code == EPIPE || err->code == ECONNRESET))
+                return session_ended(session, out);
+        if (rc < 0 && err->code == EAGAIN)
+                return sbx_error_set(err, EBUSY, "engine client: the session's channel is full");
+        if (rc < 0)
+                return -1;
+        if (with->on_sent != NULL && with->on_sent(with->ctx) < 0)
+                send_session_cancel(client, session->session_id, request_id);
+        uint64_t deadline = sbx_now_ms() + timeout_ms;
+        for (;;) {
+                uint64_t now = sbx_now_ms();
+                if (now >= deadline) {
+                        send_session_cancel(client, session->session_id, request_id);
+                        return sbx_error_set(err, ETIMEDOUT,
+                                             "engine did not answer SESSION_REPLY within %llu ms",
+                                             (unsigned long long)timeout_ms);
+                }
+                struct pollfd pfd = {.fd = with->channel, .events = POLLIN};
+                uint64_t left = deadline - now;
+                int ready = poll(&pfd, 1, left > INT_MAX ? INT_MAX : (int)left);
+                if (ready < 0 && errno != EINTR)
+                        return sbx_error_set(err, errno, "engine client: poll the session");
+                if (ready <= 0)
+                        continue;
+                void *got = NULL;
+                size_t got_len = 0;
+                struct sbx_error bad = {0};
+                rc = sbx_message_receive(with->channel, &got, &got_len, &bad);
+                if (rc == 0 || (rc < 0 && !sbx_message_dropped(&bad)))
+                        return session_ended(session, out);
+                if (rc < 0) {
+                        sbx_warn("engine client: session %s: %s", session->session_id, bad.message);
+                        continue;
+                }
+                if (sbx_message_decode(got, got_len, message, &bad) < 0 ||
+                    message->header.request_id != request_id) {
+                        free(got);
+                        continue;
+                }
+                if (message->header.type == SBX_MESSAGE_SESSION_REPLY) {
+                        out->reply = message->body.session;
+                        out->message = got;
+                        out->channel = -1;
+                        return 0;
+                }
+                if (message->header.type == SBX_MESSAGE_SESSION_EVENT && with->on_event != NULL)
+                        with->on_event(with->ctx, &message->body.session);
+                free(got);
+        }
+}
+
 int sbx_engine_client_session(struct sbx_engine_client *client,
                               const struct sbx_message_session *session, uint64_t timeout_ms,
                               const struct sbx_engine_session_call *with,
@@ -463,6 +594,8 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
         if (with == NULL)
                 with = &plain;
         *out = (struct sbx_engine_session_reply){0};
+        if (with->direct)
+                return direct_session_call(client, session, timeout_ms, with, out, err);
         _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
         if (message == NULL)
                 return sbx_error_set(err, ENOMEM, "engine client: allocate");
@@ -472,12 +605,12 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
                 return -1;
         int rc = session_send(client, &call, session, err);
         if (rc == 0 && with->on_sent != NULL && with->on_sent(with->ctx) < 0)
-                send_cancel(client, call.request_id);
+                send_session_cancel(client, session->session_id, call.request_id);
         if (rc == 0) {
                 rc = call_wait(client, &call, timeout_ms, with->on_event, with->ctx, message, err);
                 /* Do not leave it going: an OPEN's session ends, a run is interrupted. */
                 if (rc < 0 && err->code == ETIMEDOUT)
-                        send_cancel(client, call.request_id);
+                        send_timeout_cancel(client, session, call.request_id);
         }
         if (rc == 0)
                 rc = session_reply_take(&call, message, out, err);
@@ -521,7 +654,7 @@ size_t sbx_engine_client_sessions(struct sbx_engine_client *client,
                 uint64_t left = deadline_ms > now ? deadline_ms - now : 0;
                 if (call_wait(client, &calls[i], left, NULL, NULL, message, &errs[i]) < 0) {
                         if (errs[i].code == ETIMEDOUT)
-                                send_cancel(client, calls[i].request_id);
+                                send_timeout_cancel(client, &sessions[i], calls[i].request_id);
                         continue;
                 }
                 if (session_reply_take(&calls[i], message, &out[i], &errs[i]) == 0)
@@ -610,10 +743,18 @@ void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request
         send_cancel(client, request_id);
 }
 
+void sbx_engine_client_cancel_session(struct sbx_engine_client *client, const char *session_id,
+                                      uint64_t request_id)
+{
+        send_session_cancel(client, session_id, request_id);
+}
+
 void sbx_engine_session_reply_free(struct sbx_engine_session_reply *reply)
 {
         if (reply == NULL)
                 return;
+        if (reply->message != NULL && reply->channel >= 0)
+                close(reply->channel);
         free(reply->message);
         *reply = (struct sbx_engine_session_reply){0};
 }

@@ -75,6 +75,11 @@ void sbx_engine_result_free(struct sbx_engine_result *result);
 struct sbx_engine_session_reply {
         struct sbx_message_session reply;
         void *message;
+        /* Where message is not NULL: an OPEN's answer brings the session worker's end of a
+         * channel of the session's own (-1 for none), which the reply owns until taken (set it
+         * to -1 then). Its operations may then go straight to the worker
+         * (sbx_engine_session_call.direct). */
+        int channel;
 };
 
 /* A streamed run's event (SESSION_EVENT; valid for the call). */
@@ -89,9 +94,16 @@ struct sbx_engine_session_call {
          * (the run's audit record). Below 0: a CANCEL follows at once, and the wait goes on. */
         int (*on_sent)(void *ctx);
         void *ctx;
-        /* Set to the request's id before it is sent (for sbx_engine_client_cancel from another
-         * thread). */
+        /* Set to the request's id before it is sent (for sbx_engine_client_cancel_session
+         * from another thread). */
         _Atomic uint64_t *request_id;
+        /* Through the session's channel (an OPEN's, sbx_engine_session_reply.channel) instead
+         * of the engine: the worker answers there, and the caller reads its answer itself, so
+         * that the round trip wakes neither the engine's loop nor the dispatcher. One
+         * operation at a time per channel; a worker that hung up is answered ESRCH, as the
+         * engine answers for a session that ended. */
+        bool direct;
+        int channel;
 };
 
 /* Sends SESSION (session->op on session->session_id) and waits up to timeout_ms for its
@@ -130,8 +142,12 @@ int sbx_engine_client_run_stream(struct sbx_engine_client *client, const char *e
  * (every call then fails at once with EPIPE, having sent nothing). */
 bool sbx_engine_client_alive(struct sbx_engine_client *client);
 
-/* Sends CANCEL for request_id: a RUN is canceled, a session's streamed run interrupted. */
+/* Sends CANCEL for request_id: a RUN is canceled. */
 void sbx_engine_client_cancel(struct sbx_engine_client *client, uint64_t request_id);
+/* Interrupts session_id's run of request_id (a SESSION CANCEL: the engine signals its worker,
+ * whichever way the run came); a run that has not begun never does. */
+void sbx_engine_client_cancel_session(struct sbx_engine_client *client, const char *session_id,
+                                      uint64_t request_id);
 
 /* Sends PING and waits up to timeout_ms for the PONG. 0 when the engine answered. */
 int sbx_engine_client_ping(struct sbx_engine_client *client, unsigned timeout_ms,

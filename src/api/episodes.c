@@ -1383,7 +1383,8 @@ static enum MHD_Result handle_close(struct sbx_api *api, struct MHD_Connection *
                 pthread_mutex_unlock(&api->sessions->lock);
                 uint64_t request_id = its_own ? atomic_load(request_slot(s)) : 0;
                 if (request_id != 0 && request_id != canceled) {
-                        sbx_engine_client_cancel(api->engine, request_id);
+                        sbx_engine_client_cancel_session(api->engine, sbx_sessions_engine_id(s),
+                                                         request_id);
                         canceled = request_id;
                 }
                 if (sbx_now_ms() - waited_from > DELETE_WAIT_MS)

@@ -13,6 +13,7 @@
 #include "api/http.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <microhttpd.h>
 #include <pthread.h>
 #include <signal.h>
@@ -1069,8 +1070,12 @@ static void request_completed(void *cls, struct MHD_Connection *connection, void
         struct request *request = *state;
         if (request == NULL)
                 return;
-        if (request->after.fn != NULL)
+        if (request->after.fn != NULL) {
+                /* The answer is out: whoever it woke (the client, often on this CPU) runs
+                 * before the bookkeeping that follows it (a run's record). */
+                sched_yield();
                 request->after.fn(request->after.ctx);
+        }
         if (request->in_flight)
                 atomic_fetch_sub(&executions_in_flight, 1);
         sbx_live_config_release(api->live, request->tenants);

@@ -71,6 +71,9 @@ struct session {
         struct episode *episode;
         /* The sandbox it shares with others; NULL: its own (its id is the engine's). */
         struct session_share *share;
+        /* Its sandbox's channel to its worker (engine_client.h: an OPEN's), or -1; used by one
+         * operation at a time (busy). */
+        int channel;
 };
 
 struct sbx_sessions {

@@ -61,6 +61,8 @@ void sbx_sessions_entry_free(struct session *s)
         json_decref(s->limits);
         json_decref(s->clamped);
         sbx_episode_free(s->episode);
+        if (s->channel >= 0)
+                close(s->channel);
         if (s->share != NULL && --s->share->refs == 0)
                 free(s->share);
         free(s);
@@ -389,8 +391,16 @@ int sbx_sessions_call_engine(struct sbx_api *api, struct session *s, enum sbx_se
                 .data_len = data_len,
         };
         memcpy(message.session_id, sbx_sessions_engine_id(s), sizeof(message.session_id));
+        /* A session's operations go through its channel; its opening and closing through the
+         * engine, as does everything of a sandbox that entries share (their operations may
+         * overlap). */
+        const struct sbx_engine_session_call with = {
+                .direct = op != SBX_SESSION_OPEN && op != SBX_SESSION_CLOSE && s->share == NULL &&
+                          s->channel >= 0,
+                .channel = s->channel,
+        };
         struct sbx_error err = {0};
-        if (sbx_engine_client_session(api->engine, &message, timeout_ms, NULL, reply, &err) < 0) {
+        if (sbx_engine_client_session(api->engine, &message, timeout_ms, &with, reply, &err) < 0) {
                 *code = err.code;
                 snprintf(detail, detail_size, "%s", err.message);
                 return -1;
@@ -577,6 +587,8 @@ struct session *sbx_sessions_entry_new(const struct sbx_tenant *tenant, const ch
 {
         struct session *s = calloc(1, sizeof(*s));
         struct sbx_error err = {0};
+        if (s != NULL)
+                s->channel = -1;
         if (s == NULL || (s->tenant = strdup(tenant->name)) == NULL ||
             sbx_execution_id_new(s->id, &err) < 0) {
                 sbx_sessions_entry_free(s);
@@ -774,6 +786,10 @@ static enum MHD_Result handle_open(struct sbx_api *api, struct MHD_Connection *c
         pthread_mutex_lock(&api->sessions->lock);
         s->busy = false;
         s->pooled = json_is_true(json_object_get(opened, "pooled"));
+        if (rc == 0) {
+                s->channel = reply.channel;
+                reply.channel = -1;
+        }
         if (rc < 0)
                 sbx_sessions_mark_ended(api->sessions, s, "never_opened");
         json_t *answer = rc == 0 ? sbx_sessions_json(s) : NULL;
@@ -983,6 +999,8 @@ static void run_job_execute(struct run_job *job)
                 .on_sent = run_job_begin_record,
                 .ctx = job,
                 .request_id = &job->request_id,
+                .direct = job->session->share == NULL && job->session->channel >= 0,
+                .channel = job->session->channel,
         };
         struct sbx_engine_session_reply reply;
         struct sbx_error err = {0};
@@ -1144,7 +1162,8 @@ static void run_job_stream_ended(void *ctx, bool client_left)
         struct run_job *job = ctx;
         uint64_t request_id = atomic_load(&job->request_id);
         if (client_left && request_id != 0)
-                sbx_engine_client_cancel(job->api->engine, request_id);
+                sbx_engine_client_cancel_session(job->api->engine,
+                                                 sbx_sessions_engine_id(job->session), request_id);
         run_job_unref(job);
 }
 

@@ -650,6 +650,13 @@ static void handle_session(struct engine *e, const void *buf, size_t len, uint64
         }
         const struct sbx_message_session *session = &e->message.body.session;
         struct worker *w = find_session_worker(e, session->session_id);
+        if (session->op == SBX_SESSION_CANCEL) {
+                /* The run may have come through the session's own channel, which the engine
+                 * does not see: the worker knows its request. */
+                if (w != NULL)
+                        engine_signal_worker_value(w, SBX_SESSION_WORKER_CANCEL_RUN, request_id);
+                return;
+        }
         if (session->op != SBX_SESSION_OPEN) {
                 if (w == NULL) {
                         reply_session(e, request_id, session->session_id, SBX_MESSAGE_SESSION_REPLY,
@@ -716,15 +723,9 @@ static void handle_message(struct engine *e, const void *buf, size_t len)
                 if (len != SBX_MESSAGE_HEADER_BYTES) {
                         sbx_warn("engine: CANCEL with a body dropped");
                 } else if (w != NULL) {
+                        /* A RUN's worker, or an OPEN's: its session ends. A session's run is
+                         * interrupted by a SESSION CANCEL instead (handle_session). */
                         engine_signal_worker(w, SIGTERM);
-                } else {
-                        /* A session's run: its worker interrupts it and goes on. */
-                        for (size_t i = 0; i < e->n_workers; i++)
-                                if (e->workers[i].session && !e->workers[i].done &&
-                                    e->workers[i].last_request_id == header.request_id)
-                                        engine_signal_worker_value(&e->workers[i],
-                                                                   SBX_SESSION_WORKER_CANCEL_RUN,
-                                                                   header.request_id);
                 }
                 return;
         }

@@ -9,6 +9,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,11 @@ struct session_worker {
         bool stopping;             /* SIGTERM came during an operation: end after answering it */
         uint64_t canceled_request; /* the request of the last run cancel taken, else 0 */
         uint64_t stream_request;   /* the streamed run's request, for its events */
+        /* The session's own channel to the API process (handed over with the OPEN's answer),
+         * or -1: operations come on it or from the engine, and each is answered where it came
+         * from (reply_fd), so that a run's round trip skips the engine's loop. */
+        int channel;
+        int reply_fd;
 };
 
 /* Reads the signals that came (cancel_fd): SIGTERM marks the worker stopping; a run cancel
@@ -59,9 +65,10 @@ static void take_signals(struct session_worker *sw)
         }
 }
 
-/* Sends a SESSION_REPLY (or, with request_id 0, a SESSION_ENDED). Takes fields. */
-static void reply(struct session_worker *sw, uint64_t request_id, int error, json_t *fields,
-                  const void *data, size_t data_len)
+/* Sends a SESSION_REPLY where the operation came from (or, with request_id 0, a SESSION_ENDED
+ * to the engine's socket), passing passed (an fd, or -1) with it. Takes fields. */
+static void reply_passing(struct session_worker *sw, uint64_t request_id, int error, json_t *fields,
+                          const void *data, size_t data_len, int passed)
 {
         char *text = fields != NULL ? json_dumps(fields, JSON_COMPACT) : NULL;
         json_decref(fields);
@@ -95,10 +102,18 @@ static void reply(struct session_worker *sw, uint64_t request_id, int error, jso
                         return;
                 }
         }
-        if (sbx_message_send(sw->context->api_fd, buf, len, &err) < 0)
+        int fd = request_id == 0 ? sw->context->api_fd : sw->reply_fd;
+        if ((passed >= 0 ? sbx_message_send_passing(fd, buf, len, passed, &err)
+                         : sbx_message_send(fd, buf, len, &err)) < 0)
                 sbx_warn("session %s: reply: %s", sw->session_id, err.message);
         free(buf);
         free(text);
+}
+
+static void reply(struct session_worker *sw, uint64_t request_id, int error, json_t *fields,
+                  const void *data, size_t data_len)
+{
+        reply_passing(sw, request_id, error, fields, data, data_len, -1);
 }
 
 static void reply_error(struct session_worker *sw, uint64_t request_id, const struct sbx_error *err)
@@ -277,7 +292,7 @@ static void send_event(void *ctx, const char *event, const json_t *payload)
         struct sbx_error err = {0};
         if (sbx_message_encode_session(SBX_MESSAGE_SESSION_EVENT, sw->stream_request, &message,
                                        &buf, &len, &err) == 0 &&
-            sbx_message_send(sw->context->api_fd, buf, len, &err) < 0)
+            sbx_message_send(sw->reply_fd, buf, len, &err) < 0)
                 sbx_debug("session %s: event: %s", sw->session_id, err.message);
         free(buf);
         free(text);
@@ -506,6 +521,11 @@ static const char *serve_one(struct session_worker *sw, const void *buf, size_t 
                 reply_error(sw, request_id, &err);
                 return NULL;
         }
+        if (session->op == SBX_SESSION_CANCEL) {
+                /* The engine's to signal (a run in progress reads no messages); unanswered. */
+                sbx_warn("session %s: dropped a CANCEL that was sent to it", sw->session_id);
+                return NULL;
+        }
         json_t *fields = parse_fields(session, &err);
         if (fields == NULL) {
                 reply_error(sw, request_id, &err);
@@ -524,7 +544,7 @@ static const char *serve_one(struct session_worker *sw, const void *buf, size_t 
         return sw->stopping ? END_SHUTDOWN : NULL;
 }
 
-/* Waits for the next forwarded message, or the end. */
+/* Waits for the next message, from the engine or on the channel, or the end. */
 static const char *serve(struct session_worker *sw, uint64_t *closer)
 {
         for (;;) {
@@ -542,10 +562,11 @@ static const char *serve(struct session_worker *sw, uint64_t *closer)
                         if (sw->lifetime_end_us < wake)
                                 wake = sw->lifetime_end_us;
                 }
-                struct pollfd fds[2] = {{.fd = sw->control_fd, .events = POLLIN},
-                                        {.fd = sw->cancel_fd, .events = POLLIN}};
+                struct pollfd fds[3] = {{.fd = sw->control_fd, .events = POLLIN},
+                                        {.fd = sw->cancel_fd, .events = POLLIN},
+                                        {.fd = sw->channel, .events = POLLIN}};
                 int timeout = wake == UINT64_MAX ? -1 : (int)((wake - now + 999) / 1000);
-                int ready = poll(fds, 2, timeout);
+                int ready = poll(fds, 3, timeout);
                 if (ready < 0 && errno != EINTR)
                         return END_ENGINE_LOST;
                 if (ready <= 0)
@@ -555,16 +576,25 @@ static const char *serve(struct session_worker *sw, uint64_t *closer)
                         if (sw->stopping)
                                 return END_SHUTDOWN;
                 }
-                if (fds[0].revents == 0)
+                /* The engine first: a CLOSE waits for no run the channel has queued. */
+                int from = fds[0].revents ? sw->control_fd : fds[2].revents ? sw->channel : -1;
+                if (from < 0)
                         continue;
                 void *buf = NULL;
                 size_t len = 0;
                 struct sbx_error err = {0};
-                int rc = sbx_message_receive(sw->control_fd, &buf, &len, &err);
+                int rc = sbx_message_receive(from, &buf, &len, &err);
+                if (from == sw->channel && (rc == 0 || (rc < 0 && !sbx_message_dropped(&err)))) {
+                        /* The API process let the channel go: the engine's way is left. */
+                        close(sw->channel);
+                        sw->channel = -1;
+                        continue;
+                }
                 if (rc == 0 || (rc < 0 && !sbx_message_dropped(&err)))
                         return END_ENGINE_LOST;
                 if (rc < 0)
                         continue;
+                sw->reply_fd = from == sw->channel ? sw->channel : sw->context->api_fd;
                 const char *end = serve_one(sw, buf, len, closer);
                 free(buf);
                 if (end != NULL)
@@ -624,7 +654,16 @@ static _Noreturn void open_serve_and_exit(struct session_worker *sw, uint64_t re
                 reply_error(sw, request_id, &err);
                 _exit(0);
         }
-        reply(sw, request_id, 0, json_pack("{s:b}", "pooled", pooled), NULL, 0);
+        /* Its channel: the API process's end goes with the answer; without one (no socket
+         * could be made), every operation comes through the engine. */
+        int pair[2] = {-1, -1};
+        if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, pair) < 0)
+                sbx_warn("session %s: no channel of its own: socketpair: %s", sw->session_id,
+                         strerror(errno));
+        sw->channel = pair[0];
+        reply_passing(sw, request_id, 0, json_pack("{s:b}", "pooled", pooled), NULL, 0, pair[1]);
+        if (pair[1] >= 0)
+                close(pair[1]);
         sbx_info("session %s: open (request %llu%s)", sw->session_id,
                  (unsigned long long)request_id, pooled ? ", taken from its pool" : "");
 
@@ -651,6 +690,8 @@ _Noreturn void sbx_session_worker_run_and_exit(const struct sbx_worker_context *
                 .context = context,
                 .control_fd = control_fd,
                 .cancel_fd = sbx_worker_begin(context, control_fd, NULL),
+                .channel = -1,
+                .reply_fd = context->api_fd,
         };
         session_signals(&sw);
         open_serve_and_exit(&sw, request_id, open, NULL);
@@ -663,6 +704,8 @@ _Noreturn void sbx_session_pool_worker_run_and_exit(const struct sbx_worker_cont
                 .context = context,
                 .control_fd = control_fd,
                 .cancel_fd = sbx_worker_begin(context, control_fd, NULL),
+                .channel = -1,
+                .reply_fd = context->api_fd,
         };
         struct sbx_session *waiting = NULL;
         struct sbx_error err = {0};

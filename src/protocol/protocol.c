@@ -809,7 +809,7 @@ static int decode_session(struct reader *r, bool request, struct sbx_message_ses
         if (request) {
                 if (get_u32(r, "op", &session->op) < 0)
                         return -1;
-                if (session->op < SBX_SESSION_OPEN || session->op > SBX_SESSION_EPISODE)
+                if (session->op < SBX_SESSION_OPEN || session->op > SBX_SESSION_CANCEL)
                         return malformed(r->err, "%s: op: %u is not an operation", r->type,
                                          session->op);
         } else if (get_i32(r, "error", &session->error) < 0) {

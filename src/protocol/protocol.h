@@ -147,6 +147,8 @@ enum sbx_session_op {
         SBX_SESSION_CLOSE = 7,   /* no fields */
         SBX_SESSION_EPISODE = 8, /* fields: operation (reset, step, close), args, timeout_ms:
                                     an RL episode's operation (engine/session.h) */
+        SBX_SESSION_CANCEL = 9,  /* no fields: the engine interrupts the session's run whose
+                                    request is this message's request id; no answer */
 };
 
 /* The bounds of a session message's fields (a JSON object, which the engine checks field by

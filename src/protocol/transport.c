@@ -59,6 +59,15 @@ int sbx_message_send_nowait(int fd, const void *buf, size_t len, struct sbx_erro
         return send_message(fd, buf, len, MSG_DONTWAIT, err);
 }
 
+int sbx_message_send_passing(int fd, const void *buf, size_t len, int passed, struct sbx_error *err)
+{
+        /* A bare header with an fd is a message in a memfd: a passed fd comes with a body. */
+        if (len <= SBX_MESSAGE_HEADER_BYTES || len > SBX_MESSAGE_INLINE_MAX || passed < 0)
+                return sbx_error_set(err, EINVAL, "send message of %zu bytes passing fd %d", len,
+                                     passed);
+        return sbx_send_record(fd, buf, len, passed, 0, err);
+}
+
 /* Dequeues the record at the head without reading it; fds attached to it are released by the
  * kernel because no control buffer is offered. */
 static void drop_record(int fd)
@@ -117,6 +126,14 @@ static int read_attached(int memfd, const uint8_t *record, void **out, size_t *o
 
 int sbx_message_receive(int fd, void **out, size_t *out_len, struct sbx_error *err)
 {
+        return sbx_message_receive_passed(fd, out, out_len, NULL, err);
+}
+
+int sbx_message_receive_passed(int fd, void **out, size_t *out_len, int *passed,
+                               struct sbx_error *err)
+{
+        if (passed != NULL)
+                *passed = -1;
         /* ECONNRESET is the kernel's note that the peer socket went away with records of ours
          * unread (AF_UNIX sets it on the last close of the peer): reading it clears it, and the
          * records the peer sent before are still queued, to be read before the end of file. A
@@ -176,7 +193,9 @@ int sbx_message_receive(int fd, void **out, size_t *out_len, struct sbx_error *e
                 close_all(fds, n_fds);
                 return malformed(err, "receive: dropped a record that broke the transport rules");
         }
-        if (n_fds == 0) {
+        if (n_fds == 0 || (passed != NULL && n > SBX_MESSAGE_HEADER_BYTES)) {
+                if (n_fds == 1)
+                        *passed = fds[0];
                 *out = steal_pointer(&record);
                 *out_len = (size_t)n;
                 return 1;

@@ -7,7 +7,9 @@
  * fragmentation long before that. So a message over SBX_MESSAGE_INLINE_MAX travels in a sealed
  * memfd attached (SCM_RIGHTS) to a record that holds a copy of its header: still one sendmsg per
  * message, so messages from concurrent senders (API threads, engine workers) never interleave.
- * sbx_message_send and sbx_message_receive hide the difference. */
+ * sbx_message_send and sbx_message_receive hide the difference. A record of an inline message
+ * may instead carry one fd handed to the peer (sbx_message_send_passing: a session's channel),
+ * which only sbx_message_receive_passed accepts. */
 #pragma once
 
 #include <stdbool.h>
@@ -29,6 +31,11 @@ int sbx_message_send(int fd, const void *buf, size_t len, struct sbx_error *err)
  * for a single-threaded loop that must never hang on a peer that stopped reading. */
 int sbx_message_send_nowait(int fd, const void *buf, size_t len, struct sbx_error *err);
 
+/* Like sbx_message_send for a message of more than a header and at most SBX_MESSAGE_INLINE_MAX
+ * bytes, with passed (an open fd: a channel handed to the peer) attached to its record. */
+int sbx_message_send_passing(int fd, const void *buf, size_t len, int passed,
+                             struct sbx_error *err);
+
 /* Receives one message into a new malloc'd buffer (*out, *out_len; free() it) without decoding
  * it. Returns 1 with a message, 0 when the peer has hung up (a zero-length record, which no
  * sender of this protocol makes, is dropped as malformed instead), -1 with err otherwise. With
@@ -38,6 +45,11 @@ int sbx_message_send_nowait(int fd, const void *buf, size_t len, struct sbx_erro
  * code is the socket's own failure. Retries EINTR. Closes every fd that arrives with a record. Only
  * one thread may receive on a socket (it peeks at the record's size before reading it). */
 int sbx_message_receive(int fd, void **out, size_t *out_len, struct sbx_error *err);
+
+/* Like sbx_message_receive, also taking an fd passed with an inline message
+ * (sbx_message_send_passing): *passed is that fd, the caller's to close, or -1. */
+int sbx_message_receive_passed(int fd, void **out, size_t *out_len, int *passed,
+                               struct sbx_error *err);
 
 /* Whether a failed sbx_message_receive only dropped one record (err->code), the socket still
  * usable. */
