@@ -70,11 +70,11 @@ fuzz_one() {
         fi
 }
 
-# As many harnesses at once as there are CPUs: each is one single-threaded process, so N of them
+# As many harnesses at once as there are CPUs (or FUZZ_JOBS): each is one single-threaded process, so N of them
 # on N CPUs fuzz as much as N one after the other, in 1/N of the time. Each one's lines are
 # printed whole once it ends.
 rm -f "$build/fuzz"/failed.* "$build/fuzz"/out.*
-jobs=$(nproc 2>/dev/null || echo 1)
+jobs=${FUZZ_JOBS:-$(nproc 2>/dev/null || echo 1)}
 running=0
 for name in $harnesses; do
         fuzz_one "$name" >"$build/fuzz/out.$name" 2>&1 &
