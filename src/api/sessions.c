@@ -1140,6 +1140,7 @@ static void *run_job_thread(void *arg)
 {
         struct run_job *job = arg;
         run_job_execute(job);
+        atomic_store(&job->request_id, 0); /* over: a client leaving now cancels nothing */
         run_job_finish(job);
         if (job->rc == 0) {
                 sbx_sse_event(job->sse, "end", job->result);

@@ -799,7 +799,8 @@ json_t *sbx_session_run(struct sbx_session *session, const struct sbx_session_ru
                 if (fds[2].revents)
                         drain(session->stderr_fd, &state.err);
                 stream_output(&state, false);
-                if (fds[3].revents && !state.canceled) {
+                if (fds[3].revents && !state.canceled &&
+                    (request->canceled == NULL || request->canceled(request->cancel_ctx))) {
                         state.canceled = true;
                         if (!state.interrupted_us) {
                                 signal_keeper(session, SIGINT);

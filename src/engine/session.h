@@ -97,6 +97,10 @@ struct sbx_session_run_request {
          * session's lifetime ends then; status timeout); 0 for none. */
         uint64_t not_after_us;
         int cancel_fd; /* readable = interrupt the run (status canceled); <= 0 for none */
+        /* NULL, or asked when cancel_fd turns readable: whether what came cancels this run (it
+         * reads cancel_fd; a cancel meant for an earlier run that arrives late must not). */
+        bool (*canceled)(void *ctx);
+        void *cancel_ctx;
         /* Streaming, NULL for none: called as the run goes with "stdout" or "stderr" and
          * {"text"} (what the output cap keeps, batched: at most SBX_SESSION_STREAM_BATCH bytes
          * or SBX_SESSION_STREAM_DELAY_MS late, cut at UTF-8 character boundaries), "result" and

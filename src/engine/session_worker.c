@@ -45,6 +45,7 @@ struct session_worker {
         bool stopping;             /* SIGTERM came during an operation: end after answering it */
         uint64_t canceled_request; /* the request of the last run cancel taken, else 0 */
         uint64_t stream_request;   /* the streamed run's request, for its events */
+        uint64_t running_request;  /* the run (or episode operation) under way, else 0 */
         /* The session's own channel to the API process (handed over with the OPEN's answer),
          * or -1: operations come on it or from the engine, and each is answered where it came
          * from (reply_fd), so that a run's round trip skips the engine's loop. */
@@ -305,11 +306,20 @@ static bool timeout_valid(const json_t *timeout)
                                    (uint64_t)json_integer_value(timeout) <= SBX_LIMIT_DAY_MS);
 }
 
+/* Asked by a run when a signal came: a cancel of this run, or SIGTERM, interrupts it; a cancel
+ * meant for an earlier one (its client left just after its end) does not. */
+static bool run_canceled(void *ctx)
+{
+        struct session_worker *sw = ctx;
+        take_signals(sw);
+        return sw->stopping || sw->canceled_request == sw->running_request;
+}
+
 /* Runs run and answers its request with the result. A cancel meant for an earlier run must not
  * cancel this one; one for this run that came before its message did (its caller gave up at
  * once) means it never starts. */
 static void run_and_reply(struct session_worker *sw, uint64_t request_id,
-                          const struct sbx_session_run_request *run)
+                          struct sbx_session_run_request *run)
 {
         struct sbx_error err = {0};
         take_signals(sw);
@@ -318,7 +328,11 @@ static void run_and_reply(struct session_worker *sw, uint64_t request_id,
                 reply_error(sw, request_id, &err);
                 return;
         }
+        run->canceled = run_canceled;
+        run->cancel_ctx = sw;
+        sw->running_request = request_id;
         json_t *result = sbx_session_run(sw->session, run, &err);
+        sw->running_request = 0;
         take_signals(sw);
         if (result == NULL)
                 reply_error(sw, request_id, &err);

@@ -533,6 +533,39 @@ def test_a_client_that_goes_away_cancels_the_run():
         assert "canceled" in statuses, statuses
 
 
+def test_a_client_leaving_just_after_the_end_cancels_nothing_after_it():
+    # A streamed run whose client hangs up as soon as it has read the end event: its leaving
+    # may reach the worker after that run is over (the stream's last chunk is still being
+    # written), and must not interrupt the session's next run.
+    import socket
+    from urllib.parse import urlsplit
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        sid = open_session(srv)["id"]
+        body = json.dumps({"code": "print('x')"}).encode()
+        head = (f"POST /v1/sessions/{sid}/run HTTP/1.1\r\nHost: x\r\n"
+                f"Authorization: Bearer {srv.tokens['acme']}\r\n"
+                "Content-Type: application/json\r\nAccept: text/event-stream\r\n"
+                f"Content-Length: {len(body)}\r\n\r\n").encode()
+        address = urlsplit(srv.url("/")).netloc.split(":")
+        for attempt in range(12):
+            with socket.create_connection((address[0], int(address[1])), timeout=30) as sock:
+                sock.sendall(head + body)
+                seen = b""
+                while b"\n\n" not in seen.partition(b"event: end")[2]:
+                    chunk = sock.recv(65536)
+                    assert chunk, seen
+                    seen += chunk
+                # Hang up at once, with the stream's end possibly unwritten.
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00"
+                                b"\x00\x00\x00\x00")
+            after = srv.request("POST", f"/v1/sessions/{sid}/run", headers=srv.headers(),
+                                data=json.dumps({"code": "import time\ntime.sleep(0.3)\n'after'"}))
+            assert after.status_code == 200, after.text
+            assert after.json()["status"] == "ok", (attempt, after.json())
+            assert after.json()["results"] == [{"text/plain": "'after'"}]
+        assert delete(srv, sid).status_code == 204
+
+
 def test_curl_streams_too():
     import subprocess
     with running_server(tiers=TIERS, tenants=TENANTS) as srv:
