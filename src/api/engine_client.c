@@ -494,25 +494,18 @@ static void send_timeout_cancel(struct sbx_engine_client *client,
                 send_session_cancel(client, session->session_id, request_id);
 }
 
-/* What a direct call answers when the worker hung up: what the engine answers for a session
- * that ended. */
-static int session_ended(const struct sbx_message_session *session,
-                         struct sbx_engine_session_reply *out)
-{
-        static const char detail[] = "{\"detail\":\"engine: the session has ended\"}";
-        out->reply = (struct sbx_message_session){
-                .error = ESRCH, .fields = detail, .fields_len = sizeof(detail) - 1};
-        memcpy(out->reply.session_id, session->session_id, sizeof(out->reply.session_id));
-        return 0;
-}
+/* What direct_session_call returns when the worker hung up: the session has ended. */
+#define WORKER_HUNG_UP 1
 
 /* sbx_engine_client_session through the session's channel (with->direct): sent there, and
  * every message on it read here until the reply to this request; what answers an earlier
- * request (one that timed out) is dropped. */
+ * request (one that timed out) is dropped. Returns WORKER_HUNG_UP when the worker is gone,
+ * *sent telling whether with->on_sent was called. */
 static int direct_session_call(struct sbx_engine_client *client,
                                const struct sbx_message_session *session, uint64_t timeout_ms,
                                const struct sbx_engine_session_call *with,
-                               struct sbx_engine_session_reply *out, struct sbx_error *err)
+                               struct sbx_engine_session_reply *out, bool *sent,
+                               struct sbx_error *err)
 {
         pthread_mutex_lock(&client->lock);
         bool dead = client->dead, shut = client->shutting_down;
@@ -535,11 +528,12 @@ static int direct_session_call(struct sbx_engine_client *client,
         int rc = sbx_message_send_nowait(with->channel, buf, len, err);
         free(buf);
         if (rc < 0 && (err->code == EPIPE || err->code == ECONNRESET))
-                return session_ended(session, out);
+                return WORKER_HUNG_UP;
         if (rc < 0 && err->code == EAGAIN)
                 return sbx_error_set(err, EBUSY, "engine client: the session's channel is full");
         if (rc < 0)
                 return -1;
+        *sent = true;
         if (with->on_sent != NULL && with->on_sent(with->ctx) < 0)
                 send_session_cancel(client, session->session_id, request_id);
         uint64_t deadline = sbx_now_ms() + timeout_ms;
@@ -563,7 +557,7 @@ static int direct_session_call(struct sbx_engine_client *client,
                 struct sbx_error bad = {0};
                 rc = sbx_message_receive(with->channel, &got, &got_len, &bad);
                 if (rc == 0 || (rc < 0 && !sbx_message_dropped(&bad)))
-                        return session_ended(session, out);
+                        return WORKER_HUNG_UP;
                 if (rc < 0) {
                         sbx_warn("engine client: session %s: %s", session->session_id, bad.message);
                         continue;
@@ -594,8 +588,21 @@ int sbx_engine_client_session(struct sbx_engine_client *client,
         if (with == NULL)
                 with = &plain;
         *out = (struct sbx_engine_session_reply){0};
-        if (with->direct)
-                return direct_session_call(client, session, timeout_ms, with, out, err);
+        struct sbx_engine_session_call engine_way;
+        if (with->direct) {
+                bool sent = false;
+                int rc = direct_session_call(client, session, timeout_ms, with, out, &sent, err);
+                if (rc != WORKER_HUNG_UP)
+                        return rc;
+                /* The worker ended: the engine's way answers (ESRCH, or EPIPE while it reaps
+                 * the worker) after the SESSION_ENDED the worker sent before it went, so that
+                 * the session's end is known first, with its reason. */
+                engine_way = *with;
+                engine_way.direct = false;
+                if (sent)
+                        engine_way.on_sent = NULL;
+                with = &engine_way;
+        }
         _cleanup_free_ struct sbx_message *message = malloc(sizeof(*message));
         if (message == NULL)
                 return sbx_error_set(err, ENOMEM, "engine client: allocate");

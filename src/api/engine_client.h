@@ -100,8 +100,8 @@ struct sbx_engine_session_call {
         /* Through the session's channel (an OPEN's, sbx_engine_session_reply.channel) instead
          * of the engine: the worker answers there, and the caller reads its answer itself, so
          * that the round trip wakes neither the engine's loop nor the dispatcher. One
-         * operation at a time per channel; a worker that hung up is answered ESRCH, as the
-         * engine answers for a session that ended. */
+         * operation at a time per channel; once the worker hung up, the operation goes to the
+         * engine, which answers it after the worker's SESSION_ENDED. */
         bool direct;
         int channel;
 };
