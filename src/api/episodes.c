@@ -732,10 +732,23 @@ static void jobs_run(struct sbx_api *api, const struct sbx_tenant *tenant, struc
                         request_ids[m] = request_slot(plan[m].target);
                         plan[m].started_us = sbx_now_us();
                 }
-                sbx_engine_client_sessions(api->engine, messages, k,
-                                           max_timeout_ms + SBX_SESSIONS_RESTART_MS +
-                                                   SBX_ENGINE_RUN_SLACK_MS,
-                                           replies, errs, request_ids);
+                uint64_t wave_timeout_ms =
+                        max_timeout_ms + SBX_SESSIONS_RESTART_MS + SBX_ENGINE_RUN_SLACK_MS;
+                if (k == 1 && plan[0].share == NULL && plan[0].target->channel >= 0) {
+                        /* One sandbox of its own (a single episode's step): through its channel,
+                         * which skips the engine's loop and the dispatcher. */
+                        const struct sbx_engine_session_call with = {
+                                .request_id = request_ids[0],
+                                .direct = true,
+                                .channel = plan[0].target->channel,
+                        };
+                        errs[0] = (struct sbx_error){0};
+                        sbx_engine_client_session(api->engine, &messages[0], wave_timeout_ms, &with,
+                                                  &replies[0], &errs[0]);
+                } else {
+                        sbx_engine_client_sessions(api->engine, messages, k, wave_timeout_ms,
+                                                   replies, errs, request_ids);
+                }
                 for (size_t m = 0; m < k; m++) {
                         atomic_store(request_ids[m], 0);
                         message_finish(api, tenant, &plan[m], jobs, next, &errs[m], &replies[m],
@@ -1161,6 +1174,14 @@ static void open_in_engine(struct sbx_api *api, struct session **entries, size_t
                         outcomes[i] = outcomes[0];
                         outcomes[i].result = NULL;
                 } else {
+                        bool opened = errs[i].code == 0 && replies[i].reply.error == 0;
+                        if (opened && entries[i]->share == NULL) {
+                                /* Its own sandbox: its steps go through its channel. */
+                                pthread_mutex_lock(&api->sessions->lock);
+                                entries[i]->channel = replies[i].channel;
+                                pthread_mutex_unlock(&api->sessions->lock);
+                                replies[i].channel = -1;
+                        }
                         outcome_take(api, entries[i], &outcomes[i], errs[i].code != 0 ? -1 : 0,
                                      &errs[i], &replies[i]);
                 }
