@@ -1414,6 +1414,68 @@ static void test_transport_refuses_forged_records(void **state)
         free(ping);
 }
 
+/* A passed fd (a session's channel) arrives with its message where the receiver takes one, and
+ * works there; a receiver that takes none drops the record and closes the fd. */
+static void test_transport_passes_a_channel(void **state)
+{
+        (void)state;
+        int sv[2], channel[2];
+        socket_pair(sv);
+        socket_pair(channel);
+        struct sbx_error err = {0};
+        void *reply;
+        size_t reply_len;
+        struct sbx_message_session session = {.fields = "{}", .fields_len = 2};
+        memset(session.session_id, 'a', sizeof(session.session_id) - 1);
+        assert_int_equal(sbx_message_encode_session(SBX_MESSAGE_SESSION_REPLY, 5, &session, &reply,
+                                                    &reply_len, &err),
+                         0);
+        assert_int_equal(sbx_message_send_passing(sv[0], reply, reply_len, channel[1], &err), 0);
+
+        void *got;
+        size_t got_len;
+        int passed = -1;
+        assert_int_equal(sbx_message_receive_passed(sv[1], &got, &got_len, &passed, &err), 1);
+        assert_int_equal(got_len, reply_len);
+        assert_memory_equal(got, reply, reply_len);
+        free(got);
+        assert_true(passed >= 0 && passed != channel[1]);
+        /* The same socket as the sender's end: what goes in one comes out of the other. */
+        assert_int_equal(write(channel[0], "ping", 4), 4);
+        char buf[8];
+        assert_int_equal(read(passed, buf, sizeof(buf)), 4);
+        assert_memory_equal(buf, "ping", 4);
+        close(passed);
+
+        /* A message without an fd: none taken. */
+        assert_int_equal(sbx_message_send(sv[0], reply, reply_len, &err), 0);
+        passed = 7;
+        assert_int_equal(sbx_message_receive_passed(sv[1], &got, &got_len, &passed, &err), 1);
+        assert_int_equal(passed, -1);
+        free(got);
+
+        /* The plain receiver refuses a passed fd (only the API's dispatcher takes channels):
+         * the record is dropped, the fd closed (the lowest free fd is what it was), and the
+         * next message still arrives. */
+        int probe = dup(0);
+        close(probe);
+        assert_int_equal(sbx_message_send_passing(sv[0], reply, reply_len, channel[1], &err), 0);
+        assert_int_equal(sbx_message_send(sv[0], reply, reply_len, &err), 0);
+        assert_int_equal(sbx_message_receive(sv[1], &got, &got_len, &err), -1);
+        assert_true(sbx_message_dropped(&err));
+        assert_int_equal(sbx_message_receive(sv[1], &got, &got_len, &err), 1);
+        free(got);
+        int probe_after = dup(0);
+        assert_int_equal(probe_after, probe);
+        close(probe_after);
+
+        close(channel[0]);
+        close(channel[1]);
+        close(sv[0]);
+        close(sv[1]);
+        free(reply);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -1435,6 +1497,7 @@ int main(void)
                 cmocka_unit_test(test_fuzz),
                 cmocka_unit_test(test_transport_inline_and_memfd),
                 cmocka_unit_test(test_transport_refuses_forged_records),
+                cmocka_unit_test(test_transport_passes_a_channel),
                 cmocka_unit_test(test_session_messages),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
