@@ -98,6 +98,9 @@ Optional fields ADDED by the harness (all optional, nothing above renamed):
     reason = "..."                 required: what differs, and what still contains the payload
     skip = true                    it cannot apply to that backend (not run there)
     [backend.gvisor.expect]        replaces those keys of [expect] for that backend's run
+    limits = { ... }, args = [...]  replace those keys of limits, and args, for that backend's
+                                   run and its control (the attack the same, smaller where
+                                   that backend makes it slow)
   fail_step = "seccomp"            run the payload with `--test-fail-step STEP` (fail-closed tests);
                                    also its [before] run and its without:<layer> control, if any
   [expect]
@@ -217,7 +220,7 @@ KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "a
                 "backend"}
 # The backends a payload runs on besides the native one (--backends): `sandboxd run --backend`.
 OTHER_BACKENDS = ("gvisor",)
-BACKEND_FIELDS = {"reason", "skip", "expect"}
+BACKEND_FIELDS = {"reason", "skip", "expect", "limits", "args"}
 RUNSC = "/usr/bin/runsc"  # src/sandbox/gvisor/gvisor.c
 # The languages each other backend has warm-pool entries for (sbx_backend_pools_language): their
 # payloads run pooled there too, as BACKEND-pooled.
@@ -1797,12 +1800,15 @@ def backend_eligible(payload, backend):
 
 
 def judged_on(payload, backend):
-    """The payload as judged on backend: its [expect] with the backend's replacements."""
+    """The payload as run and judged on backend: its limits, args and [expect] with the
+    backend's replacements."""
     variant = payload.backends.get(backend, {})
-    if not variant.get("expect"):
+    if not any(variant.get(key) for key in ("expect", "limits", "args")):
         return payload
     judged = copy.copy(payload)
-    judged.expect = dict(payload.expect, **variant["expect"])
+    judged.expect = dict(payload.expect, **variant.get("expect", {}))
+    judged.limits = dict(payload.limits, **variant.get("limits", {}))
+    judged.args = [str(a) for a in variant.get("args", payload.args)]
     return judged
 
 
@@ -1831,7 +1837,8 @@ def run_payload(harness, payload, with_control, lock):
             """The payload again on another path (flags), judged by judged's declaration; a
             path that does not contain it makes the whole entry not contained."""
             p_outcome, p_before, p_clean, p_findings = harness.execute(
-                payload, "sandbox", limits, flags, payload.args, payload.stdin)
+                payload, "sandbox", scaled_deadline(judged, judged.limits), flags, judged.args,
+                payload.stdin)
             p_contained, p_reasons, p_evidence = judge(judged, p_outcome, p_before, p_clean,
                                                        p_findings)
             entry["paths"].append(path)
@@ -1923,10 +1930,13 @@ def run_payload(harness, payload, with_control, lock):
             for backend in harness.backends:
                 if kind != "lift" or backend not in entry["paths"]:
                     continue
+                judged = judged_on(payload, backend)
+                b_limits = scaled_deadline(judged, dict(judged.limits, **control.get("limits", {})))
+                b_args = [str(a) for a in control.get("args", judged.args)]
                 b_outcome, b_before, b_clean, b_findings = harness.execute(
-                    payload, "sandbox", limits, ["--backend", backend], args, stdin)
-                b_contained, b_reasons, _ = judge(judged_on(payload, backend), b_outcome,
-                                                  b_before, b_clean, b_findings)
+                    payload, "sandbox", b_limits, ["--backend", backend], b_args, stdin)
+                b_contained, b_reasons, _ = judge(judged, b_outcome, b_before, b_clean,
+                                                  b_findings)
                 flipped = b_outcome.valid and not b_contained
                 entry[backend]["control_flipped"] = flipped
                 if not flipped:
