@@ -367,6 +367,21 @@ enum MHD_Result sbx_sessions_engine_failure(struct sbx_api *api, struct MHD_Conn
         }
 }
 
+/* An operation's engine failure: ESRCH (the engine no longer has the session: it ended
+ * meanwhile, idle or its agent gone, and is marked so) is the 404 that says why, as for a
+ * request that finds it ended. */
+static enum MHD_Result operation_failure(struct sbx_api *api, struct MHD_Connection *connection,
+                                         const struct session *s, int code, const char *detail,
+                                         const char *path)
+{
+        pthread_mutex_lock(&api->sessions->lock);
+        bool ended = s->ended;
+        pthread_mutex_unlock(&api->sessions->lock);
+        if (code == ESRCH && ended)
+                return sbx_sessions_not_found(api, connection, s);
+        return sbx_sessions_engine_failure(api, connection, code, detail, path);
+}
+
 /* ---- Calls to the engine ---- */
 
 /* One operation; 0 with *reply (its error 0), or -1 with *code and detail for the answer. The
@@ -1129,8 +1144,8 @@ static void run_job_record_after(void *ctx)
 static enum MHD_Result run_job_answer(struct run_job *job, struct MHD_Connection *connection)
 {
         if (job->rc < 0)
-                return sbx_sessions_engine_failure(job->api, connection, job->failure, job->detail,
-                                                   NULL);
+                return operation_failure(job->api, connection, job->session, job->failure,
+                                         job->detail, NULL);
         return sbx_http_respond_json(job->api, connection, 200, JSON_CONTENT_TYPE,
                                      json_incref(job->result), NULL, 0);
 }
@@ -1145,8 +1160,21 @@ static void *run_job_thread(void *arg)
         if (job->rc == 0) {
                 sbx_sse_event(job->sse, "end", job->result);
         } else {
-                json_t *problem =
-                        sbx_problem_new(500, sbx_problem_default_slug(500), job->detail, NULL, 0);
+                /* As the answer would have said (operation_failure): a session that ended
+                 * meanwhile is a 404 saying why. */
+                pthread_mutex_lock(&job->api->sessions->lock);
+                bool gone = job->failure == ESRCH && job->session->ended;
+                char detail[sizeof(job->detail)];
+                if (gone)
+                        snprintf(detail, sizeof(detail), "the session has ended: %s",
+                                 job->session->end_reason);
+                pthread_mutex_unlock(&job->api->sessions->lock);
+                json_t *problem = sbx_problem_new(gone ? 404 : 500,
+                                                  sbx_problem_default_slug(gone ? 404 : 500),
+                                                  gone ? detail : job->detail, NULL, 0);
+                if (gone && problem != NULL)
+                        json_object_set_new(problem, "end_reason",
+                                            json_string(job->session->end_reason));
                 sbx_sse_event(job->sse, "problem", problem);
                 json_decref(problem);
         }
@@ -1431,7 +1459,7 @@ static enum MHD_Result handle_file(struct sbx_api *api, struct MHD_Connection *c
         if (rc < 0) {
                 char said[SBX_ERROR_MESSAGE_MAX + 4200];
                 snprintf(said, sizeof(said), "%s: %s", path, detail);
-                return sbx_sessions_engine_failure(api, connection, failure, said, path);
+                return operation_failure(api, connection, s, failure, said, path);
         }
         enum MHD_Result answer;
         if (op == SBX_SESSION_GET) {

@@ -43,9 +43,10 @@ struct session_worker {
         uint64_t lifetime_end_us; /* 0: none */
         uint64_t last_activity_us;
         bool stopping;             /* SIGTERM came during an operation: end after answering it */
-        uint64_t canceled_request; /* the request of the last run cancel taken, else 0 */
+        uint64_t canceled_request; /* the request of the last other run cancel taken, else 0 */
         uint64_t stream_request;   /* the streamed run's request, for its events */
         uint64_t running_request;  /* the run (or episode operation) under way, else 0 */
+        bool running_canceled;     /* a cancel of running_request came */
         /* The session's own channel to the API process (handed over with the OPEN's answer),
          * or -1: operations come on it or from the engine, and each is answered where it came
          * from (reply_fd), so that a run's round trip skips the engine's loop. */
@@ -54,13 +55,17 @@ struct session_worker {
 };
 
 /* Reads the signals that came (cancel_fd): SIGTERM marks the worker stopping; a run cancel
- * notes its request (the signal's value), which cancels that run if it has not begun yet. */
+ * names its request (the signal's value): the run under way, or one that has not begun yet
+ * (noted: it never starts), or one already over (dropped when the next is noted). */
 static void take_signals(struct session_worker *sw)
 {
         struct signalfd_siginfo info;
         while (read(sw->cancel_fd, &info, sizeof(info)) == (ssize_t)sizeof(info)) {
                 if (info.ssi_signo == SIGTERM)
                         sw->stopping = true;
+                else if ((int)info.ssi_signo == SBX_SESSION_WORKER_CANCEL_RUN &&
+                         sw->running_request != 0 && info.ssi_ptr == sw->running_request)
+                        sw->running_canceled = true;
                 else if ((int)info.ssi_signo == SBX_SESSION_WORKER_CANCEL_RUN)
                         sw->canceled_request = info.ssi_ptr;
         }
@@ -312,7 +317,7 @@ static bool run_canceled(void *ctx)
 {
         struct session_worker *sw = ctx;
         take_signals(sw);
-        return sw->stopping || sw->canceled_request == sw->running_request;
+        return sw->stopping || sw->running_canceled;
 }
 
 /* Runs run and answers its request with the result. A cancel meant for an earlier run must not
@@ -331,6 +336,7 @@ static void run_and_reply(struct session_worker *sw, uint64_t request_id,
         run->canceled = run_canceled;
         run->cancel_ctx = sw;
         sw->running_request = request_id;
+        sw->running_canceled = false;
         json_t *result = sbx_session_run(sw->session, run, &err);
         sw->running_request = 0;
         take_signals(sw);
@@ -678,6 +684,8 @@ static _Noreturn void open_serve_and_exit(struct session_worker *sw, uint64_t re
         reply_passing(sw, request_id, 0, json_pack("{s:b}", "pooled", pooled), NULL, 0, pair[1]);
         if (pair[1] >= 0)
                 close(pair[1]);
+        /* Idle from its answer on: an open that took long (a slow machine) is not idle time. */
+        sw->last_activity_us = sbx_now_us();
         sbx_info("session %s: open (request %llu%s)", sw->session_id,
                  (unsigned long long)request_id, pooled ? ", taken from its pool" : "");
 

@@ -181,6 +181,28 @@ def test_idle_timeout_ends_the_session():
         assert r.status_code == 404 and r.json()["end_reason"] == "idle_timeout"
 
 
+def test_a_run_as_the_idle_timeout_ends_the_session_is_ok_or_404_saying_why():
+    # A run sent about when the session's idle timeout ends it: it runs (in time) or is the
+    # 404 naming idle_timeout, whichever way it found the end (the registry, the worker's
+    # channel hung up, the engine), never a 500.
+    with running_server(tiers=TIERS, tenants=TENANTS) as srv:
+        outcomes = []
+        for k in range(8):
+            sid = open_session(srv, {"language": "bash", "idle_timeout_s": 1})["id"]
+            assert run(srv, sid, "echo hi")["stdout"] == "hi\n"
+            time.sleep(0.94 + 0.02 * k)
+            r = srv.request("POST", f"/v1/sessions/{sid}/run",
+                            data=json.dumps({"code": "echo again"}), headers=srv.headers())
+            if r.status_code == 200:
+                assert r.json()["stdout"] == "again\n"
+                assert delete(srv, sid).status_code == 204
+            else:
+                expect_problem(r, 404)
+                assert r.json()["end_reason"] == "idle_timeout", r.text
+            outcomes.append(r.status_code)
+        assert set(outcomes) <= {200, 404}, outcomes
+
+
 def test_the_lifetime_holds_during_a_run():
     # A run still going when the session's lifetime ends is interrupted then (status timeout),
     # not at its own later deadline, and the session ends with max_lifetime.
