@@ -297,7 +297,11 @@ int cli_serve(int argc, char **argv)
         rc = sbx_engine_serve(engine_fds[0], &engine_options, &err) < 0 ? CLI_EXIT_SOFTWARE : 0;
         if (rc != 0)
                 fprintf(stderr, "sandboxd serve: engine: %s\n", err.message);
-        /* The engine is done: the API must not keep accepting work nobody will run. */
+        /* The engine is done: the API must not keep accepting work nobody will run, and a
+         * call it still waits on fails at once (the engine's end closed) instead of holding
+         * its drain until the kill below. */
+        close(engine_fds[0]);
+        engine_fds[0] = -1;
         kill(api_pid, SIGTERM);
         wait_for_api(api_pid);
 out:

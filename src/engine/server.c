@@ -859,9 +859,19 @@ static struct pollfd *poll_array(struct engine *e)
         return e->fds;
 }
 
+/* Whether the loop goes on: until it stops and its workers are gone, and, in a drain, until the
+ * API process hangs up too (or the grace ends): a RUN it sent just before its own SIGTERM is then
+ * refused as stopping (it queues it again) instead of lost in a socket nobody reads. */
+static bool keeps_serving(const struct engine *e)
+{
+        if (!e->stopping || e->n_workers > 0)
+                return true;
+        return e->api_open && !e->canceled && sbx_now_us() < e->deadline_us;
+}
+
 static int run_loop(struct engine *e, struct sbx_error *err)
 {
-        while (!e->stopping || e->n_workers > 0) {
+        while (keeps_serving(e)) {
                 /* Stays put for this iteration: workers added meanwhile wait for the next one. */
                 struct pollfd *fds = poll_array(e);
                 if (fds == NULL)

@@ -185,6 +185,9 @@ def test_sigterm_lets_a_running_one_end_and_never_runs_it_again():
             waiting = queue(srv, {"language": "python", "code": "print('later')",
                                   "wait": False})
             wait_for_status(srv, running, "running")
+            # The record says running once a runner took it from the store, a moment before
+            # the engine has its RUN (the next test is about that moment); the program sleeps 1 s.
+            time.sleep(0.3)
             srv.signal(signal.SIGTERM)
             assert srv.wait_exit(30) == 0
         rows = audit_rows(data_dir)
@@ -198,6 +201,26 @@ def test_sigterm_lets_a_running_one_end_and_never_runs_it_again():
             assert sample(metrics, "sandboxd_executions_total", tenant="acme", status="ok") == 1
             record = expect_json(srv.get_execution(running))
             assert (record["status"], record["finished_at"]) == ("ok", finished_at), record
+
+
+def test_sigterm_as_a_runner_takes_one_leaves_it_queued_or_done():
+    """A SIGTERM between a runner's take (the record says running) and the engine's receipt of
+    the RUN: the draining engine still reads it and refuses it as stopping, and the execution
+    is queued again, or it ran and is recorded; never left running for the next start to guess
+    at, and the API process exits by itself (serve kills one that does not, and says so)."""
+    for attempt in range(4):
+        with kept_data_dir() as data_dir:
+            with running_server(tiers={"t": TIER}, tenants={"acme": "t"}, data_dir=data_dir,
+                                pools=NO_POOL, server={"shutdown_grace_s": 10}) as srv:
+                taken = queue(srv, sleeping(0.2))
+                queue(srv, {"language": "python", "code": "print('later')", "wait": False})
+                wait_for_status(srv, taken, "running")
+                srv.signal(signal.SIGTERM)
+                assert srv.wait_exit(30) == 0
+                stderr = srv.stderr()
+            assert "did not exit" not in stderr, stderr[-3000:]
+            status = audit_rows(data_dir)[taken]["status"]
+            assert status in ("ok", "queued"), (attempt, status, stderr[-3000:])
 
 
 def test_prefer_respond_async_allows_retry_and_a_batch_past_max_queued_is_refused():
