@@ -194,8 +194,6 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
                 n_rows = 1;
         }
         for (size_t i = 0; i < n_rows; i++) {
-                sbx_info("%s %s: ended (%s)", rows[i].summary != NULL ? "episode" : "session",
-                         rows[i].id, rows[i].reason);
                 const struct sbx_audit_session row = {
                         .id = rows[i].id,
                         .ended_at_ms = (int64_t)sbx_wall_clock_ms(),
@@ -204,8 +202,15 @@ void sbx_sessions_ended(struct sbx_sessions *sessions, const struct sbx_message_
                         .summary = rows[i].summary,
                 };
                 struct sbx_error err = {0};
-                if (sbx_audit_session_end(sessions->audit, &row, &err) < 0)
+                int written = sbx_audit_session_end(sessions->audit, &row, &err);
+                if (written < 0)
                         sbx_warn("audit: session %s: %s", rows[i].id, err.message);
+                /* Once: a DELETE records the end from its CLOSE's answer, and the worker's
+                 * SESSION_ENDED that follows finds it recorded. */
+                if (written > 0)
+                        sbx_info("%s %s: ended (%s)",
+                                 rows[i].summary != NULL ? "episode" : "session", rows[i].id,
+                                 rows[i].reason);
                 if (sessions->fleet != NULL)
                         sbx_placement_forget(sessions->fleet, rows[i].id);
                 json_decref(rows[i].summary);
@@ -1509,8 +1514,13 @@ static enum MHD_Result handle_close(struct sbx_api *api, struct MHD_Connection *
         pthread_mutex_unlock(&api->sessions->lock);
         if (rc < 0 && failure != ESRCH && failure != EPIPE)
                 return sbx_sessions_engine_failure(api, connection, failure, detail, NULL);
-        if (rc == 0)
+        if (rc == 0) {
+                /* The CLOSE's answer is the session's end (reason and evidence, as its
+                 * SESSION_ENDED says after it): recorded before the 204, so that a client (or a
+                 * shutdown) right after it finds the record ended. */
+                sbx_sessions_ended(api->sessions, &reply.reply);
                 sbx_engine_session_reply_free(&reply);
+        }
         return sbx_http_respond(api, connection, 204, JSON_CONTENT_TYPE, "", 0, NULL, 0);
 }
 
