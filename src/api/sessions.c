@@ -327,6 +327,15 @@ enum MHD_Result sbx_sessions_not_held(struct sbx_api *api, struct MHD_Connection
         return sbx_http_respond_problem(api, connection, 404, detail, NULL, 0, NULL, 0);
 }
 
+/* What the 404 of an ended session says: its detail, and the problem's extra members
+ * ({"end_reason"}). s has ended (its reason no longer changes). */
+static json_t *ended_problem_parts(const struct session *s, char *detail, size_t size)
+{
+        snprintf(detail, size, "the %s has ended: %s", s->episode != NULL ? "episode" : "session",
+                 s->end_reason);
+        return json_pack("{s:s}", "end_reason", s->end_reason);
+}
+
 enum MHD_Result sbx_sessions_not_found(struct sbx_api *api, struct MHD_Connection *connection,
                                        const struct session *s)
 {
@@ -334,11 +343,9 @@ enum MHD_Result sbx_sessions_not_found(struct sbx_api *api, struct MHD_Connectio
                 return sbx_http_respond_problem(api, connection, 404, "no such session", NULL, 0,
                                                 NULL, 0);
         char detail[128];
-        snprintf(detail, sizeof(detail), "the %s has ended: %s",
-                 s->episode != NULL ? "episode" : "session", s->end_reason);
+        json_t *extra = ended_problem_parts(s, detail, sizeof(detail));
         return sbx_http_respond_problem_of(api, connection, 404, sbx_problem_default_slug(404),
-                                           detail, NULL, 0, NULL, 0,
-                                           json_pack("{s:s}", "end_reason", s->end_reason));
+                                           detail, NULL, 0, NULL, 0, extra);
 }
 
 /* The answer to an engine failure (no SESSION_REPLY, or its error). */
@@ -1166,20 +1173,19 @@ static void *run_job_thread(void *arg)
                 sbx_sse_event(job->sse, "end", job->result);
         } else {
                 /* As the answer would have said (operation_failure): a session that ended
-                 * meanwhile is a 404 saying why. */
+                 * meanwhile is its 404 (sbx_sessions_not_found's). */
                 pthread_mutex_lock(&job->api->sessions->lock);
                 bool gone = job->failure == ESRCH && job->session->ended;
-                char detail[sizeof(job->detail)];
-                if (gone)
-                        snprintf(detail, sizeof(detail), "the session has ended: %s",
-                                 job->session->end_reason);
                 pthread_mutex_unlock(&job->api->sessions->lock);
-                json_t *problem = sbx_problem_new(gone ? 404 : 500,
-                                                  sbx_problem_default_slug(gone ? 404 : 500),
+                char detail[128];
+                json_t *extra =
+                        gone ? ended_problem_parts(job->session, detail, sizeof(detail)) : NULL;
+                unsigned status = gone ? 404 : 500;
+                json_t *problem = sbx_problem_new(status, sbx_problem_default_slug(status),
                                                   gone ? detail : job->detail, NULL, 0);
-                if (gone && problem != NULL)
-                        json_object_set_new(problem, "end_reason",
-                                            json_string(job->session->end_reason));
+                if (problem != NULL && extra != NULL)
+                        json_object_update(problem, extra);
+                json_decref(extra);
                 sbx_sse_event(job->sse, "problem", problem);
                 json_decref(problem);
         }
