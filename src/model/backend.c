@@ -8,7 +8,8 @@
 /* One name per backend of sandbox/backend.c; a unit test checks the two lists agree. */
 #define NATIVE "native"
 #define GVISOR "gvisor"
-static const char *const backend_names[] = {NATIVE, GVISOR};
+#define UML    "uml"
+static const char *const backend_names[] = {NATIVE, GVISOR, UML};
 _Static_assert(SBX_ARRAY_SIZE(backend_names) == SBX_BACKEND_COUNT, "SBX_BACKEND_COUNT");
 
 const char *sbx_backend_name_find(const char *name)
@@ -33,18 +34,20 @@ const char *sbx_backend_name_at(size_t index)
 
 const char *sbx_backend_names(void)
 {
-        _Static_assert(SBX_ARRAY_SIZE(backend_names) == 2, "join every backend name");
-        return NATIVE ", " GVISOR;
+        _Static_assert(SBX_ARRAY_SIZE(backend_names) == 3, "join every backend name");
+        return NATIVE ", " GVISOR ", " UML;
 }
 
 bool sbx_backend_runs_language(const char *name, const struct sbx_language *language)
 {
-        return strcmp(name, GVISOR) != 0 || !sbx_language_compiles(language);
+        return strcmp(name, NATIVE) == 0 || !sbx_language_compiles(language);
 }
 
 bool sbx_backend_pools_language(const char *name, const struct sbx_language *language)
 {
-        if (strcmp(name, GVISOR) != 0)
+        if (strcmp(name, NATIVE) == 0)
                 return true;
+        if (strcmp(name, UML) == 0)
+                return false;
         return language->loader != NULL && strcmp(language->loader, "python") == 0;
 }

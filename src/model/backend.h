@@ -7,7 +7,7 @@
 #include <stddef.h>
 
 /* How many backends there are (a unit test and a static assertion check the list). */
-#define SBX_BACKEND_COUNT 2
+#define SBX_BACKEND_COUNT 3
 
 /* The backend a request that names none runs on. */
 #define SBX_BACKEND_DEFAULT "native"
@@ -19,16 +19,17 @@ const char *sbx_backend_name_find(const char *name);
 size_t sbx_backend_count(void);
 const char *sbx_backend_name_at(size_t index);
 
-/* Every name, comma separated ("native, gvisor"), for error messages. */
+/* Every name, comma separated ("native, gvisor, uml"), for error messages. */
 const char *sbx_backend_names(void);
 
 struct sbx_language;
 
-/* Whether the backend called name (a name of this list) runs language: the gvisor backend has
- * no compile stage yet, so it runs the interpreted languages only. */
+/* Whether the backend called name (a name of this list) runs language: the gvisor and uml
+ * backends have no compile stage yet, so they run the interpreted languages only. */
 bool sbx_backend_runs_language(const char *name, const struct sbx_language *language);
 
 /* Whether the backend called name (a name of this list) has warm-pool entries for language: the
  * native backend for every language; the gvisor backend for the languages whose loader takes its
- * execution on stdin (sandbox/agent.h), Python's: no exec entries there yet. */
+ * execution on stdin (sandbox/agent.h), Python's: no exec entries there yet; the uml backend for
+ * none. */
 bool sbx_backend_pools_language(const char *name, const struct sbx_language *language);

@@ -5,10 +5,12 @@
 #include "model/backend.h"
 #include "sandbox/gvisor/gvisor.h"
 #include "sandbox/native/native.h"
+#include "sandbox/uml/uml.h"
 #include "util/cleanup.h"
 
 /* The operations behind each name of model/backend.c. */
-static const struct sbx_backend *const backends[] = {&sbx_native_backend, &sbx_gvisor_backend};
+static const struct sbx_backend *const backends[] = {&sbx_native_backend, &sbx_gvisor_backend,
+                                                     &sbx_uml_backend};
 
 const struct sbx_backend *sbx_backend_find(const char *name)
 {

@@ -71,6 +71,9 @@ struct sbx_spec {
          * with agent. A compile that acquires an exec-mode entry sends it to init with the
          * execution (sandbox/agent.h). */
         int artifact_fd;
+        /* Native: the program is the uml backend's user-mode-linux kernel, whose seccomp filter
+         * lets it trace its own processes (seccomp.h's profiles): how it runs its guest's. */
+        bool uml_kernel;
         /* NULL, or called by the supervisor with each piece of output it keeps, as it reads it
          * (stream 1 stdout, 2 stderr): a streamed execution. */
         void (*on_output)(void *ctx, int stream, const void *data, size_t len);

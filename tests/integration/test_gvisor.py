@@ -177,7 +177,7 @@ def test_what_it_cannot_run_yet_is_refused(cli):
     pooled = cli("run", *GVISOR, "--pooled", "--lang", "bash", "-c", "echo 1")
     assert pooled.returncode == 64 and b"language on its backend" in pooled.stderr
     unknown = cli("run", "--backend", "nope", "-c", "print(1)")
-    assert unknown.returncode == 64 and b"known: native, gvisor" in unknown.stderr
+    assert unknown.returncode == 64 and b"known: native, gvisor, uml" in unknown.stderr
 
 
 def test_a_tier_selects_it_over_http():

@@ -204,7 +204,7 @@ static void test_filter_builds(void **state)
         (void)state;
         scmp_filter_ctx ctx = NULL;
         struct sbx_error err = {0};
-        if (seccomp_build(&ctx, &err) < 0)
+        if (seccomp_build(&ctx, SECCOMP_PROFILE_PROGRAM, &err) < 0)
                 fail_msg("seccomp_build: %s", err.message);
         assert_non_null(ctx);
         seccomp_release(ctx);
@@ -219,7 +219,7 @@ static int run_filtered(int (*check)(void))
                 /* SIGSYS dumps core by default: not into the test's directory. */
                 setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
                 struct sbx_error err = {0};
-                if (seccomp_apply(&err) < 0)
+                if (seccomp_apply(SECCOMP_PROFILE_PROGRAM, &err) < 0)
                         _exit(100);
                 _exit(check());
         }

@@ -262,7 +262,7 @@ static void test_program_shape(void **state)
         assert_refused("{\"language\":\"sh\",\"code\":\"\",\"network\":\"host\"}", 400, "network",
                        "only \"none\"");
         assert_refused("{\"language\":\"sh\",\"code\":\"\",\"backend\":\"firecracker\"}", 400,
-                       "backend", "unknown backend 'firecracker' (known: native, gvisor)");
+                       "backend", "unknown backend 'firecracker' (known: native, gvisor, uml)");
         /* gVisor has no compile stage yet: a compiled language there is the request's fault. */
         assert_refused("{\"language\":\"c\",\"code\":\"\",\"backend\":\"gvisor\"}", 400, "backend",
                        "backend 'gvisor' does not run c");

@@ -252,7 +252,9 @@ static void program_lock_down_or_die(const struct sbx_spec *spec, int error_fd, 
         error_fd = PROGRAM_ERROR_FD;
         /* seccomp last: it refuses calls the steps above make. */
         if (launch_layer_on(spec, SBX_LAYER_SECCOMP))
-                STEP_OR_DIE(spec, error_fd, "seccomp", seccomp_apply);
+                STEP_OR_DIE(spec, error_fd, "seccomp", seccomp_apply,
+                            spec->uml_kernel ? SECCOMP_PROFILE_UML_KERNEL
+                                             : SECCOMP_PROFILE_PROGRAM);
 }
 
 /* The program of a cloned launch: lock down and exec. */

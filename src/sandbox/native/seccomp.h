@@ -3,6 +3,7 @@
  * can check it. Non-native architectures and x32 system calls kill the process. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <linux/filter.h>
 #include <linux/seccomp.h>
@@ -25,16 +26,28 @@ struct seccomp_rule {
         uint64_t mask;
         uint64_t value;
         const char *reason; /* why the sandbox refuses this */
+        /* Left out of the UML kernel's filter: the uml backend's user-mode-linux kernel needs it
+         * to run its guest's processes (it traces them: they are its own, in its sandbox). */
+        bool uml_kernel_needs;
+};
+
+/* Which filter a sandbox's program gets: every row, or the rows a UML kernel can run under. */
+enum seccomp_profile {
+        SECCOMP_PROFILE_PROGRAM,
+        SECCOMP_PROFILE_UML_KERNEL,
 };
 
 /* The policy, in table order. */
 extern const struct seccomp_rule seccomp_policy[];
 extern const size_t seccomp_policy_len;
 
-/* The BPF program compiled from seccomp_policy at build time (seccomp_filter.c, generated). */
+/* The BPF programs compiled from seccomp_policy at build time (seccomp_filter.c, generated), one
+ * per profile. */
 extern const struct sock_filter seccomp_compiled_filter[];
 extern const unsigned short seccomp_compiled_length;
+extern const struct sock_filter seccomp_compiled_filter_uml_kernel[];
+extern const unsigned short seccomp_compiled_length_uml_kernel;
 
 /* Child side: sets NO_NEW_PRIVS and loads the compiled filter. Must be the last step before
  * execve: it would refuse the setup calls after it. */
-int seccomp_apply(struct sbx_error *err);
+int seccomp_apply(enum seccomp_profile profile, struct sbx_error *err);

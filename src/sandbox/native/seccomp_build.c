@@ -74,7 +74,7 @@ static int seccomp_add_rule(scmp_filter_ctx ctx, const struct seccomp_rule *rule
         return 0;
 }
 
-int seccomp_build(scmp_filter_ctx *out, struct sbx_error *err)
+int seccomp_build(scmp_filter_ctx *out, enum seccomp_profile profile, struct sbx_error *err)
 {
         *out = NULL;
         _cleanup_seccomp_ scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
@@ -100,17 +100,20 @@ int seccomp_build(scmp_filter_ctx *out, struct sbx_error *err)
                 sbx_debug("seccomp: binary tree optimisation unsupported: %d", rc);
 
         for (size_t i = 0; i < seccomp_policy_len; i++)
-                if (seccomp_add_rule(ctx, &seccomp_policy[i], err) < 0)
+                if (!(profile == SECCOMP_PROFILE_UML_KERNEL &&
+                      seccomp_policy[i].uml_kernel_needs) &&
+                    seccomp_add_rule(ctx, &seccomp_policy[i], err) < 0)
                         return -1;
 
         *out = steal_pointer(&ctx);
         return 0;
 }
 
-int seccomp_compile(struct sock_filter **program, unsigned short *length, struct sbx_error *err)
+int seccomp_compile(struct sock_filter **program, unsigned short *length,
+                    enum seccomp_profile profile, struct sbx_error *err)
 {
         _cleanup_seccomp_ scmp_filter_ctx ctx = NULL;
-        if (seccomp_build(&ctx, err) < 0)
+        if (seccomp_build(&ctx, profile, err) < 0)
                 return -1;
         /* libseccomp 2.5 exports BPF only to an fd; a memfd keeps it in memory. */
         _cleanup_close_ int fd = memfd_create("sandboxd-seccomp", MFD_CLOEXEC);

@@ -158,7 +158,11 @@ const struct seccomp_rule seccomp_policy[] = {
 
         /* Other processes: the pid namespace hides the host's, these would still reach into
          * siblings and weaken the layers set on them. */
-        REFUSE("ptrace", "rewrites another process's memory and system calls"),
+        {.syscall = "ptrace",
+         .errnum = EPERM,
+         .match = SECCOMP_MATCH_ALWAYS,
+         .reason = "rewrites another process's memory and system calls",
+         .uml_kernel_needs = true},
         REFUSE("process_vm_readv", "reads another process's memory"),
         REFUSE("process_vm_writev", "writes another process's memory"),
         REFUSE("pidfd_getfd", "steals a file descriptor from another process"),

@@ -1,0 +1,431 @@
+/* The uml backend: the program runs on a Linux kernel of its own, Debian's user-mode-linux, which
+ * is an ordinary host process; and that kernel process runs in a native sandbox (namespaces,
+ * Landlock, cgroups, rlimits, a seccomp filter: the program's, less ptrace, with which UML runs
+ * its guest's processes). A payload that escapes the guest kernel lands in a namespaced,
+ * filtered, capped, unprivileged process.
+ *
+ * The native sandbox's program is linux.uml; its /workspace holds the guest's init (the build
+ * embeds guest/uml_init.c), the job (limits, argv, environment), the program's stdin and the
+ * request's files, all under .sbx-uml/. The guest boots with that sandbox's root as its own
+ * (hostfs, read-only), copies the files into a tmpfs of the request's disk size, runs the program
+ * under the guest kernel's cgroup v2 caps, and reports on its console 3 (the native program's
+ * fd 3, a memfd here). The program's stdout and stderr are consoles 1 and 2 (fds 1 and 2), so the
+ * native supervisor drains, caps and streams them as it does any program's.
+ *
+ * How each limit binds:
+ *   memory   the guest cgroup's memory.max (OOM: the guest kernel's oom_kill); the guest has that
+ *            plus the disk and UML_GUEST_KERNEL_BYTES of RAM, and the host cgroup that RAM plus
+ *            UML_HOST_OVERHEAD_BYTES (UML's RAM is a file of the native sandbox's /tmp)
+ *   pids     the guest cgroup's pids.max; the host's is far above (a host process per guest
+ *            process, and UML's own threads)
+ *   cpu      the guest's RLIMIT_CPU and cpu.max; the host's quota; the host's RLIMIT_CPU has the
+ *            boot's allowance on top
+ *   wall     init's deadline, from the program's start; the host's adds UML_BOOT_WALL_MS for the
+ *            boot and the report
+ *   disk     the guest tmpfs behind /workspace and /tmp
+ *   output   the native supervisor's cap on stdout and stderr
+ *
+ * Evidence: the guest kernel's counters for the program (memory.events, pids.events, memory.peak
+ * of its cgroup), with the host cgroup's events added; CPU is the host cgroup's, the guest
+ * kernel's boot included: what the run cost. Not yet: warm pools, sessions, compile stages,
+ * read-only files (create refuses them). */
+#define _GNU_SOURCE
+#include "sandbox/uml/uml.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "sandbox/native/native.h"
+#include "util/cleanup.h"
+#include "util/log.h"
+
+/* The kernel, as Debian's user-mode-linux installs it. */
+#define UML_KERNEL "/usr/bin/linux.uml"
+
+/* The guest kernel's own RAM on top of the program's memory and disk (boots in ~20 MiB). */
+#define UML_GUEST_KERNEL_BYTES (64ull << 20)
+
+/* The UML process's memory beyond the guest's RAM (its image, page tables, stubs). */
+#define UML_HOST_OVERHEAD_BYTES (64ull << 20)
+
+/* UML's RAM file is larger than the guest's RAM by the gap between its image and its heap, which
+ * it adds to the RAM ("exec-shield gap"): x86-64 randomizes the heap's start over 1 GiB. The
+ * file is sparse, so only the host's RLIMIT_FSIZE (the native sandbox's disk size) must leave
+ * room for it; the pages the guest touches stay under the host cgroup's memory cap. */
+#define UML_RAM_FILE_SLACK_BYTES ((1ull << 30) + (64ull << 20))
+
+/* What the guest's boot and report may take on the host, on top of the program's own wall
+ * clock and CPU time: ~2.5 s each on an idle machine. */
+#define UML_BOOT_WALL_MS 30000
+#define UML_BOOT_CPU_MS  30000
+
+/* Host processes: one per guest process (its address space's stub) and UML's helper threads. */
+#define UML_HOST_PIDS(pids) ((pids)*2 + 256)
+
+/* The guest's init, built from guest/uml_init.c (meson.build). */
+extern const unsigned char sbx_uml_init[];
+extern const size_t sbx_uml_init_size;
+
+#define STAGING ".sbx-uml/"
+
+struct sbx_sandbox {
+        const struct sbx_spec *spec;
+        struct sbx_spec kernel; /* the native sandbox's: linux.uml */
+        struct sbx_sandbox *native;
+        char *argv[16];
+        char argv_text[6][64];
+        struct sbx_file *files; /* the init, the job, stdin, the request's files */
+        char **paths;           /* the request's files' staged paths */
+        char *job;
+        size_t job_size;
+        int report_fd; /* the memfd behind the guest's console 3 */
+        bool reported; /* the guest's report was read (the fields below) */
+        struct sbx_run report;
+        struct sbx_evidence guest;
+};
+
+/* The job's text (guest/uml_init.c documents it). */
+__attribute__((format(printf, 4, 5))) static int
+job_add(char **job, size_t *size, struct sbx_error *err, const char *format, ...)
+{
+        va_list args;
+        va_start(args, format);
+        char *item = NULL;
+        int n = vasprintf(&item, format, args);
+        va_end(args);
+        if (n < 0)
+                return sbx_error_set(err, ENOMEM, "uml: the job");
+        char *grown = realloc(*job, *size + (size_t)n + 1);
+        if (grown == NULL) {
+                free(item);
+                return sbx_error_set(err, ENOMEM, "uml: the job");
+        }
+        memcpy(grown + *size, item, (size_t)n + 1);
+        *job = grown;
+        *size += (size_t)n + 1;
+        free(item);
+        return 0;
+}
+
+static int make_job(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        const struct sbx_spec *spec = sandbox->spec;
+        const struct sbx_limits *limits = &spec->limits;
+        uint64_t period_us = 100000;
+        uint64_t quota_us = (uint64_t)limits->cpu_millicores * period_us / 1000;
+        char **job = &sandbox->job;
+        size_t *size = &sandbox->job_size;
+        if (job_add(job, size, err, "sandboxd-uml-job 1") < 0 ||
+            job_add(job, size, err, "memory %" PRIu64, limits->memory_bytes) < 0 ||
+            job_add(job, size, err, "pids %" PRIu64, limits->pids) < 0 ||
+            job_add(job, size, err, "cpu_quota_us %" PRIu64, quota_us) < 0 ||
+            job_add(job, size, err, "cpu_period_us %" PRIu64, period_us) < 0 ||
+            job_add(job, size, err, "cpu_time_ms %" PRIu64, limits->cpu_ms) < 0 ||
+            job_add(job, size, err, "wall_ms %" PRIu64, limits->wall_ms) < 0 ||
+            job_add(job, size, err, "disk %" PRIu64, limits->disk_bytes) < 0 ||
+            job_add(job, size, err, "open_files %" PRIu64, limits->open_files) < 0 ||
+            job_add(job, size, err, "stdin %d", spec->stdin_size > 0) < 0)
+                return -1;
+        size_t argc = 0, envc = 0;
+        while (spec->argv[argc] != NULL)
+                argc++;
+        while (spec->envp[envc] != NULL)
+                envc++;
+        if (job_add(job, size, err, "argv %zu", argc) < 0)
+                return -1;
+        for (size_t i = 0; i < argc; i++)
+                if (job_add(job, size, err, "%s", spec->argv[i]) < 0)
+                        return -1;
+        if (job_add(job, size, err, "env %zu", envc) < 0)
+                return -1;
+        for (size_t i = 0; i < envc; i++)
+                if (job_add(job, size, err, "%s", spec->envp[i]) < 0)
+                        return -1;
+        return 0;
+}
+
+/* The RAM the guest boots with: the program's memory and disk (its tmpfs), and the kernel's. */
+static uint64_t guest_memory(const struct sbx_limits *limits)
+{
+        return limits->memory_bytes + limits->disk_bytes + UML_GUEST_KERNEL_BYTES;
+}
+
+static int make_files(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        const struct sbx_spec *spec = sandbox->spec;
+        sandbox->files = calloc(spec->n_files + 3, sizeof(*sandbox->files));
+        sandbox->paths = calloc(spec->n_files + 1, sizeof(*sandbox->paths));
+        if (sandbox->files == NULL || sandbox->paths == NULL)
+                return sbx_error_set(err, ENOMEM, "uml: the staged files");
+        size_t n = 0;
+        sandbox->files[n++] = (struct sbx_file){.path = STAGING "init",
+                                                .data = sbx_uml_init,
+                                                .size = sbx_uml_init_size,
+                                                .executable = true};
+        sandbox->files[n++] = (struct sbx_file){
+                .path = STAGING "job", .data = sandbox->job, .size = sandbox->job_size};
+        if (spec->stdin_size > 0)
+                sandbox->files[n++] = (struct sbx_file){.path = STAGING "stdin",
+                                                        .data = spec->stdin_data,
+                                                        .size = spec->stdin_size};
+        for (size_t i = 0; i < spec->n_files; i++) {
+                if (asprintf(&sandbox->paths[i], STAGING "files/%s", spec->files[i].path) < 0) {
+                        sandbox->paths[i] = NULL;
+                        return sbx_error_set(err, ENOMEM, "uml: the staged files");
+                }
+                sandbox->files[n] = spec->files[i];
+                sandbox->files[n++].path = sandbox->paths[i];
+        }
+        sandbox->kernel.files = sandbox->files;
+        sandbox->kernel.n_files = n;
+        return 0;
+}
+
+/* The native sandbox's limits: the guest's RAM is a file in its /tmp, the boot takes time. */
+static struct sbx_limits kernel_limits(const struct sbx_spec *spec)
+{
+        const struct sbx_limits *limits = &spec->limits;
+        struct sbx_limits host = *limits;
+        uint64_t staged = sbx_uml_init_size + spec->stdin_size + (1u << 20);
+        for (size_t i = 0; i < spec->n_files; i++)
+                staged += spec->files[i].size;
+        host.memory_bytes = guest_memory(limits) + staged + UML_HOST_OVERHEAD_BYTES;
+        host.disk_bytes = guest_memory(limits) + UML_RAM_FILE_SLACK_BYTES + staged;
+        host.pids = UML_HOST_PIDS(limits->pids);
+        host.wall_ms = limits->wall_ms + UML_BOOT_WALL_MS;
+        host.cpu_ms = limits->cpu_ms + UML_BOOT_CPU_MS;
+        if (host.open_files < 1024)
+                host.open_files = 1024;
+        return host;
+}
+
+static int make_argv(struct sbx_sandbox *sandbox)
+{
+        snprintf(sandbox->argv_text[0], sizeof(sandbox->argv_text[0]), "mem=%" PRIu64 "M",
+                 guest_memory(&sandbox->spec->limits) >> 20);
+        char **argv = sandbox->argv;
+        size_t n = 0;
+        argv[n++] = UML_KERNEL;
+        argv[n++] = sandbox->argv_text[0];
+        argv[n++] = "root=/dev/root";
+        argv[n++] = "rootfstype=hostfs";
+        argv[n++] = "rootflags=/";
+        argv[n++] = "ro";
+        argv[n++] = "init=/workspace/" STAGING "init";
+        /* No kernel messages on any console, and the program's channels only (see above). */
+        argv[n++] = "quiet";
+        argv[n++] = "loglevel=0";
+        argv[n++] = "con=null";
+        argv[n++] = "ssl=null";
+        argv[n++] = "con1=null,fd:1";
+        argv[n++] = "con2=null,fd:2";
+        argv[n++] = "con3=null,fd:3";
+        argv[n++] = "uml_dir=/tmp";
+        argv[n] = NULL;
+        return 0;
+}
+
+static const char *const kernel_environment[] = {"PATH=/usr/bin:/bin", "TMPDIR=/tmp", NULL};
+
+static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
+{
+        if (spec->agent || spec->session || spec->exec_on_acquire || spec->artifact_fd > 0 ||
+            spec->template_fd > 0)
+                return sbx_error_set(err, EOPNOTSUPP,
+                                     "the uml backend has no warm pool, session or compile "
+                                     "stage yet");
+        for (size_t i = 0; i < spec->n_files; i++)
+                if (spec->files[i].read_only)
+                        return sbx_error_set(err, EOPNOTSUPP,
+                                             "the uml backend has no read-only files yet");
+        if (access(UML_KERNEL, X_OK) < 0)
+                return sbx_error_set(err, errno,
+                                     "%s: user-mode-linux is not installed (Debian's "
+                                     "user-mode-linux)",
+                                     UML_KERNEL);
+        return 0;
+}
+
+static void uml_destroy(struct sbx_sandbox *sandbox)
+{
+        if (sandbox == NULL)
+                return;
+        sbx_native_backend.destroy(sandbox->native);
+        if (sandbox->paths != NULL)
+                for (size_t i = 0; i < sandbox->spec->n_files; i++)
+                        free(sandbox->paths[i]);
+        free(sandbox->paths);
+        free(sandbox->files);
+        free(sandbox->job);
+        sbx_closep(&sandbox->report_fd);
+        free(sandbox);
+}
+
+static int uml_create(const struct sbx_spec *spec, struct sbx_sandbox **out, struct sbx_error *err)
+{
+        if (check_supported(spec, err) < 0)
+                return -1;
+        struct sbx_sandbox *sandbox = calloc(1, sizeof(*sandbox));
+        if (sandbox == NULL)
+                return sbx_error_set(err, ENOMEM, "allocate sandbox");
+        sandbox->spec = spec;
+        sandbox->report_fd = memfd_create("sandboxd-uml-report", MFD_CLOEXEC);
+        if (sandbox->report_fd < 0) {
+                sbx_error_set(err, errno, "uml: memfd_create");
+                uml_destroy(sandbox);
+                return -1;
+        }
+        make_argv(sandbox);
+        sandbox->kernel = (struct sbx_spec){
+                .argv = (const char *const *)sandbox->argv,
+                .envp = kernel_environment,
+                .limits = kernel_limits(spec),
+                .network = spec->network,
+                .test = spec->test,
+                .cancel_fd = spec->cancel_fd,
+                .artifact_fd = sandbox->report_fd,
+                .uml_kernel = true,
+                .on_output = spec->on_output,
+                .output_ctx = spec->output_ctx,
+        };
+        if (make_job(sandbox, err) < 0 || make_files(sandbox, err) < 0 ||
+            sbx_native_backend.create(&sandbox->kernel, &sandbox->native, err) < 0) {
+                uml_destroy(sandbox);
+                return -1;
+        }
+        *out = sandbox;
+        return 0;
+}
+
+static int uml_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        return sbx_native_backend.start(sandbox->native, err);
+}
+
+/* Reads "key=value" of the report line into *value; false when it is not there. */
+static bool report_value(const char *line, const char *key, uint64_t *value)
+{
+        size_t len = strlen(key);
+        for (const char *at = strstr(line, key); at != NULL; at = strstr(at + 1, key))
+                if ((at == line || at[-1] == ' ') && at[len] == '=') {
+                        char *end;
+                        errno = 0;
+                        unsigned long long parsed = strtoull(at + len + 1, &end, 10);
+                        if (errno != 0 || (*end != ' ' && *end != '\n' && *end != '\0'))
+                                return false;
+                        *value = parsed;
+                        return true;
+                }
+        return false;
+}
+
+/* The guest's report (guest/uml_init.c), or why there is none, into err. */
+static int read_guest_report(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        char text[1024];
+        ssize_t n = pread(sandbox->report_fd, text, sizeof(text) - 1, 0);
+        if (n < 0)
+                return sbx_error_set(err, errno, "uml: read the guest's report");
+        text[n] = '\0';
+        const char *failed = strstr(text, "sandboxd-uml-failed ");
+        if (failed != NULL)
+                return sbx_error_set(err, EPROTO, "uml: the guest's init failed: %.*s",
+                                     (int)strcspn(failed + 20, "\n"), failed + 20);
+        const char *line = strstr(text, "sandboxd-uml-report 1 ");
+        if (line == NULL)
+                return sbx_error_set(err, EPROTO, "uml: the guest kernel ended without a report");
+        struct sbx_run *report = &sandbox->report;
+        struct sbx_evidence *guest = &sandbox->guest;
+        uint64_t exited = 0, code = 0, signal = 0, wall_timeout = 0;
+        bool whole = report_value(line, "exited", &exited) && report_value(line, "code", &code) &&
+                     report_value(line, "signal", &signal) &&
+                     report_value(line, "wall_timeout", &wall_timeout) &&
+                     report_value(line, "wall_us", &report->wall_us) &&
+                     report_value(line, "disk_used_bytes", &report->disk_used_bytes) &&
+                     report_value(line, "disk_total_bytes", &report->disk_total_bytes) &&
+                     report_value(line, "inodes_free", &report->inodes_free);
+#define SBX_EVIDENCE_READ(member, json)                                                            \
+        whole = whole && report_value(line, #member, &guest->member);
+        SBX_EVIDENCE(SBX_EVIDENCE_READ)
+#undef SBX_EVIDENCE_READ
+        if (!whole || code > 255 || signal >= 65)
+                return sbx_error_set(err, EPROTO, "uml: the guest's report is malformed");
+        report->exited = exited != 0;
+        report->exit_code = report->exited ? (int)code : -1;
+        report->signal = (int)signal;
+        report->wall_timeout = wall_timeout != 0;
+        report->disk_known = true;
+        sandbox->reported = true;
+        return 0;
+}
+
+static int uml_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
+{
+        int rc = sbx_native_backend.wait(sandbox->native, run, err);
+        if (rc < 0)
+                return rc;
+        struct sbx_error why = {0};
+        if (read_guest_report(sandbox, &why) < 0) {
+                /* The host ended it (its deadline, an output cap, a cancel, its memory cap: the
+                 * evidence says which), or the guest died: the host's account stands. */
+                if (run->wall_timeout || run->output_limit || run->canceled || !run->exited)
+                        return 0;
+                *err = why;
+                return -1;
+        }
+        const struct sbx_run *report = &sandbox->report;
+        run->exited = report->exited;
+        run->exit_code = report->exit_code;
+        run->signal = report->signal;
+        run->wall_timeout = run->wall_timeout || report->wall_timeout;
+        run->wall_us = report->wall_us;
+        run->disk_known = true;
+        run->disk_used_bytes = report->disk_used_bytes;
+        run->disk_total_bytes = report->disk_total_bytes;
+        run->inodes_free = report->inodes_free;
+        return 0;
+}
+
+static int uml_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
+{
+        return sbx_native_backend.kill(sandbox->native, err);
+}
+
+static int uml_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence *evidence,
+                             struct sbx_error *err)
+{
+        if (sbx_native_backend.read_evidence(sandbox->native, evidence, err) < 0)
+                return -1;
+        if (!sandbox->reported)
+                return 0;
+        const struct sbx_evidence *guest = &sandbox->guest;
+        evidence->oom_kills += guest->oom_kills;
+        evidence->memory_max_events += guest->memory_max_events;
+        evidence->pids_max_events += guest->pids_max_events;
+        evidence->memory_peak_bytes = guest->memory_peak_bytes;
+        evidence->pids_peak = guest->pids_peak;
+        return 0;
+}
+
+/* Its sandboxes are the native backend's: so are their leftovers. */
+static int uml_reconcile(struct sbx_error *err)
+{
+        return sbx_native_backend.reconcile(err);
+}
+
+const struct sbx_backend sbx_uml_backend = {
+        .name = "uml",
+        .create = uml_create,
+        .start = uml_start,
+        .wait = uml_wait,
+        .kill = uml_kill,
+        .read_evidence = uml_read_evidence,
+        .destroy = uml_destroy,
+        .reconcile = uml_reconcile,
+};

@@ -1,0 +1,182 @@
+"""The uml backend (`--backend uml`, src/sandbox/uml): the program runs on a user-mode-linux kernel
+of its own, which runs in a native sandbox. Each test boots a guest (~2.5 s of CPU): every cap
+hit for real, judged on the guest kernel's evidence, each with a control under it; a report the
+program cannot forge; and nothing left behind (the autouse leak check: the UML kernel and its
+guest's processes are the native sandbox's, in its cgroup)."""
+
+import json
+import os
+import platform
+import signal
+
+import pytest
+
+from conftest import SANITIZED
+from serve_helpers import NO_POOL, expect_json, expect_problem, running_server, sse_events
+
+UML_KERNEL = "/usr/bin/linux.uml"
+
+pytestmark = pytest.mark.skipif(
+    not os.access(UML_KERNEL, os.X_OK),
+    reason=f"{UML_KERNEL} is missing (scripts/install-deps.sh installs Debian's user-mode-linux)")
+
+UML = ("--backend", "uml")
+
+
+# Each run boots a guest: the sanitized build (whose share here is uml.c's host side, the same in
+# every run) runs the tests that reach each of its paths, not every cap again.
+BOOTS_EVERY_CAP = pytest.mark.skipif(
+    SANITIZED, reason="the caps are the guest's: the normal build's stage covers them (a guest "
+                      "boot per run)")
+
+
+def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run, tmp_path):
+    (tmp_path / "data.bin").write_bytes(bytes(range(256)) * 64)
+    code = ("import hashlib, json, os, sys\n"
+            "print(json.dumps({'root': sorted(os.listdir('/')), 'cwd': os.getcwd(),\n"
+            "  'uid': os.getuid(), 'release': os.uname().release,\n"
+            "  'caps': open('/proc/self/status').read().split('CapEff:')[1].split()[0],\n"
+            "  'workspace': sorted(os.listdir('.')), 'home': os.environ.get('HOME'),\n"
+            "  'args': sys.argv[1:],\n"
+            "  'data': hashlib.sha256(open('dir/data.bin', 'rb').read()).hexdigest(),\n"
+            "  'stdin': sys.stdin.buffer.read().hex()}))\n"
+            "sys.stderr.write('to stderr\\n')\n"
+            "sys.exit(3)\n")
+    stdin = b"\x00in\r\n\xff"
+    flags = ("--file", f"{tmp_path / 'data.bin'}:dir/data.bin")
+    native = run(code, "python", *flags, stdin=stdin, args=("a", "b c"))
+    r = run(code, "python", *UML, *flags, stdin=stdin, args=("a", "b c"))
+    r.expect("exit_nonzero")
+    assert r["backend"] == "uml" and r["pooled"] is False
+    assert r["exit_code"] == 3 and r["signal"] is None
+    # Raw consoles: "\n" is not "\r\n", the bytes of stdin arrive as they are, and stderr is a
+    # stream of its own.
+    assert r["stdout"].endswith("}\n") and r["stderr"] == "to stderr\n", r.describe()
+    guest, host = json.loads(r["stdout"]), json.loads(native["stdout"])
+    # The guest's kernel is Debian's UML build, not the host's; what the program sees of the
+    # files is the native sandbox's view, and the guest's staging (.sbx-uml) is not in it.
+    assert guest["release"] != platform.release() and host["release"] == platform.release()
+    for key in ("root", "cwd", "uid", "workspace", "home", "args", "data", "stdin"):
+        assert guest[key] == host[key], (key, guest, host)
+    assert guest["stdin"] == stdin.hex() and guest["workspace"] == ["dir", "main.py"]
+    assert guest["caps"] == "0000000000000000"
+
+
+@BOOTS_EVERY_CAP
+def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run):
+    hog = "x = []\nwhile True: x.append(bytearray(1 << 20))"
+    r = run(hog, "python", *UML, "--memory", "64M", "--timeout", "20s")
+    r.expect("memory_limit")
+    assert r["evidence"]["oom_kills"] >= 1 and r["signal"] == signal.SIGKILL, r.describe()
+    assert r["usage"]["memory_peak_bytes"] <= 64 << 20
+
+    bomb = ("import os, time\nn = 0\ntry:\n"
+            "    while True:\n"
+            "        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n"
+            "        n += 1\n"
+            "except OSError as e:\n    print(n, e.errno)\n")
+    r = run(bomb, "python", *UML, "--pids", "8", "--timeout", "20s")
+    r.expect("pids_limit")
+    assert r["stdout"] == "7 11\n", r.describe()  # EAGAIN; the program is one of the 8
+    assert r["evidence"]["pids_max_events"] >= 1
+
+    fill = ("import errno\nfor path in ('/workspace/f', '/tmp/f'):\n"
+            "    try:\n        open(path, 'wb').write(b'x' * (12 << 20)); print(path, 'ok')\n"
+            "    except OSError as e:\n        print(path, errno.errorcode[e.errno])\n")
+    r = run(fill, "python", *UML, "--disk", "8M")
+    # One tmpfs behind both, of the disk's size: a file past it meets RLIMIT_FSIZE (the same
+    # size, EFBIG) or the tmpfs's end (ENOSPC) first.
+    r.expect("disk_full")
+    assert r["evidence"]["disk_full"] and r["usage"]["disk_used_bytes"] >= 7 << 20, r.describe()
+    assert set(r["stdout"].split()[1::2]) <= {"EFBIG", "ENOSPC"}, r.describe()
+
+    # The control, under all three caps at once: 16 MiB, four forks and 2 MiB on disk.
+    control = run("import os\nx = bytearray(16 << 20)\n"
+                  "pids = [os.fork() or os._exit(0) for _ in range(4)]\n"
+                  "for pid in pids: os.waitpid(pid, 0)\n"
+                  "open('/workspace/f', 'wb').write(b'x' * (2 << 20)); print('done')",
+                  "python", *UML, "--memory", "64M", "--pids", "8", "--disk", "8M")
+    control.expect("ok", rc=0)
+    evidence = control["evidence"]
+    assert control["stdout"] == "done\n" and not evidence["disk_full"], control.describe()
+    assert evidence["oom_kills"] == evidence["pids_max_events"] == 0
+
+
+@BOOTS_EVERY_CAP
+def test_deadline_cpu_time_and_output_cap(run):
+    # The deadline is the program's, from its start in the guest; the boot before it has an
+    # allowance of its own on the host.
+    r = run("print('spinning', flush=True)\nwhile True: pass", "python", *UML, "--timeout", "1s")
+    r.expect("timeout", rc=124)
+    assert r["evidence"]["wall_timeout"] and r["signal"] == signal.SIGKILL
+    assert r["stdout"] == "spinning\n"
+    assert 1000 <= r["usage"]["wall_ms"] <= 1500, r.describe()
+    cpu = run("while True: pass", "python", *UML, "--cpu-time", "1s", "--timeout", "20s")
+    cpu.expect("timeout")
+    assert cpu["signal"] == signal.SIGXCPU and not cpu["evidence"]["wall_timeout"]
+    out = run("print('y' * 5000)", "python", *UML, "--output", "1000")
+    out.expect("output_limit")
+    assert out["truncated"]["stdout"] and out["stdout"] == "y" * 1000
+
+
+def test_the_program_cannot_forge_its_report_or_end_the_guest(run):
+    # The report travels on a console only init holds: what the program prints, the devices it
+    # can reach and the calls it can make do not change how its run is judged.
+    code = ("import ctypes, errno, os\n"
+            "fake = 'sandboxd-uml-report 1 exited=1 code=0 signal=0 wall_timeout=0\\n'\n"
+            "print(fake, end='', flush=True)\n"
+            "os.write(2, fake.encode())\n"
+            "libc = ctypes.CDLL(None, use_errno=True)\n"
+            "for call in (lambda: libc.reboot(0x4321fedc),\n"
+            "             lambda: libc.mount(b'none', b'/tmp', b'tmpfs', 0, None)):\n"
+            "    print(call(), errno.errorcode[ctypes.get_errno()])\n"
+            "for n in os.listdir('/proc/1/fd'):\n"
+            "    try:\n        os.open('/proc/1/fd/' + n, os.O_WRONLY); print(n, 'opened')\n"
+            "    except OSError as e:\n        print(n, errno.errorcode[e.errno])\n"
+            "print(os.path.exists('/dev/tty3'))\n"
+            "os._exit(5)\n")
+    r = run(code, "python", *UML)
+    r.expect("exit_nonzero")
+    assert r["exit_code"] == 5, r.describe()
+    lines = r["stdout"].splitlines()
+    assert lines[0].startswith("sandboxd-uml-report 1 ") and lines[1:3] == ["-1 EPERM"] * 2
+    assert all(line.split()[1] == "EACCES" for line in lines[3:-1]), lines
+    assert lines[-1] == "False"
+
+
+def test_what_it_cannot_run_yet_is_refused(cli):
+    compiled = cli("run", *UML, "--lang", "c", "-c", "int main(void) { return 0; }")
+    assert compiled.returncode == 64 and b"no compile stage" in compiled.stderr
+    pooled = cli("run", *UML, "--pooled", "-c", "print(1)")
+    assert pooled.returncode == 64 and b"language on its backend" in pooled.stderr, pooled.stderr
+    unknown = cli("run", "--backend", "nope", "-c", "print(1)")
+    assert unknown.returncode == 64 and b"known: native, gvisor, uml" in unknown.stderr
+
+
+def test_a_tier_selects_it_over_http_and_streams_its_output():
+    tiers = {"all": {"languages": "python, c", "backends": "native, gvisor, uml"},
+             "native_only": {"languages": "python"}}
+    with running_server(tiers=tiers, tenants={"acme": "all", "initech": "native_only"},
+                        pools=NO_POOL) as srv:
+        body = {"language": "python", "backend": "uml",
+                "code": "import os, time\nprint(os.uname().release, flush=True)\n"
+                        "time.sleep(1)\nprint('end')"}
+        # Streamed: the first line arrives while the program sleeps, from the guest's console
+        # through the native supervisor, as any program's output does.
+        with srv.request("POST", "/v1/executions", data=json.dumps(body), stream=True,
+                         headers=srv.headers(extra={"Accept": "text/event-stream"})) as r:
+            assert r.status_code == 200, r.text
+            events = list(sse_events(r))
+        stdout = [(data["text"], at) for event, data, at in events if event == "stdout"]
+        end = [(data, at) for event, data, at in events if event == "end"]
+        assert len(end) == 1 and end[0][0]["status"] == "ok" and end[0][0]["backend"] == "uml"
+        release = end[0][0]["stdout"].split()[0]
+        assert end[0][0]["stdout"] == f"{release}\nend\n" and release != platform.release()
+        assert stdout[0][0] == f"{release}\n" and stdout[0][1] <= end[0][1] - 0.8, events
+        expect_problem(srv.post_execution(body, tenant="initech"), 403, field="backend")
+        compiled = {"language": "c", "code": "int main(void) { return 0; }", "backend": "uml"}
+        expect_problem(srv.post_execution(compiled), 400, field="backend")
+        languages = {entry["name"]: entry["backends"]
+                     for entry in expect_json(srv.get("/v1/languages",
+                                                      headers=srv.headers()))["languages"]}
+        assert languages["python"] == ["native", "gvisor", "uml"] and languages["c"] == ["native"]
