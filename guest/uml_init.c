@@ -3,32 +3,50 @@
  * UML kernel, beside the job; the kernel boots from that sandbox's root (hostfs, read-only) and
  * starts it. It:
  *
- *   1. mounts /proc, /sys, /dev and a pure cgroup v2 hierarchy with the memory, pids and cpu
- *      controllers, and opens its report channel (/dev/tty3: UML's con3, the host's fd 3);
- *   2. reads the job (/workspace/.sbx-uml/job, format below), mounts a tmpfs of the job's disk size
- *      and copies the request's files into it (its /workspace; its /tmp beside it);
- *   3. runs the program in a cgroup with the job's memory, pids and CPU caps, as the guest's uid 0
- *      with no capabilities and no_new_privs, in a mount namespace of its own, with its rlimits,
- *      stdin from the job's file, stdout on /dev/tty1 and stderr on /dev/tty2 (con1 and con2: the
- *      host's fds 1 and 2), both raw;
- *   4. ends it at its wall deadline, kills whatever it left (cgroup.kill) and reports, in one line
- *      on the report channel, how it ended and the guest kernel's counters, then powers off.
+ *   1. mounts /proc, /dev and a pure cgroup v2 hierarchy (nsdelegate) with the memory, pids and
+ *      cpu controllers, and opens its report channel (/dev/tty3: UML's con3, the host's fd 3);
+ *   2. reads the job (/workspace/.sbx-uml/job, format below) and the program's seccomp filter,
+ *      mounts a tmpfs of the job's disk size, copies the request's files into it (the program's
+ *      /workspace; its /tmp and /dev/shm beside it), owned by PROGRAM_UID;
+ *   3. starts the program's keeper (run_keeper) in new pid, mount and cgroup namespaces, in a
+ *      cgroup with the job's memory, pids and CPU caps; the keeper builds the program's view (a
+ *      /dev of its own, a /proc of its pids only) and runs the program (run_program) as pid 2, as
+ *      the native sandbox's init does: in a user namespace of its own whose ids are the guest's
+ *      PROGRAM_UID on, as that namespace's root with the native root's capabilities over it
+ *      only, no_new_privs, the native plan's rlimits and the native backend's seccomp filter,
+ *      stdin from the job's file, stdout and stderr on pipes;
+ *   4. copies the pipes to /dev/tty1 and /dev/tty2 (con1 and con2: the host's fds 1 and 2, raw)
+ *      as they come, ends the program at its wall deadline (or when its cgroup thrashes at its
+ *      memory cap: thrash_guard), kills whatever it left (cgroup.kill) and reports, in one line on
+ *      the report channel, how it ended and the guest kernel's counters; then powers off.
  *
- * The program cannot forge the report: the channel's device node is removed before the program
- * starts and init's descriptor is not inherited (init's /proc/1/fd needs CAP_SYS_PTRACE over a
- * process with more capabilities), and without CAP_SYS_BOOT it cannot end the guest itself.
+ * The program cannot forge the report or lift its caps: it is not the guest's root (PROGRAM_UID
+ * owns nothing of init's: not the cgroup files, not /proc/sys, not init's or its keeper's
+ * rlimits), it has no capability in the guest's first user namespace (only over its own, which
+ * owns nothing but its files and processes), its seccomp filter refuses new namespaces, mounts
+ * and ptrace, and what it sees of /dev and /proc is its keeper's: no console, no init.
  *
- * The job: NUL-terminated strings. "sandboxd-uml-job 1", then "KEY VALUE" pairs (memory, pids,
- * cpu_quota_us, cpu_period_us, cpu_time_ms, wall_ms, disk, open_files, stdin 0|1), then "argv N"
- * and N strings, then "env N" and N strings.
+ * The job: NUL-terminated strings. "sandboxd-uml-job 1", then "KEY VALUE" pairs (every one of
+ * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1) and "rlimit RESOURCE SOFT
+ * HARD" entries (the native plan's, in order), then "argv N" and N strings, then "env N" and N
+ * strings. The seccomp filter: the BPF program
+ * as an array of struct sock_filter (/workspace/.sbx-uml/seccomp).
+ *
+ * The report: "sandboxd-uml-report 1" and KEY=VALUE fields (uml.c reads them); on a failure of
+ * init itself, "sandboxd-uml-failed WHY".
  *
  * Standalone on purpose: it links nothing of sandboxd's, and it is not sanitized (meson.build). */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <linux/capability.h>
+#include <linux/filter.h>
+#include <linux/securebits.h>
+#include <linux/seccomp.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -41,8 +59,10 @@
 #include <sys/prctl.h>
 #include <sys/reboot.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/sysmacros.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <termios.h>
@@ -51,20 +71,34 @@
 
 #define STAGING "/workspace/.sbx-uml"
 /* The native sandbox's root, which is the guest's, has no /sys or /mnt: init's own mounts live
- * in the guest's devtmpfs, and the program's mount namespace detaches them. */
-#define SCRATCH       "/dev/.sbx-scratch"
-#define CGROUP_ROOT   "/dev/.sbx-cgroup"
-#define JOB_CGROUP    CGROUP_ROOT "/job"
-#define LOADER        "/lib64/ld-linux-x86-64.so.2"
-#define MAX_PRELOADED 64
-#define MAX_JOB_BYTES (4u << 20)
-#define MAX_STRINGS   4096
+ * in the guest's devtmpfs, which the program's view covers with a /dev of its own. */
+#define SCRATCH     "/dev/.sbx-scratch"
+#define CGROUP_ROOT "/dev/.sbx-cgroup"
+#define PROGRAM_DEV "/dev/.sbx-dev"
+#define JOB_CGROUP  CGROUP_ROOT "/job"
+/* The guest ids the program's user namespace maps its ids 0..PROGRAM_IDS-1 to: nobody else's. */
+#define PROGRAM_UID      100000
+#define PROGRAM_IDS      65536
+#define HOSTNAME         "sandbox" /* the native sandbox's */
+#define LOADER           "/lib64/ld-linux-x86-64.so.2"
+#define MAX_PRELOADED    64
+#define MAX_JOB_BYTES    (4u << 20)
+#define MAX_FILTER_INSNS 4096
+#define MAX_STRINGS      4096
+
+#define MAX_RLIMITS 16
 
 struct job {
-        uint64_t memory, pids, cpu_quota_us, cpu_period_us, cpu_time_ms, wall_ms, disk, open_files,
-                stdin_file;
+        uint64_t memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin_file;
+        struct {
+                int resource;
+                struct rlimit value;
+        } rlimits[MAX_RLIMITS];
+        size_t n_rlimits;
         char *argv[MAX_STRINGS + 1];
         char *env[MAX_STRINGS + 1];
+        struct sock_filter filter[MAX_FILTER_INSNS];
+        unsigned short filter_len;
 };
 
 static int report_fd = -1;
@@ -79,20 +113,19 @@ static _Noreturn void power_off(void)
                 pause();
 }
 
-static _Noreturn void fail(const char *format, ...)
+__attribute__((format(printf, 1, 2))) static _Noreturn void fail(const char *format, ...)
 {
         char line[512];
         va_list args;
         va_start(args, format);
-        int n = vsnprintf(line, sizeof line - 1, format, args);
+        int n = vsnprintf(line, sizeof line, format, args);
         va_end(args);
         if (n < 0)
                 n = 0;
-        if ((size_t)n > sizeof line - 2)
-                n = sizeof line - 2;
-        line[n++] = '\n';
+        if ((size_t)n > sizeof line - 1)
+                n = sizeof line - 1;
         if (report_fd >= 0)
-                dprintf(report_fd, "sandboxd-uml-failed %.*s", n, line);
+                dprintf(report_fd, "sandboxd-uml-failed %.*s\n", n, line);
         power_off();
 }
 
@@ -119,33 +152,39 @@ static void make_raw(int fd, const char *name)
 
 static int open_tty(const char *path)
 {
-        int fd = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC);
+        int fd = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC);
         if (fd < 0)
                 fail("open %s: %s", path, strerror(errno));
         make_raw(fd, path);
         return fd;
 }
 
-static void read_job(struct job *job)
+static size_t read_staged(const char *name, void *data, size_t max)
 {
-        int fd = open(STAGING "/job", O_RDONLY | O_CLOEXEC);
+        char path[128];
+        snprintf(path, sizeof path, STAGING "/%s", name);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                fail("open the job: %s", strerror(errno));
-        char *data = malloc(MAX_JOB_BYTES + 1);
-        if (data == NULL)
-                fail("no memory for the job");
+                fail("open %s: %s", path, strerror(errno));
         size_t size = 0;
         for (;;) {
-                ssize_t n = read(fd, data + size, MAX_JOB_BYTES - size);
+                ssize_t n = read(fd, (char *)data + size, max - size);
                 if (n < 0)
-                        fail("read the job: %s", strerror(errno));
+                        fail("read %s: %s", path, strerror(errno));
                 if (n == 0)
                         break;
                 size += (size_t)n;
-                if (size == MAX_JOB_BYTES)
-                        fail("the job is larger than %u bytes", MAX_JOB_BYTES);
+                if (size == max)
+                        fail("%s is larger than %zu bytes", path, max - 1);
         }
         close(fd);
+        return size;
+}
+
+static void read_job(struct job *job)
+{
+        static char data[MAX_JOB_BYTES + 1];
+        size_t size = read_staged("job", data, MAX_JOB_BYTES);
         data[size] = '\0';
         char *at = data, *end = data + size;
         if (size == 0 || data[size - 1] != '\0' || strcmp(at, "sandboxd-uml-job 1") != 0)
@@ -154,27 +193,46 @@ static void read_job(struct job *job)
         struct {
                 const char *key;
                 uint64_t *value;
-        } keys[] = {{"memory", &job->memory},
-                    {"pids", &job->pids},
-                    {"cpu_quota_us", &job->cpu_quota_us},
-                    {"cpu_period_us", &job->cpu_period_us},
-                    {"cpu_time_ms", &job->cpu_time_ms},
-                    {"wall_ms", &job->wall_ms},
-                    {"disk", &job->disk},
-                    {"open_files", &job->open_files},
-                    {"stdin", &job->stdin_file}};
+                bool seen;
+        } keys[] = {
+                {"memory", &job->memory, false},
+                {"pids", &job->pids, false},
+                {"cpu_quota_us", &job->cpu_quota_us, false},
+                {"cpu_period_us", &job->cpu_period_us, false},
+                {"wall_ms", &job->wall_ms, false},
+                {"disk", &job->disk, false},
+                {"stdin", &job->stdin_file, false},
+        };
+        size_t n_keys = sizeof keys / sizeof keys[0];
         for (; at < end && strncmp(at, "argv ", 5) != 0; at += strlen(at) + 1) {
-                bool known = false;
-                for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
-                        size_t len = strlen(keys[i].key);
-                        if (strncmp(at, keys[i].key, len) == 0 && at[len] == ' ') {
-                                *keys[i].value = strtoull(at + len + 1, NULL, 10);
-                                known = true;
-                        }
+                unsigned long long soft, hard;
+                int resource, used = 0;
+                if (sscanf(at, "rlimit %d %llu %llu%n", &resource, &soft, &hard, &used) == 3 &&
+                    at[used] == '\0') {
+                        if (job->n_rlimits == MAX_RLIMITS)
+                                fail("the job has more than %d rlimits", MAX_RLIMITS);
+                        job->rlimits[job->n_rlimits].resource = resource;
+                        job->rlimits[job->n_rlimits].value =
+                                (struct rlimit){.rlim_cur = soft, .rlim_max = hard};
+                        job->n_rlimits++;
+                        continue;
                 }
-                if (!known)
+                size_t i = 0;
+                while (i < n_keys && !(strncmp(at, keys[i].key, strlen(keys[i].key)) == 0 &&
+                                       at[strlen(keys[i].key)] == ' '))
+                        i++;
+                if (i == n_keys)
                         fail("the job has an unknown entry: %.40s", at);
+                char *value_end;
+                errno = 0;
+                *keys[i].value = strtoull(at + strlen(keys[i].key) + 1, &value_end, 10);
+                if (errno != 0 || *value_end != '\0')
+                        fail("the job's %s is not a number", keys[i].key);
+                keys[i].seen = true;
         }
+        for (size_t i = 0; i < n_keys; i++)
+                if (!keys[i].seen)
+                        fail("the job has no %s", keys[i].key);
         char **lists[] = {job->argv, job->env};
         const char *names[] = {"argv ", "env "};
         for (size_t l = 0; l < 2; l++) {
@@ -194,11 +252,18 @@ static void read_job(struct job *job)
         }
         if (job->argv[0] == NULL)
                 fail("the job has no program");
+        size_t filter_size = read_staged("seccomp", job->filter, sizeof job->filter + 1);
+        if (filter_size == 0 || filter_size % sizeof(struct sock_filter) != 0)
+                fail("the seccomp filter has a bad size: %zu", filter_size);
+        job->filter_len = (unsigned short)(filter_size / sizeof(struct sock_filter));
 }
 
-/* Copies the directory from (the staged request files, on the read-only hostfs) into to. */
+/* Copies the directory from (the staged request files, on the read-only hostfs) into to, every
+ * file and directory owned by PROGRAM_UID. Its buffer is static and its paths are built on the
+ * way down only: a request's path may nest a hundred directories. */
 static void copy_tree(const char *from, const char *to)
 {
+        static char buffer[65536];
         DIR *dir = opendir(from);
         if (dir == NULL && errno == ENOENT)
                 return; /* a request without files */
@@ -208,33 +273,39 @@ static void copy_tree(const char *from, const char *to)
         while ((entry = readdir(dir)) != NULL) {
                 if (strcmp(entry->d_name, ".") == 0 || strcmp(entry->d_name, "..") == 0)
                         continue;
-                char source[4096], target[4096];
-                snprintf(source, sizeof source, "%s/%s", from, entry->d_name);
-                snprintf(target, sizeof target, "%s/%s", to, entry->d_name);
+                char *source = NULL, *target = NULL;
+                if (asprintf(&source, "%s/%s", from, entry->d_name) < 0 ||
+                    asprintf(&target, "%s/%s", to, entry->d_name) < 0)
+                        fail("no memory for a path under %s", from);
                 struct stat st;
                 if (lstat(source, &st) < 0)
                         fail("lstat %s: %s", source, strerror(errno));
                 if (S_ISDIR(st.st_mode)) {
                         if (mkdir(target, st.st_mode & 07777) < 0 && errno != EEXIST)
                                 fail("mkdir %s: %s", target, strerror(errno));
+                        if (chown(target, PROGRAM_UID, PROGRAM_UID) < 0)
+                                fail("chown %s: %s", target, strerror(errno));
                         copy_tree(source, target);
-                        continue;
+                } else if (S_ISREG(st.st_mode)) {
+                        int in = open(source, O_RDONLY | O_CLOEXEC);
+                        int out = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC,
+                                       st.st_mode & 07777);
+                        if (in < 0 || out < 0)
+                                fail("copy %s: %s", source, strerror(errno));
+                        ssize_t n;
+                        while ((n = read(in, buffer, sizeof buffer)) > 0)
+                                if (write(out, buffer, (size_t)n) != n)
+                                        fail("write %s: %s", target, strerror(errno));
+                        if (n < 0)
+                                fail("read %s: %s", source, strerror(errno));
+                        if (fchown(out, PROGRAM_UID, PROGRAM_UID) < 0 ||
+                            fchmod(out, st.st_mode & 07777) < 0)
+                                fail("chown %s: %s", target, strerror(errno));
+                        close(in);
+                        close(out);
                 }
-                if (!S_ISREG(st.st_mode))
-                        continue;
-                int in = open(source, O_RDONLY | O_CLOEXEC);
-                int out = open(target, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, st.st_mode & 07777);
-                if (in < 0 || out < 0)
-                        fail("copy %s: %s", source, strerror(errno));
-                char buffer[65536];
-                ssize_t n;
-                while ((n = read(in, buffer, sizeof buffer)) > 0)
-                        if (write(out, buffer, (size_t)n) != n)
-                                fail("write %s: %s", target, strerror(errno));
-                if (n < 0)
-                        fail("read %s: %s", source, strerror(errno));
-                close(in);
-                close(out);
+                free(source);
+                free(target);
         }
         closedir(dir);
 }
@@ -268,12 +339,12 @@ static void set_up_cgroup(const struct job *job)
 static void read_whole(const char *path)
 {
         static int held;
+        static char buffer[1 << 16];
         if (held == MAX_PRELOADED)
                 return;
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
                 return;
-        static char buffer[1 << 16];
         while (read(fd, buffer, sizeof buffer) > 0)
                 ;
         held++;
@@ -285,7 +356,8 @@ static void read_whole(const char *path)
  * fault them back at once, round after round: a run that thrashes to its CPU limit instead of
  * meeting the OOM killer. On a host they are in the page cache already, read by other processes
  * (and the native backend's programs meet the OOM killer); in a fresh guest, init reads them.
- * The libraries are the dynamic loader's own list (ld.so --list). */
+ * The libraries are the dynamic loader's own list (ld.so --list). What the program runs besides
+ * (a shell script's awk) is thrash_guard's. */
 static void preload(const char *program)
 {
         read_whole(program);
@@ -327,52 +399,215 @@ static void preload(const char *program)
                 ;
 }
 
-static void set_limit(int resource, uint64_t soft, uint64_t hard)
+/* The program's side, from here on in its keeper's namespaces. Failures before exec exit 126
+ * with why on stderr (127: the exec itself). */
+static _Noreturn void die(const char *what)
 {
-        struct rlimit limit = {.rlim_cur = soft, .rlim_max = hard};
-        if (setrlimit(resource, &limit) < 0)
-                _exit(126);
+        dprintf(2, "sandboxd: uml guest: %s: %s\n", what, strerror(errno));
+        _exit(126);
 }
 
-/* The child: becomes the program. Failures before exec exit 126 (127: the exec itself). */
-static _Noreturn void run_program(const struct job *job, int stdin_fd, int out_fd, int err_fd)
+/* The capabilities the native sandbox's program keeps over its own user namespace
+ * (src/sandbox/native/caps.c says what each reaches), and its securebits: the rules of uid 0,
+ * locked. */
+static const int kept_caps[] = {CAP_CHOWN, CAP_DAC_OVERRIDE, CAP_FOWNER,
+                                CAP_KILL,  CAP_SETGID,       CAP_SETUID};
+#define PROGRAM_SECUREBITS                                                                         \
+        (SECBIT_KEEP_CAPS_LOCKED | SECBIT_NO_SETUID_FIXUP_LOCKED | SECBIT_NOROOT_LOCKED |          \
+         SECBIT_NO_CAP_AMBIENT_RAISE | SECBIT_NO_CAP_AMBIENT_RAISE_LOCKED)
+
+static void keep_capabilities(void)
+{
+        if (prctl(PR_SET_SECUREBITS, PROGRAM_SECUREBITS, 0, 0, 0) < 0)
+                die("PR_SET_SECUREBITS");
+        if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) < 0)
+                die("PR_CAP_AMBIENT_CLEAR_ALL");
+        uint64_t kept = 0;
+        for (size_t i = 0; i < sizeof kept_caps / sizeof kept_caps[0]; i++)
+                kept |= 1ull << kept_caps[i];
+        for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
+                if (!(kept & (1ull << cap)) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 &&
+                    errno != EINVAL)
+                        die("PR_CAPBSET_DROP");
+        struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
+        struct __user_cap_data_struct data[2] = {
+                {.effective = (uint32_t)kept, .permitted = (uint32_t)kept},
+                {.effective = (uint32_t)(kept >> 32), .permitted = (uint32_t)(kept >> 32)},
+        };
+        if (syscall(SYS_capset, &header, data) < 0)
+                die("capset");
+}
+
+/* The program (pid 2 of its namespace): a user namespace of its own whose uid 0 is
+ * PROGRAM_UID (its keeper writes the map: go_fd), the native plan's rlimits, the native root's
+ * capabilities over that namespace only, no_new_privs, the native backend's seccomp filter, and
+ * exec. */
+static _Noreturn void run_program(const struct job *job, const int stdio[3], int ready_fd,
+                                  int go_fd)
 {
         setsid();
-        int procs = open(JOB_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
-        if (procs < 0 || write(procs, "0", 1) != 1)
-                _exit(126);
-        close(procs);
-        /* Its own mounts: without init's (whose cgroup files the guest's uid 0 owns), and with
-         * /proc/exitcode (the UML process's exit status) and /proc/sysrq-trigger hidden. */
-        if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
-            umount2(CGROUP_ROOT, MNT_DETACH) < 0 || umount2(SCRATCH, MNT_DETACH) < 0 ||
-            mount("/dev/null", "/proc/exitcode", NULL, MS_BIND, NULL) < 0 ||
-            mount("/dev/null", "/proc/sysrq-trigger", NULL, MS_BIND, NULL) < 0)
-                _exit(126);
-        if (dup2(stdin_fd, 0) < 0 || dup2(out_fd, 1) < 0 || dup2(err_fd, 2) < 0)
-                _exit(126);
+        /* While still the guest's root: a hard limit above the inherited one (the guest's
+         * RLIMIT_SIGPENDING follows its small RAM) needs CAP_SYS_RESOURCE there. */
+        for (size_t i = 0; i < job->n_rlimits; i++)
+                if (setrlimit(job->rlimits[i].resource, &job->rlimits[i].value) < 0)
+                        die("setrlimit");
+        if (unshare(CLONE_NEWUSER) < 0)
+                die("unshare the user namespace");
+        char go;
+        if (write(ready_fd, "u", 1) != 1 || read(go_fd, &go, 1) != 1)
+                die("wait for the uid map");
+        close(ready_fd);
+        close(go_fd);
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+                die("become the namespace's root");
+        for (int fd = 0; fd < 3; fd++)
+                if (dup2(stdio[fd], fd) < 0)
+                        die("dup2");
+        for (int fd = 0; fd < 3; fd++)
+                if (stdio[fd] > 2)
+                        close(stdio[fd]);
         if (chdir("/workspace") < 0)
-                _exit(126);
-        uint64_t cpu_s = (job->cpu_time_ms + 999) / 1000;
-        set_limit(RLIMIT_CPU, cpu_s, cpu_s + 1);
-        set_limit(RLIMIT_FSIZE, job->disk, job->disk);
-        set_limit(RLIMIT_CORE, 0, 0);
-        set_limit(RLIMIT_NOFILE, job->open_files, job->open_files);
-        /* No capabilities: the program is the guest's uid 0 (files it writes are its own, as in a
-         * native sandbox), but can neither mount, nor trace init, nor power the guest off. */
-        for (int cap = 0; cap <= CAP_LAST_CAP; cap++)
-                if (prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) < 0 && errno != EINVAL)
-                        _exit(126);
-        struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3};
-        struct __user_cap_data_struct data[2] = {{0}};
-        if (syscall(SYS_capset, &header, data) < 0 || prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
-                _exit(126);
+                die("chdir /workspace");
+        keep_capabilities();
+        if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0)
+                die("PR_SET_NO_NEW_PRIVS");
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        struct sock_fprog program = {.len = job->filter_len,
+                                     .filter = (struct sock_filter *)job->filter};
+        if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) < 0)
+                die("seccomp");
         execve(job->argv[0], job->argv, job->env);
         dprintf(2, "sandboxd: cannot run %s: %s\n", job->argv[0], strerror(errno));
         _exit(127);
+}
+
+/* The program's /dev, as the native sandbox's (mount.c): null, zero, full, random, urandom and
+ * tty; its own devpts; /dev/shm, the scratch tmpfs's; the usual links. Made beside the guest's
+ * devtmpfs, then moved over it: init's mounts there (cgroup2, the scratch) are out of sight. */
+static void make_dev(void)
+{
+        if (mount("tmpfs", PROGRAM_DEV, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755") < 0)
+                die("mount the program's /dev");
+        static const struct {
+                const char *name;
+                unsigned major, minor;
+        } devices[] = {{"null", 1, 3},   {"zero", 1, 5},    {"full", 1, 7},
+                       {"random", 1, 8}, {"urandom", 1, 9}, {"tty", 5, 0}};
+        for (size_t i = 0; i < sizeof devices / sizeof devices[0]; i++) {
+                char path[64];
+                snprintf(path, sizeof path, PROGRAM_DEV "/%s", devices[i].name);
+                if (mknod(path, S_IFCHR | 0666, makedev(devices[i].major, devices[i].minor)) < 0 ||
+                    chmod(path, 0666) < 0)
+                        die(path);
+        }
+        if (mkdir(PROGRAM_DEV "/shm", 01777) < 0 || mkdir(PROGRAM_DEV "/pts", 0755) < 0)
+                die("mkdir /dev/shm, /dev/pts");
+        if (mount(SCRATCH "/shm", PROGRAM_DEV "/shm", NULL, MS_BIND, NULL) < 0)
+                die("bind /dev/shm");
+        if (mount("devpts", PROGRAM_DEV "/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+                  "newinstance,ptmxmode=0666,mode=620") < 0)
+                die("mount /dev/pts");
+        static const struct {
+                const char *target, *path;
+        } links[] = {
+                {"/proc/self/fd", PROGRAM_DEV "/fd"},
+                {"/proc/self/fd/0", PROGRAM_DEV "/stdin"},
+                {"/proc/self/fd/1", PROGRAM_DEV "/stdout"},
+                {"/proc/self/fd/2", PROGRAM_DEV "/stderr"},
+                {"pts/ptmx", PROGRAM_DEV "/ptmx"},
+        };
+        for (size_t i = 0; i < sizeof links / sizeof links[0]; i++)
+                if (symlink(links[i].target, links[i].path) < 0)
+                        die(links[i].path);
+        /* Read-only, as natively: nothing can be added to it (a node, a link, a FIFO). */
+        if (mount(NULL, PROGRAM_DEV, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NOEXEC,
+                  NULL) < 0)
+                die("make the program's /dev read-only");
+        /* Init's mounts leave the program's mount namespace (the binds of /workspace, /tmp and
+         * /dev/shm are mounts of their own); then its /dev covers the guest's. */
+        if (umount2(CGROUP_ROOT, MNT_DETACH) < 0 || umount2(SCRATCH, MNT_DETACH) < 0)
+                die("unmount init's mounts");
+        if (mount(PROGRAM_DEV, "/dev", NULL, MS_MOVE, NULL) < 0)
+                die("move the program's /dev");
+}
+
+/* Writes the program's uid and gid maps: its ids 0..PROGRAM_IDS-1 are the guest's PROGRAM_UID
+ * on, as a native sandbox's are a range of the host's. */
+static void map_ids(pid_t program)
+{
+        char path[64], map[64];
+        snprintf(map, sizeof map, "0 %d %d\n", PROGRAM_UID, PROGRAM_IDS);
+        static const char *const files[] = {"setgroups", "uid_map", "gid_map"};
+        for (size_t i = 0; i < 3; i++) {
+                snprintf(path, sizeof path, "/proc/%d/%s", program, files[i]);
+                int fd = open(path, O_WRONLY | O_CLOEXEC);
+                const char *text = i == 0 ? "deny" : map;
+                if (fd < 0 || write(fd, text, strlen(text)) != (ssize_t)strlen(text))
+                        die(path);
+                close(fd);
+        }
+}
+
+/* The keeper: the guest's root, pid 1 of the program's pid namespace, in the job's cgroup and a
+ * cgroup namespace rooted there, with a mount namespace of its own. It builds the program's view
+ * (its /dev, a /proc of its pids only), runs the program as pid 2, maps its ids, reaps, and
+ * writes the program's wait status on status_fd. Its exit ends its pid namespace: whatever the
+ * program left is killed with it. The program cannot signal or trace it: it is another user
+ * (the guest's root), and hidden (hidepid). */
+static _Noreturn void run_keeper(const struct job *job, int status_fd, const int stdio[3])
+{
+        int procs = open(JOB_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
+        if (procs < 0 || write(procs, "0", 1) != 1)
+                die("join the job's cgroup");
+        close(procs);
+        if (unshare(CLONE_NEWCGROUP) < 0)
+                die("unshare the cgroup namespace");
+        if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+                die("make the mounts private");
+        make_dev();
+        if (mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "hidepid=invisible,subset=pid") < 0)
+                die("mount /proc");
+        int ready[2], go[2];
+        if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0)
+                die("pipes");
+        pid_t program = fork();
+        if (program < 0)
+                die("fork");
+        if (program == 0) {
+                close(status_fd);
+                close(ready[0]);
+                close(go[1]);
+                run_program(job, stdio, ready[1], go[0]);
+        }
+        for (int fd = 0; fd < 3; fd++)
+                close(stdio[fd]);
+        close(ready[1]);
+        close(go[0]);
+        char ready_byte;
+        if (read(ready[0], &ready_byte, 1) == 1) {
+                map_ids(program);
+                if (write(go[1], "g", 1) != 1)
+                        die("start the program");
+        }
+        close(ready[0]);
+        close(go[1]);
+        int status = 0;
+        for (;;) {
+                int st;
+                pid_t pid = waitpid(-1, &st, 0);
+                if (pid == program) {
+                        status = st;
+                        break;
+                }
+                if (pid < 0 && errno != EINTR)
+                        break;
+        }
+        if (write(status_fd, &status, sizeof status) != (ssize_t)sizeof status)
+                _exit(126);
+        _exit(0);
 }
 
 static uint64_t read_key(const char *path, const char *key)
@@ -409,18 +644,57 @@ static uint64_t now_us(void)
         return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-/* Reaps every child init has (orphans are re-parented to it); program's status when it ends. */
-static bool reap(pid_t program, int *status)
+/* The guest kernel has no PSI, so no OOM daemon could see this; init is the guest's. A cgroup at
+ * its memory cap whose page cache is evicted and faulted back without end (memory.stat's
+ * workingset_refault_file) makes progress for the kernel's OOM logic, which so never fires: the
+ * program runs on, at a crawl, to its CPU or wall limit. When the cgroup keeps meeting its cap
+ * (memory.events max grows) and refaults THRASH_REFAULT_PAGES pages or more, in each of
+ * THRASH_SAMPLES samples in a row (one every THRASH_SAMPLE_MS), init ends it as the OOM killer
+ * would have: a thrash kill, which the report counts apart (thrash_kills) and the host counts as
+ * an OOM kill. */
+#define THRASH_SAMPLE_MS     250
+#define THRASH_SAMPLES       4
+#define THRASH_REFAULT_PAGES 256
+
+struct thrash_guard {
+        uint64_t last_max_events;
+        uint64_t last_refaults;
+        int hot_samples;
+        uint64_t next_us;
+};
+
+static bool thrash_guard(struct thrash_guard *guard, uint64_t now)
 {
-        bool ended = false;
-        int st;
-        pid_t pid;
-        while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
-                if (pid == program) {
-                        *status = st;
-                        ended = true;
-                }
-        return ended;
+        if (now < guard->next_us)
+                return false;
+        guard->next_us = now + THRASH_SAMPLE_MS * 1000u;
+        uint64_t refaults = read_key(JOB_CGROUP "/memory.stat", "workingset_refault_file");
+        uint64_t max_events = read_key(JOB_CGROUP "/memory.events", "max");
+        bool at_cap = max_events > guard->last_max_events;
+        bool refaulting = refaults - guard->last_refaults >= THRASH_REFAULT_PAGES;
+        guard->last_refaults = refaults;
+        guard->last_max_events = max_events;
+        guard->hot_samples = at_cap && refaulting ? guard->hot_samples + 1 : 0;
+        return guard->hot_samples >= THRASH_SAMPLES;
+}
+
+/* Copies what is readable on from to the console to; false at end of file. */
+static bool relay(int from, int to)
+{
+        static char buffer[65536];
+        ssize_t n = read(from, buffer, sizeof buffer);
+        if (n < 0)
+                return errno == EAGAIN || errno == EINTR;
+        if (n == 0)
+                return false;
+        for (ssize_t done = 0; done < n;) {
+                ssize_t w = write(to, buffer + done, (size_t)(n - done));
+                if (w < 0 && errno != EINTR)
+                        return true; /* the host's end is gone: the run is over anyway */
+                if (w > 0)
+                        done += w;
+        }
+        return true;
 }
 
 int main(void)
@@ -435,22 +709,33 @@ int main(void)
         if (report_fd < 0)
                 power_off(); /* no channel: the host reports that the guest said nothing */
         make_raw(report_fd, "/dev/tty3");
-        if (mkdir(CGROUP_ROOT, 0700) < 0 || mkdir(SCRATCH, 0700) < 0)
+        if (mkdir(CGROUP_ROOT, 0700) < 0 || mkdir(SCRATCH, 0700) < 0 ||
+            mkdir(PROGRAM_DEV, 0700) < 0)
                 fail("make init's directories: %s", strerror(errno));
-        if (mount("cgroup2", CGROUP_ROOT, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        if (mount("cgroup2", CGROUP_ROOT, "cgroup2", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  "nsdelegate") < 0)
                 fail("mount cgroup2: %s", strerror(errno));
+        if (sethostname(HOSTNAME, strlen(HOSTNAME)) < 0)
+                fail("sethostname: %s", strerror(errno));
 
         static struct job job;
         read_job(&job);
 
-        /* The program's scratch: one tmpfs of the job's disk size, its /workspace and /tmp. */
+        /* The program's scratch: one tmpfs of the job's disk size, its /workspace, /tmp and
+         * /dev/shm, owned by the uid its namespace maps to root. */
         char options[64];
         snprintf(options, sizeof options, "size=%" PRIu64 ",mode=0755", job.disk);
         if (mount("tmpfs", SCRATCH, "tmpfs", MS_NOSUID | MS_NODEV, options) < 0)
                 fail("mount the scratch tmpfs: %s", strerror(errno));
-        if (mkdir(SCRATCH "/workspace", 0755) < 0 || mkdir(SCRATCH "/tmp", 01777) < 0 ||
-            chmod(SCRATCH "/tmp", 01777) < 0)
-                fail("make the scratch directories: %s", strerror(errno));
+        static const struct {
+                const char *path;
+                mode_t mode;
+        } dirs[] = {{SCRATCH "/workspace", 0755}, {SCRATCH "/tmp", 01777}, {SCRATCH "/shm", 01777}};
+        for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+                if (mkdir(dirs[i].path, dirs[i].mode) < 0 ||
+                    chmod(dirs[i].path, dirs[i].mode) < 0 ||
+                    chown(dirs[i].path, PROGRAM_UID, PROGRAM_UID) < 0)
+                        fail("make %s: %s", dirs[i].path, strerror(errno));
         copy_tree(STAGING "/files", SCRATCH "/workspace");
         int stdin_fd = open(job.stdin_file ? STAGING "/stdin" : "/dev/null", O_RDONLY | O_CLOEXEC);
         if (stdin_fd < 0)
@@ -461,60 +746,111 @@ int main(void)
 
         set_up_cgroup(&job);
         preload(job.argv[0]);
-        int out_fd = open_tty("/dev/tty1");
-        int err_fd = open_tty("/dev/tty2");
-        /* Only init may write the report. */
-        if (unlink("/dev/tty3") < 0)
-                fail("unlink /dev/tty3: %s", strerror(errno));
+        int out_tty = open_tty("/dev/tty1");
+        int err_tty = open_tty("/dev/tty2");
+        int out[2], err[2], status[2];
+        if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0)
+                fail("pipes: %s", strerror(errno));
 
         sigset_t child;
         sigemptyset(&child);
         sigaddset(&child, SIGCHLD);
         sigprocmask(SIG_BLOCK, &child, NULL);
+        int child_fd = signalfd(-1, &child, SFD_CLOEXEC | SFD_NONBLOCK);
+        if (child_fd < 0)
+                fail("signalfd: %s", strerror(errno));
         uint64_t started = now_us();
-        pid_t program = fork();
-        if (program < 0)
-                fail("fork: %s", strerror(errno));
-        if (program == 0)
-                run_program(&job, stdin_fd, out_fd, err_fd);
+        pid_t keeper = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL,
+                                      NULL, 0);
+        if (keeper < 0)
+                fail("clone the program's keeper: %s", strerror(errno));
+        if (keeper == 0) {
+                /* Nothing of init's goes with it: its report channel least of all. */
+                int inits[] = {report_fd, child_fd, out_tty, err_tty, out[0], err[0], status[0]};
+                for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++)
+                        close(inits[i]);
+                int stdio[3] = {stdin_fd, out[1], err[1]};
+                for (int fd = 0; fd < 3; fd++) /* kept across the program's exec */
+                        if (fcntl(stdio[fd], F_SETFD, 0) < 0)
+                                _exit(126);
+                run_keeper(&job, status[1], stdio);
+        }
+        close(status[1]);
+        close(out[1]);
+        close(err[1]);
+        close(stdin_fd);
 
-        int status = 0;
-        bool wall_timeout = false;
+        fcntl(out[0], F_SETFL, O_NONBLOCK);
+        fcntl(err[0], F_SETFL, O_NONBLOCK);
+        struct thrash_guard guard = {.next_us = started};
+        bool out_open = true, err_open = true, keeper_done = false, wall_timeout = false,
+             thrash_kill = false;
         uint64_t deadline = started + job.wall_ms * 1000u;
-        while (!reap(program, &status)) {
+        while (!keeper_done || out_open || err_open) {
                 uint64_t now = now_us();
-                if (now >= deadline) {
+                if (!keeper_done && !wall_timeout && now >= deadline) {
                         wall_timeout = true;
                         write_file(JOB_CGROUP "/cgroup.kill", "1");
-                        while (waitpid(program, &status, 0) < 0 && errno == EINTR)
-                                ;
-                        break;
                 }
-                struct timespec wait = {.tv_sec = (time_t)((deadline - now) / 1000000u),
-                                        .tv_nsec = (long)((deadline - now) % 1000000u) * 1000};
-                sigtimedwait(&child, NULL, &wait);
+                if (!keeper_done && !wall_timeout && !thrash_kill && thrash_guard(&guard, now)) {
+                        thrash_kill = true;
+                        write_file(JOB_CGROUP "/cgroup.kill", "1");
+                }
+                uint64_t wake = guard.next_us < deadline ? guard.next_us : deadline;
+                int timeout_ms = keeper_done || wall_timeout || thrash_kill
+                                         ? -1
+                                         : (int)((wake > now ? wake - now : 0) / 1000u + 1);
+                struct pollfd fds[3] = {{.fd = out_open ? out[0] : -1, .events = POLLIN},
+                                        {.fd = err_open ? err[0] : -1, .events = POLLIN},
+                                        {.fd = keeper_done ? -1 : child_fd, .events = POLLIN}};
+                if (poll(fds, 3, timeout_ms) < 0 && errno != EINTR)
+                        fail("poll: %s", strerror(errno));
+                if (fds[0].revents != 0)
+                        out_open = relay(out[0], out_tty);
+                if (fds[1].revents != 0)
+                        err_open = relay(err[0], err_tty);
+                if (fds[2].revents != 0) {
+                        struct signalfd_siginfo info;
+                        while (read(child_fd, &info, sizeof info) > 0)
+                                ;
+                        int st;
+                        pid_t pid;
+                        while ((pid = waitpid(-1, &st, WNOHANG)) > 0)
+                                if (pid == keeper)
+                                        keeper_done = true;
+                        /* The keeper's end ended its pid namespace; a process that holds the
+                         * pipes and escaped it (none can: its filter refuses setns) would keep
+                         * them open: the cgroup's kill ends that too. */
+                        if (keeper_done)
+                                write_file(JOB_CGROUP "/cgroup.kill", "1");
+                }
         }
+        int program_status = 0;
+        bool program_ended = read(status[0], &program_status, sizeof program_status) ==
+                             (ssize_t)sizeof program_status;
         uint64_t wall_us = now_us() - started;
-
-        /* Whatever the program left behind ends with it; its counters are then final. */
-        write_file(JOB_CGROUP "/cgroup.kill", "1");
-        for (int i = 0; i < 1000 && read_key(JOB_CGROUP "/cgroup.events", "populated") != 0; i++) {
-                reap(program, &status);
+        for (int i = 0; i < 1000 && read_key(JOB_CGROUP "/cgroup.events", "populated") != 0; i++)
                 usleep(1000);
-        }
+
         struct statvfs disk = {0};
         statvfs(SCRATCH, &disk);
         uint64_t disk_total = (uint64_t)disk.f_blocks * disk.f_frsize;
         uint64_t disk_used = disk_total - (uint64_t)disk.f_bfree * disk.f_frsize;
+        /* Killed by init (its deadline, the thrash guard) before its keeper could say: SIGKILL. */
+        int exited = program_ended && WIFEXITED(program_status);
+        int code = exited ? WEXITSTATUS(program_status) : 0;
+        int killed_by = !program_ended                ? SIGKILL
+                        : WIFSIGNALED(program_status) ? WTERMSIG(program_status)
+                                                      : 0;
         dprintf(report_fd,
                 "sandboxd-uml-report 1 exited=%d code=%d signal=%d wall_timeout=%d "
-                "wall_us=%" PRIu64 " oom_kills=%" PRIu64 " memory_max_events=%" PRIu64
-                " memory_peak_bytes=%" PRIu64 " pids_max_events=%" PRIu64 " pids_peak=%" PRIu64
-                " cpu_usage_us=%" PRIu64 " cpu_throttled_us=%" PRIu64 " cpu_nr_throttled=%" PRIu64
+                "thrash_kills=%d wall_us=%" PRIu64 " oom_kills=%" PRIu64
+                " memory_max_events=%" PRIu64 " memory_peak_bytes=%" PRIu64
+                " pids_max_events=%" PRIu64 " pids_peak=%" PRIu64 " cpu_usage_us=%" PRIu64
+                " cpu_throttled_us=%" PRIu64 " cpu_nr_throttled=%" PRIu64
                 " disk_used_bytes=%" PRIu64 " disk_total_bytes=%" PRIu64 " inodes_free=%" PRIu64
                 "\n",
-                WIFEXITED(status), WIFEXITED(status) ? WEXITSTATUS(status) : 0,
-                WIFSIGNALED(status) ? WTERMSIG(status) : 0, wall_timeout, wall_us,
+                exited, code, killed_by, wall_timeout, thrash_kill, wall_us,
                 read_key(JOB_CGROUP "/memory.events", "oom_kill"),
                 read_key(JOB_CGROUP "/memory.events", "max"),
                 read_number(JOB_CGROUP "/memory.peak"), read_key(JOB_CGROUP "/pids.events", "max"),

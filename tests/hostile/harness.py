@@ -92,12 +92,13 @@ Optional fields ADDED by the harness (all optional, nothing above renamed):
                                    (what another layer still guarantees), control not run
     [without_kernel.FEATURE.expect]   replaces those keys of [expect]
     [without_kernel.FEATURE.control]  replaces those keys of [control]
-  [backend.gvisor]                 how the payload is judged on the gVisor backend (--backends),
-                                   where it differs from the native one (every difference is a
-                                   finding, explained here and in README's findings):
+  [backend.NAME]                   how the payload is judged on another backend, gvisor or uml
+                                   (--backends), where it differs from the native one (every
+                                   difference is a finding, explained here and in README's
+                                   findings):
     reason = "..."                 required: what differs, and what still contains the payload
     skip = true                    it cannot apply to that backend (not run there)
-    [backend.gvisor.expect]        replaces those keys of [expect] for that backend's run
+    [backend.NAME.expect]          replaces those keys of [expect] for that backend's run
     limits = { ... }, args = [...]  replace those keys of limits, and args, for that backend's
                                    run and its control (the attack the same, smaller where
                                    that backend makes it slow)
@@ -219,9 +220,16 @@ KNOWN_FIELDS = {"name", "class", "description", "language", "file", "limits", "a
                 "host_timeout", "before", "fail_step", "stdin_repeat", "without_kernel", "session",
                 "backend"}
 # The backends a payload runs on besides the native one (--backends): `sandboxd run --backend`.
-OTHER_BACKENDS = ("gvisor",)
+OTHER_BACKENDS = ("gvisor", "uml")
 BACKEND_FIELDS = {"reason", "skip", "expect", "limits", "args"}
 RUNSC = "/usr/bin/runsc"  # src/sandbox/gvisor/gvisor.c
+UML_KERNEL = "/usr/bin/linux.uml"  # src/sandbox/uml/uml.c
+# The classes a backend runs by default (no --backends): every guest boot of the uml backend
+# costs ~0.7 s of two CPUs, and its caps are the guest cgroup's, which
+# tests/integration/test_uml_backend.py hits one by one: by default it runs the classes where
+# the guest kernel and its init are the whole answer (what the program can reach, call, read and
+# become). `--backends native,uml` runs every class (README, The hostile suite).
+BACKEND_DEFAULT_CLASSES = {"uml": ("kernel", "privilege", "filesystem", "infoleak")}
 # The languages each other backend has warm-pool entries for (sbx_backend_pools_language): their
 # payloads run pooled there too, as BACKEND-pooled.
 BACKEND_POOLED_LANGUAGES = {"gvisor": ("python",)}
@@ -799,6 +807,8 @@ class Harness:
         self.pooled_languages = (set(args.pooled_languages.split(","))
                                  if args.pooled_languages else None)
         self.backends = [b for b in (args.backends or "").split(",") if b and b != "native"]
+        # By backend: the classes it runs, where it runs a subset (a default run only).
+        self.backend_classes = dict(BACKEND_DEFAULT_CLASSES) if args.default_backends else {}
         self.workdir = tempfile.mkdtemp(prefix="sandboxd-hostile-")
         os.chmod(self.workdir, 0o711)  # the outside control's uid must traverse to its own dir
         # In use while this process lives: the leak audit passes over held temp dirs.
@@ -1787,13 +1797,16 @@ def scaled_deadline(payload, limits):
     return dict(limits, timeout=f"{round(deadline_s * 1000)}ms")
 
 
-def backend_eligible(payload, backend):
+def backend_eligible(payload, backend, classes=None):
     """Whether the payload runs on backend too, and why not: a session, a setup step forced to
     fail (the native backend's steps) and sandboxd's compile stage are the native backend's
-    alone today; a payload may say it cannot apply ([backend.NAME] skip)."""
+    alone today; a payload may say it cannot apply ([backend.NAME] skip); classes, when given,
+    are the ones that backend runs (BACKEND_DEFAULT_CLASSES)."""
     variant = payload.backends.get(backend, {})
     if variant.get("skip"):
         return False, variant["reason"]
+    if classes is not None and payload.klass not in classes:
+        return False, f"not one of the classes {backend} runs by default ({', '.join(classes)})"
     if payload.session or payload.fail_step or payload.language in SANDBOXD_COMPILED:
         return False, "sessions, fail steps and compile stages are the native backend's alone"
     return True, None
@@ -1857,7 +1870,8 @@ def run_payload(harness, payload, with_control, lock):
         if harness.pooled and template_eligible(payload, harness.pooled_languages):
             run_path("template", payload, TEMPLATE_FLAGS)
         for backend in harness.backends:
-            eligible, why_not = backend_eligible(payload, backend)
+            eligible, why_not = backend_eligible(payload, backend,
+                                                 harness.backend_classes.get(backend))
             if not eligible:
                 entry.setdefault("backends_skipped", {})[backend] = why_not
                 continue
@@ -2021,8 +2035,9 @@ def main():
     parser.add_argument("--pooled-languages", metavar="LANG[,LANG]",
                         help="run only these languages' payloads pooled too (default: all)")
     parser.add_argument("--backends", default=None, metavar="NAME[,NAME]",
-                        help="the backends every eligible payload runs on (default: native, and "
-                             "gvisor where runsc is installed)")
+                        help="the backends every eligible payload runs on (default: native, "
+                             "gvisor where runsc is installed, and uml where user-mode-linux is, "
+                             "for the classes of BACKEND_DEFAULT_CLASSES)")
     parser.add_argument("--host-time-scale", type=float, default=1.0,
                         help="multiply the upper bounds on host.*wall_ms and the deadline of "
                              "payloads that must not time out (a slow, emulated host; default 1)")
@@ -2035,6 +2050,7 @@ def main():
     args = parser.parse_args()
     global HOST_TIME_SCALE
     HOST_TIME_SCALE = args.host_time_scale
+    args.default_backends = args.backends is None
     if args.backends is None:
         args.backends = "native"
         if os.access(RUNSC, os.X_OK):
@@ -2042,6 +2058,11 @@ def main():
         else:
             say(f"SKIP the gvisor backend's runs: {RUNSC} is missing (scripts/install-deps.sh "
                 f"installs Debian's runsc)")
+        if os.access(UML_KERNEL, os.X_OK):
+            args.backends += ",uml"
+        else:
+            say(f"SKIP the uml backend's runs: {UML_KERNEL} is missing (scripts/install-deps.sh "
+                f"installs Debian's user-mode-linux)")
     unknown = set(args.backends.split(",")) - {"native", *OTHER_BACKENDS}
     if unknown:
         print(f"harness.py: unknown backend {', '.join(sorted(unknown))}", file=sys.stderr)

@@ -42,6 +42,8 @@
 #include <unistd.h>
 
 #include "sandbox/native/native.h"
+#include "sandbox/native/rlimit.h"
+#include "sandbox/native/seccomp.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -78,9 +80,9 @@ struct sbx_sandbox {
         const struct sbx_spec *spec;
         struct sbx_spec kernel; /* the native sandbox's: linux.uml */
         struct sbx_sandbox *native;
-        char *argv[20];
-        char argv_text[6][64];
-        struct sbx_file *files; /* the init, the job, stdin, the request's files */
+        const char *argv[20];
+        char ram_argument[32];
+        struct sbx_file *files; /* the init, the job, its filter, stdin, the request's files */
         char **paths;           /* the request's files' staged paths */
         char *job;
         size_t job_size;
@@ -88,6 +90,7 @@ struct sbx_sandbox {
         bool reported; /* the guest's report was read (the fields below) */
         struct sbx_run report;
         struct sbx_evidence guest;
+        uint64_t thrash_kills; /* the guest's init ended a thrashing program (uml_init.c) */
 };
 
 /* The job's text (guest/uml_init.c documents it). */
@@ -126,12 +129,18 @@ static int make_job(struct sbx_sandbox *sandbox, struct sbx_error *err)
             job_add(job, size, err, "pids %" PRIu64, limits->pids) < 0 ||
             job_add(job, size, err, "cpu_quota_us %" PRIu64, quota_us) < 0 ||
             job_add(job, size, err, "cpu_period_us %" PRIu64, period_us) < 0 ||
-            job_add(job, size, err, "cpu_time_ms %" PRIu64, limits->cpu_ms) < 0 ||
             job_add(job, size, err, "wall_ms %" PRIu64, limits->wall_ms) < 0 ||
             job_add(job, size, err, "disk %" PRIu64, limits->disk_bytes) < 0 ||
-            job_add(job, size, err, "open_files %" PRIu64, limits->open_files) < 0 ||
             job_add(job, size, err, "stdin %d", spec->stdin_size > 0) < 0)
                 return -1;
+        /* The native plan's rlimits, which the guest's init sets for the program. */
+        struct rlimit_setting rlimits[RLIMIT_PLAN_MAX];
+        size_t n_rlimits = rlimit_plan(limits, rlimits);
+        for (size_t i = 0; i < n_rlimits; i++)
+                if (job_add(job, size, err, "rlimit %d %llu %llu", rlimits[i].resource,
+                            (unsigned long long)rlimits[i].value.rlim_cur,
+                            (unsigned long long)rlimits[i].value.rlim_max) < 0)
+                        return -1;
         size_t argc = 0, envc = 0;
         while (spec->argv[argc] != NULL)
                 argc++;
@@ -159,7 +168,7 @@ static uint64_t guest_memory(const struct sbx_limits *limits)
 static int make_files(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         const struct sbx_spec *spec = sandbox->spec;
-        sandbox->files = calloc(spec->n_files + 3, sizeof(*sandbox->files));
+        sandbox->files = calloc(spec->n_files + 4, sizeof(*sandbox->files));
         sandbox->paths = calloc(spec->n_files + 1, sizeof(*sandbox->paths));
         if (sandbox->files == NULL || sandbox->paths == NULL)
                 return sbx_error_set(err, ENOMEM, "uml: the staged files");
@@ -170,6 +179,12 @@ static int make_files(struct sbx_sandbox *sandbox, struct sbx_error *err)
                                                 .executable = true};
         sandbox->files[n++] = (struct sbx_file){
                 .path = STAGING "job", .data = sandbox->job, .size = sandbox->job_size};
+        /* The native program's filter, which the guest's init loads for the program too: the
+         * guest kernel's surface is the host kernel's, less what the filter refuses. */
+        sandbox->files[n++] = (struct sbx_file){.path = STAGING "seccomp",
+                                                .data = seccomp_compiled_filter,
+                                                .size = seccomp_compiled_length *
+                                                        sizeof(seccomp_compiled_filter[0])};
         if (spec->stdin_size > 0)
                 sandbox->files[n++] = (struct sbx_file){.path = STAGING "stdin",
                                                         .data = spec->stdin_data,
@@ -205,36 +220,44 @@ static struct sbx_limits kernel_limits(const struct sbx_spec *spec)
         return host;
 }
 
-static int make_argv(struct sbx_sandbox *sandbox)
-{
-        snprintf(sandbox->argv_text[0], sizeof(sandbox->argv_text[0]), "mem=%" PRIu64 "M",
-                 guest_memory(&sandbox->spec->limits) >> 20);
-        char **argv = sandbox->argv;
-        size_t n = 0;
-        argv[n++] = UML_KERNEL;
-        argv[n++] = sandbox->argv_text[0];
-        argv[n++] = "root=/dev/root";
-        argv[n++] = "rootfstype=hostfs";
-        argv[n++] = "rootflags=/";
-        argv[n++] = "ro";
-        argv[n++] = "init=/workspace/" STAGING "init";
+/* The kernel's command line after its RAM size. */
+static const char *const kernel_arguments[] = {
+        "root=/dev/root",
+        "rootfstype=hostfs",
+        "rootflags=/",
+        "ro",
+        "init=/workspace/" STAGING "init",
         /* No kernel messages on any console, and the program's channels only (see above). */
-        argv[n++] = "quiet";
-        argv[n++] = "loglevel=0";
-        argv[n++] = "con=null";
-        argv[n++] = "ssl=null";
-        argv[n++] = "con1=null,fd:1";
-        argv[n++] = "con2=null,fd:2";
-        argv[n++] = "con3=null,fd:3";
-        argv[n++] = "uml_dir=/tmp";
-        /* Boot time (2.4 s to 0.6 s here): no legacy BSD ptys (the kernel makes 256 pairs, 0.6 s),
-         * no RAID-6 benchmark (0.85 s: five algorithms timed over 16 ticks each at HZ=100), and
-         * no btrfs, its one user here. The guest has no block device and its program no
-         * capability to mount one: a file system it cannot reach is code it cannot attack. */
-        argv[n++] = "pty.legacy_count=0";
-        argv[n++] = "initcall_blacklist=raid6_select_algo,init_btrfs_fs";
-        argv[n] = NULL;
-        return 0;
+        "quiet",
+        "loglevel=0",
+        "con=null",
+        "ssl=null",
+        "con1=null,fd:1",
+        "con2=null,fd:2",
+        "con3=null,fd:3",
+        "uml_dir=/tmp",
+        /* Boot time (2.4 s to 0.6 s here): no legacy BSD ptys (the kernel makes 256 pairs,
+         * 0.6 s), no RAID-6 benchmark (0.85 s: five algorithms timed over 16 ticks each at
+         * HZ=100), and no btrfs, its one user here. The guest has no block device and its program
+         * no capability to mount one: a file system it cannot reach is code it cannot attack. */
+        "pty.legacy_count=0",
+        "initcall_blacklist=raid6_select_algo,init_btrfs_fs",
+};
+
+static void make_argv(struct sbx_sandbox *sandbox)
+{
+        /* The kernel, its RAM, the arguments and the NULL. */
+        _Static_assert(SBX_ARRAY_SIZE(kernel_arguments) + 3 <=
+                               SBX_ARRAY_SIZE(((struct sbx_sandbox *)NULL)->argv),
+                       "sbx_sandbox.argv holds the kernel's command line");
+        snprintf(sandbox->ram_argument, sizeof(sandbox->ram_argument), "mem=%" PRIu64 "M",
+                 guest_memory(&sandbox->spec->limits) >> 20);
+        size_t n = 0;
+        sandbox->argv[n++] = UML_KERNEL;
+        sandbox->argv[n++] = sandbox->ram_argument;
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(kernel_arguments); i++)
+                sandbox->argv[n++] = kernel_arguments[i];
+        sandbox->argv[n] = NULL;
 }
 
 static const char *const kernel_environment[] = {"PATH=/usr/bin:/bin", "TMPDIR=/tmp", NULL};
@@ -289,7 +312,7 @@ static int uml_create(const struct sbx_spec *spec, struct sbx_sandbox **out, str
         }
         make_argv(sandbox);
         sandbox->kernel = (struct sbx_spec){
-                .argv = (const char *const *)sandbox->argv,
+                .argv = sandbox->argv,
                 .envp = kernel_environment,
                 .limits = kernel_limits(spec),
                 .network = spec->network,
@@ -352,6 +375,7 @@ static int read_guest_report(struct sbx_sandbox *sandbox, struct sbx_error *err)
         bool whole = report_value(line, "exited", &exited) && report_value(line, "code", &code) &&
                      report_value(line, "signal", &signal) &&
                      report_value(line, "wall_timeout", &wall_timeout) &&
+                     report_value(line, "thrash_kills", &sandbox->thrash_kills) &&
                      report_value(line, "wall_us", &report->wall_us) &&
                      report_value(line, "disk_used_bytes", &report->disk_used_bytes) &&
                      report_value(line, "disk_total_bytes", &report->disk_total_bytes) &&
@@ -378,9 +402,14 @@ static int uml_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx
                 return rc;
         struct sbx_error why = {0};
         if (read_guest_report(sandbox, &why) < 0) {
-                /* The host ended it (its deadline, an output cap, a cancel, its memory cap: the
-                 * evidence says which), or the guest died: the host's account stands. */
-                if (run->wall_timeout || run->output_limit || run->canceled || !run->exited)
+                /* The host ended the kernel (its deadline, an output cap, a cancel, its memory
+                 * cap): the host's account stands, and its evidence says which. Otherwise the
+                 * guest died or said nothing: sandboxd's failure, not the program's end. */
+                struct sbx_evidence host = {0};
+                struct sbx_error unread = {0};
+                if (run->wall_timeout || run->output_limit || run->canceled ||
+                    (sbx_native_backend.read_evidence(sandbox->native, &host, &unread) == 0 &&
+                     host.oom_kills > 0))
                         return 0;
                 *err = why;
                 return -1;
@@ -411,7 +440,9 @@ static int uml_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence *e
         if (!sandbox->reported)
                 return 0;
         const struct sbx_evidence *guest = &sandbox->guest;
-        evidence->oom_kills += guest->oom_kills;
+        /* The guest's OOM killer's, its init's thrash guard's (the OOM kill the kernel would not
+         * make: uml_init.c), and the host's around the whole kernel. */
+        evidence->oom_kills += guest->oom_kills + sandbox->thrash_kills;
         evidence->memory_max_events += guest->memory_max_events;
         evidence->pids_max_events += guest->pids_max_events;
         evidence->memory_peak_bytes = guest->memory_peak_bytes;
