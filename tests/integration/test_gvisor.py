@@ -197,7 +197,7 @@ def test_a_tier_selects_it_over_http():
         expect_problem(srv.post_execution(compiled), 400, field="backend")
         languages = {entry["name"]: entry["backends"]
                      for entry in expect_json(srv.get("/v1/languages", headers=srv.headers()))["languages"]}
-        assert languages["python"] == ["native", "gvisor"] and languages["c"] == ["native"]
+        assert languages["python"] == ["native", "gvisor", "uml"] and languages["c"] == ["native"]
 
 
 def test_a_warm_entry_takes_the_requests_limits(run):
