@@ -6,11 +6,14 @@
  *
  * The native sandbox's program is linux.uml; its /workspace holds the guest's init (the build
  * embeds guest/uml_init.c), the job (limits, argv, environment), the program's stdin and the
- * request's files, all under .sbx-uml/. The guest boots with that sandbox's root as its own
- * (hostfs, read-only), copies the files into a tmpfs of the request's disk size, runs the program
- * under the guest kernel's cgroup v2 caps, and reports on its console 3 (the native program's
- * fd 3, a memfd here). The program's stdout and stderr are consoles 1 and 2 (fds 1 and 2), so the
- * native supervisor drains, caps and streams them as it does any program's.
+ * request's files, all under .sbx-uml/, and the native program's seccomp filter for the guest's
+ * program. The guest boots with that sandbox's root as its own (hostfs, read-only); its init
+ * copies the files into a tmpfs of the request's disk size, runs the program under the guest
+ * kernel's cgroup v2 caps as a native sandbox runs it (guest/uml_init.c: its own namespaces, not
+ * the guest's root, the native filter, capabilities and rlimits), and reports on its console 3
+ * (the native program's fd 3, a memfd here). Init copies the program's stdout and stderr to
+ * consoles 1 and 2 (fds 1 and 2), so the native supervisor drains, caps and streams them as it
+ * does any program's.
  *
  * How each limit binds:
  *   memory   the guest cgroup's memory.max (OOM: the guest kernel's oom_kill); the guest has that
@@ -22,13 +25,13 @@
  *            boot's allowance on top
  *   wall     init's deadline, from the program's start; the host's adds UML_BOOT_WALL_MS for the
  *            boot and the report
- *   disk     the guest tmpfs behind /workspace and /tmp
+ *   disk     the guest tmpfs behind /workspace, /tmp and /dev/shm
  *   output   the native supervisor's cap on stdout and stderr
  *
  * Evidence: the guest kernel's counters for the program (memory.events, pids.events, memory.peak
- * of its cgroup), with the host cgroup's events added; CPU is the host cgroup's, the guest
- * kernel's boot included: what the run cost. Not yet: warm pools, sessions, compile stages,
- * read-only files (create refuses them). */
+ * of its cgroup; an OOM kill of init's thrash guard counts as one), with the host cgroup's events
+ * added; CPU is the host cgroup's, the guest kernel's boot included: what the run cost. Not yet:
+ * warm pools, sessions, compile stages, read-only files (create refuses them). */
 #define _GNU_SOURCE
 #include "sandbox/uml/uml.h"
 
@@ -63,7 +66,7 @@
 #define UML_RAM_FILE_SLACK_BYTES ((1ull << 30) + (64ull << 20))
 
 /* What the guest's boot and report may take on the host, on top of the program's own wall
- * clock and CPU time: ~2.5 s each on an idle machine. */
+ * clock and CPU time: ~0.6 s each on an idle machine, several seconds on a loaded one. */
 #define UML_BOOT_WALL_MS 30000
 #define UML_BOOT_CPU_MS  30000
 
