@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <sys/ioctl.h>
 #include <sys/personality.h>
+#include <sys/ptrace.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -210,8 +211,8 @@ static void test_filter_builds(void **state)
         seccomp_release(ctx);
 }
 
-/* Runs check() in a child under the loaded filter; returns its wait status. */
-static int run_filtered(int (*check)(void))
+/* Runs check() in a child under the profile's loaded filter; returns its wait status. */
+static int run_filtered_as(enum seccomp_profile profile, int (*check)(void))
 {
         pid_t pid = fork();
         assert_true(pid >= 0);
@@ -219,13 +220,18 @@ static int run_filtered(int (*check)(void))
                 /* SIGSYS dumps core by default: not into the test's directory. */
                 setrlimit(RLIMIT_CORE, &(struct rlimit){0, 0});
                 struct sbx_error err = {0};
-                if (seccomp_apply(SECCOMP_PROFILE_PROGRAM, &err) < 0)
+                if (seccomp_apply(profile, &err) < 0)
                         _exit(100);
                 _exit(check());
         }
         int status = 0;
         assert_int_equal(waitpid(pid, &status, 0), pid);
         return status;
+}
+
+static int run_filtered(int (*check)(void))
+{
+        return run_filtered_as(SECCOMP_PROFILE_PROGRAM, check);
 }
 
 /* Each check returns 0 or the (1-based) number of the first expectation that failed. */
@@ -353,6 +359,52 @@ static void test_foreign_abis_are_killed(void **state)
 }
 #endif
 
+/* The uml backend's kernel (src/sandbox/uml/uml.c) gets every row but those it needs: ptrace
+ * only, whose refusal would stop it running its guest's processes. */
+static void test_the_uml_kernel_profile_leaves_out_ptrace_only(void **state)
+{
+        (void)state;
+        size_t left_out = 0;
+        for (size_t i = 0; i < seccomp_policy_len; i++)
+                if (seccomp_policy[i].uml_kernel_needs) {
+                        assert_string_equal(seccomp_policy[i].syscall, "ptrace");
+                        left_out++;
+                }
+        assert_int_equal(left_out, 1);
+        assert_true(seccomp_compiled_length_uml_kernel > 0);
+        assert_true(seccomp_compiled_length_uml_kernel <= seccomp_compiled_length);
+}
+
+static int check_ptrace_refused(void)
+{
+        return expect_errno(ptrace(PTRACE_TRACEME, 0, NULL, NULL), EPERM) ? 0 : 1;
+}
+
+/* The same call, under each profile: refused by the program's filter, let through by the UML
+ * kernel's (PTRACE_TRACEME succeeds for a child of a test runner nobody traces), and the rest of
+ * the policy still in force there. */
+static int check_uml_kernel_answers(void)
+{
+        if (ptrace(PTRACE_TRACEME, 0, NULL, NULL) != 0)
+                return 1;
+        if (!expect_errno(unshare(CLONE_NEWUSER), EPERM))
+                return 2;
+        if (!expect_errno(syscall(SYS_mount, "none", "/", "tmpfs", 0, NULL), EPERM))
+                return 3;
+        return 0;
+}
+
+static void test_the_uml_kernel_profile_lets_ptrace_through(void **state)
+{
+        (void)state;
+        int status = run_filtered_as(SECCOMP_PROFILE_PROGRAM, check_ptrace_refused);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+        status = run_filtered_as(SECCOMP_PROFILE_UML_KERNEL, check_uml_kernel_answers);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 0);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -362,6 +414,8 @@ int main(void)
                 cmocka_unit_test(test_one_errno_per_syscall),
                 cmocka_unit_test(test_every_name_resolves),
                 cmocka_unit_test(test_filter_builds),
+                cmocka_unit_test(test_the_uml_kernel_profile_leaves_out_ptrace_only),
+                cmocka_unit_test(test_the_uml_kernel_profile_lets_ptrace_through),
                 cmocka_unit_test(test_loaded_filter_answers_with_policy_errnos),
 #ifdef __x86_64__
                 cmocka_unit_test(test_foreign_abis_are_killed),
