@@ -72,7 +72,8 @@ struct sbx_spec {
          * execution (sandbox/agent.h). */
         int artifact_fd;
         /* Native: the program is the uml backend's user-mode-linux kernel, whose seccomp filter
-         * lets it trace its own processes (seccomp.h's profiles): how it runs its guest's. */
+         * lets it trace its own processes (seccomp.h's profiles): how it runs its guest's; and
+         * which holds no capability (it needs none of the root set). */
         bool uml_kernel;
         /* NULL, or called by the supervisor with each piece of output it keeps, as it reads it
          * (stream 1 stdout, 2 stderr): a streamed execution. */

@@ -8,11 +8,14 @@ import json
 import os
 import platform
 import signal
+import subprocess
+import time
 
 import pytest
 
-from conftest import SANITIZED
-from serve_helpers import NO_POOL, expect_json, expect_problem, running_server, sse_events
+from conftest import SANDBOXD, SANITIZED
+from serve_helpers import (NO_POOL, children_of, cmdline, expect_json, expect_problem,
+                           proc_status, running_server, sse_events)
 
 UML_KERNEL = "/usr/bin/linux.uml"
 
@@ -148,6 +151,45 @@ def test_the_program_cannot_forge_its_report_lift_its_caps_or_end_the_guest(run)
     assert all(line.endswith(" False") for line in lines[4:10]), lines
     assert lines[10] == "['0', '100000', '65536']", lines  # uid 0 here is the guest's 100000
     assert r["evidence"]["pids_max_events"] == 0 and r["limits"]["pids"] == 8
+
+
+def descendants(pid):
+    found, todo = [], [pid]
+    while todo:
+        children = children_of(todo.pop())
+        found += children
+        todo += children
+    return found
+
+
+def test_the_kernel_is_a_native_sandboxs_program_without_capabilities():
+    # The second boundary behind the guest kernel, seen from the host while a run sleeps: every
+    # process of the UML kernel (the kernel and its guest processes' stubs) is an unprivileged id
+    # of the sandbox's range, with no capability at all, no_new_privs and a seccomp filter.
+    run = subprocess.Popen([SANDBOXD, "run", "--backend", "uml", "--json", "-c",
+                            "import time; print('up', flush=True); time.sleep(4)"],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           start_new_session=True)
+    try:
+        kernels = []
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and len(kernels) < 2:
+            kernels = [pid for pid in descendants(run.pid)
+                       if (cmdline(pid) or [b""])[0] == b"/usr/bin/linux.uml"]
+            time.sleep(0.2)
+        assert len(kernels) >= 2, "no UML kernel and guest process found on the host"
+        for pid in kernels:
+            status = proc_status(pid)
+            if status is None:
+                continue  # a guest process's stub that ended meanwhile
+            assert int(status["Uid"].split()[0]) >= 2_000_000_000, status["Uid"]
+            for field in ("CapInh", "CapPrm", "CapEff", "CapBnd", "CapAmb"):
+                assert int(status[field], 16) == 0, (pid, field, status[field])
+            assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2", status
+    finally:
+        out, err = run.communicate(timeout=60)
+    result = json.loads(out)
+    assert result["status"] == "ok" and result["stdout"] == "up\n", (result, err[-2000:])
 
 
 def test_what_it_cannot_run_yet_is_refused(cli):

@@ -244,7 +244,11 @@ static void program_lock_down_or_die(const struct sbx_spec *spec, int error_fd, 
                 STEP_OR_DIE(spec, error_fd, "no_new_privs", set_no_new_privs);
         if (launch_layer_on(spec, SBX_LAYER_RLIMITS))
                 STEP_OR_DIE(spec, error_fd, "rlimits", rlimit_apply, &spec->limits);
-        if (launch_layer_on(spec, SBX_LAYER_CAPS))
+        /* A uml backend's kernel needs none of the root set: its files are its own, and it
+         * traces and signals its own processes. Escaping its guest lands in no capability. */
+        if (launch_layer_on(spec, SBX_LAYER_CAPS) && spec->uml_kernel)
+                STEP_OR_DIE(spec, error_fd, "caps", caps_drop_all);
+        else if (launch_layer_on(spec, SBX_LAYER_CAPS))
                 STEP_OR_DIE(spec, error_fd, "caps", caps_limit_to_root_set);
         if (from_template)
                 STEP_OR_DIE(spec, error_fd, "exec", set_dumpable);

@@ -1,8 +1,8 @@
 /* The uml backend: the program runs on a Linux kernel of its own, Debian's user-mode-linux, which
  * is an ordinary host process; and that kernel process runs in a native sandbox (namespaces,
  * Landlock, cgroups, rlimits, a seccomp filter: the program's, less ptrace, with which UML runs
- * its guest's processes). A payload that escapes the guest kernel lands in a namespaced,
- * filtered, capped, unprivileged process.
+ * its guest's processes; and no capability, sbx_spec.uml_kernel). A payload that escapes the guest
+ * kernel lands in a namespaced, filtered, capped, unprivileged process.
  *
  * The native sandbox's program is linux.uml; its /workspace holds the guest's init (the build
  * embeds guest/uml_init.c), the job (limits, argv, environment), the program's stdin and the
