@@ -159,7 +159,8 @@ static int open_tty(const char *path)
         return fd;
 }
 
-static size_t read_staged(const char *name, void *data, size_t max)
+/* Reads a staged file whole into data (capacity bytes); a larger one is a failure. */
+static size_t read_staged(const char *name, void *data, size_t capacity)
 {
         char path[128];
         snprintf(path, sizeof path, STAGING "/%s", name);
@@ -168,14 +169,16 @@ static size_t read_staged(const char *name, void *data, size_t max)
                 fail("open %s: %s", path, strerror(errno));
         size_t size = 0;
         for (;;) {
-                ssize_t n = read(fd, (char *)data + size, max - size);
+                char more;
+                ssize_t n = size < capacity ? read(fd, (char *)data + size, capacity - size)
+                                            : read(fd, &more, 1);
                 if (n < 0)
                         fail("read %s: %s", path, strerror(errno));
                 if (n == 0)
                         break;
+                if (size == capacity)
+                        fail("%s is larger than %zu bytes", path, capacity);
                 size += (size_t)n;
-                if (size == max)
-                        fail("%s is larger than %zu bytes", path, max - 1);
         }
         close(fd);
         return size;
@@ -252,7 +255,7 @@ static void read_job(struct job *job)
         }
         if (job->argv[0] == NULL)
                 fail("the job has no program");
-        size_t filter_size = read_staged("seccomp", job->filter, sizeof job->filter + 1);
+        size_t filter_size = read_staged("seccomp", job->filter, sizeof job->filter);
         if (filter_size == 0 || filter_size % sizeof(struct sock_filter) != 0)
                 fail("the seccomp filter has a bad size: %zu", filter_size);
         job->filter_len = (unsigned short)(filter_size / sizeof(struct sock_filter));

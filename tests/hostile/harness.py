@@ -2169,6 +2169,7 @@ def main():
         not_run = [e.get("backends_skipped", {}).get(backend) for e in entries
                    if backend not in e.get("paths", []) and e.get("class") != "audit"]
         pending = sum(1 for why in not_run if why and why.startswith("pending"))
+        other_classes = sum(1 for why in not_run if why and why.startswith("not one of the"))
         pooled = [e for e in ran if f"{backend}-pooled" in e["paths"]]
         pooled_agree = sum(1 for e in pooled if e[f"{backend}-pooled"]["contained"])
         controls = [e[backend]["control_flipped"] for e in ran
@@ -2177,7 +2178,8 @@ def main():
             f"({len(pooled)} run pooled too, {pooled_agree} agree there; {len(controls)} lift "
             f"controls run there, {sum(controls)} flipped); "
             f"not run: {pending} pending a fix or an explanation (their [backend.{backend}]), "
-            f"{len(not_run) - pending} that cannot apply there")
+            f"{other_classes} of the classes it skips by default, "
+            f"{len(not_run) - pending - other_classes} that cannot apply there")
     say(f"{passed} passed ({variant} judged without a kernel feature, {skipped} skipped), "
         f"{failed} failed")
     return 1 if failed else 0
