@@ -639,13 +639,16 @@ def test_a_session_pool_opens_sessions_ahead_of_time():
                                     "files": [{"path": "data.txt", "content": "hi"}]})
         assert opened["pooled"] is True, opened
         sid = opened["id"]
-        run(srv, sid, "x = 1")
+        zeroth = run(srv, sid, "x = 1")
         first = run(srv, sid, "import resource\nprint(x + 1, open('data.txt').read(), "
                               "resource.getrlimit(resource.RLIMIT_NOFILE))")
         assert first["stdout"] == "2 hi (100, 100)\n", first
-        # Its CPU counts from the take-over: not the agent's start (~30 ms of CPU here, which a
-        # session opened for the request is charged), paid before anyone asked.
-        assert first["usage"]["session_cpu_ms"] < 20, first["usage"]
+        # Its CPU counts from the take-over: its two runs' and the take-over's own (the files,
+        # the limits), not the agent's start (~30 ms of CPU here, which a session opened for the
+        # request is charged), paid before anyone asked. Bounded by the runs' own CPU, not by a
+        # fixed figure: under load every step's CPU grows (a bound of 20 ms failed at 20).
+        runs_ms = zeroth["usage"]["cpu_ms"] + first["usage"]["cpu_ms"]
+        assert first["usage"]["session_cpu_ms"] <= runs_ms + 12, (zeroth["usage"], first["usage"])
         oom = run(srv, sid, "hog = bytearray(256 * 1024 * 1024)")
         assert oom["status"] == "memory_limit" and oom["restarted"], oom
         assert run(srv, sid, "print(open('data.txt').read())")["stdout"] == "hi\n"
