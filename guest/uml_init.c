@@ -40,7 +40,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <grp.h>
 #include <inttypes.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
