@@ -497,6 +497,12 @@ def test_postgres_restarting_is_a_503_then_recovers_without_losing_a_lease():
         body = {"language": "python", "code": SLEEP.format(2), "limits": {"wall_ms": 20000}}
         with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
             running = pool.submit(node.post_execution, body)
+            # Admitted: its lease is in the store (the engine's count alone can run ahead of
+            # admission while a warm pool entry is replaced, seen under ASan).
+            deadline = time.monotonic() + 10 * SLOW
+            while pg.sql("SELECT count(*) FROM sandboxd_leases") == "0":
+                assert time.monotonic() < deadline, "the execution never took a lease"
+                time.sleep(0.05)
             node.wait_for_running(1)
             pg.stop()
             r = node.post_execution({"language": "python", "code": "print(2)"})
