@@ -98,22 +98,25 @@ HTTP_VARIANTS = {
 }
 
 
-def http_samples(sandboxd, workdir, rounds):
-    """{variant: [ms]} of Python print(2+2) over HTTP, rounds interleaved, the first discarded."""
+def http_samples(sandboxd, workdir, rounds, variants=None, backends=("native", "gvisor")):
+    """{variant: [ms]} of Python print(2+2) over HTTP, rounds interleaved, the first discarded:
+    variants (HTTP_VARIANTS's shape; None: those), on a server with a Python pool for each of
+    backends."""
+    variants = variants or HTTP_VARIANTS
     lines = subprocess.run([sandboxd, "token", "bench"], check=True, capture_output=True,
                            text=True).stdout
     token = re.search(r"^token: (\S+)$", lines, re.M).group(1)
     digest = re.search(r"^token_sha256 = (\S+)$", lines, re.M).group(1)
-    server = Server(sandboxd, workdir, "gvisor-http", digest, 2, 8, 8,
-                    pool_languages=("python", "python.gvisor"),
-                    tier_settings=[("backends", "native, gvisor")])
+    pools = tuple("python" if b == "native" else f"python.{b}" for b in backends)
+    server = Server(sandboxd, workdir, "gvisor-http", digest, 2, 8, 8, pool_languages=pools,
+                    tier_settings=[("backends", ", ".join(backends))])
     samples = {}
     try:
         server.wait_ready(120)
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=60)
         headers = {"Authorization": f"Bearer {token}", "Content-Type": "application/json"}
         for round_ in range(rounds + 1):
-            for name, fields in HTTP_VARIANTS.items():
+            for name, fields in variants.items():
                 server.wait_quiet(120)
                 body = json.dumps(dict(fields, language="python", code="print(2+2)"))
                 started = time.perf_counter()

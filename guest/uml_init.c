@@ -20,6 +20,14 @@
  *      memory cap: thrash_guard), kills whatever it left (cgroup.kill) and reports, in one line on
  *      the report channel, how it ended and the guest kernel's counters; then powers off.
  *
+ * Pool mode (the job's "pool 1": a warm entry, uml.c): the program is a loader that takes its
+ * execution on stdin (guest/python_loader.py "stdio"). Init starts it as in 3., with a pipe of its
+ * own as its stdin, waits for its "R" on its stdout, says "R" on the report channel and waits on
+ * /dev/tty4 (con4: the host's fd 0) for the take (read_take): the request's caps, which init puts
+ * on the job's cgroup, and how many bytes follow, which init copies to the loader's stdin as it
+ * reads them (struct feed): its execution (sandbox/agent.h) and the program's stdin. The wall
+ * clock and the CPU time reported start at the take; then 4.
+ *
  * The program cannot forge the report or lift its caps: it is not the guest's root (PROGRAM_UID
  * owns nothing of init's: not the cgroup files, not /proc/sys, not init's or its keeper's
  * rlimits), it has no capability in the guest's first user namespace (only over its own, which
@@ -27,7 +35,8 @@
  * and ptrace, and what it sees of /dev and /proc is its keeper's: no console, no init.
  *
  * The job: NUL-terminated strings. "sandboxd-uml-job 1", then "KEY VALUE" pairs (every one of
- * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1) and "rlimit RESOURCE SOFT
+ * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1, pool 0|1; a cap of 0 is
+ * none) and "rlimit RESOURCE SOFT
  * HARD" entries (the native plan's, in order), then "argv N" and N strings, then "env N" and N
  * strings. The seccomp filter: the BPF program
  * as an array of struct sock_filter (/workspace/.sbx-uml/seccomp).
@@ -82,13 +91,15 @@
 #define LOADER           "/lib64/ld-linux-x86-64.so.2"
 #define MAX_PRELOADED    64
 #define MAX_JOB_BYTES    (4u << 20)
+#define MAX_TAKE_BYTES   4096
 #define MAX_FILTER_INSNS 4096
 #define MAX_STRINGS      4096
 
 #define MAX_RLIMITS 16
 
 struct job {
-        uint64_t memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin_file;
+        uint64_t memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin_file, pool;
+        uint64_t input; /* pool mode: the bytes that follow the take on console 4 */
         struct {
                 int resource;
                 struct rlimit value;
@@ -183,6 +194,48 @@ static size_t read_staged(const char *name, void *data, size_t capacity)
         return size;
 }
 
+struct key {
+        const char *key;
+        uint64_t *value;
+        bool seen;
+};
+
+/* Parses entry, "KEY NUMBER", into the value of its key; false when it names none of keys. */
+static bool parse_key(const char *entry, struct key *keys, size_t n_keys, const char *where)
+{
+        size_t i = 0;
+        while (i < n_keys && !(strncmp(entry, keys[i].key, strlen(keys[i].key)) == 0 &&
+                               entry[strlen(keys[i].key)] == ' '))
+                i++;
+        if (i == n_keys)
+                return false;
+        char *value_end;
+        errno = 0;
+        *keys[i].value = strtoull(entry + strlen(keys[i].key) + 1, &value_end, 10);
+        if (errno != 0 || *value_end != '\0')
+                fail("the %s's %s is not a number", where, keys[i].key);
+        keys[i].seen = true;
+        return true;
+}
+
+/* The caps a job and a take both carry (uml.c's job_add_caps). */
+// clang-format off: one key per line, as in the lists that use it
+#define CAP_KEYS(job)                                                                              \
+        {"memory", &(job)->memory, false}, {"pids", &(job)->pids, false},                          \
+                {"cpu_quota_us", &(job)->cpu_quota_us, false},                                     \
+                {"cpu_period_us", &(job)->cpu_period_us, false},                                   \
+        {                                                                                          \
+                "wall_ms", &(job)->wall_ms, false                                                  \
+        }
+// clang-format on
+
+static void check_keys(const struct key *keys, size_t n_keys, const char *where)
+{
+        for (size_t i = 0; i < n_keys; i++)
+                if (!keys[i].seen)
+                        fail("the %s has no %s", where, keys[i].key);
+}
+
 static void read_job(struct job *job)
 {
         static char data[MAX_JOB_BYTES + 1];
@@ -192,18 +245,11 @@ static void read_job(struct job *job)
         if (size == 0 || data[size - 1] != '\0' || strcmp(at, "sandboxd-uml-job 1") != 0)
                 fail("the job's header is not sandboxd-uml-job 1");
         at += strlen(at) + 1;
-        struct {
-                const char *key;
-                uint64_t *value;
-                bool seen;
-        } keys[] = {
-                {"memory", &job->memory, false},
-                {"pids", &job->pids, false},
-                {"cpu_quota_us", &job->cpu_quota_us, false},
-                {"cpu_period_us", &job->cpu_period_us, false},
-                {"wall_ms", &job->wall_ms, false},
+        struct key keys[] = {
+                CAP_KEYS(job),
                 {"disk", &job->disk, false},
                 {"stdin", &job->stdin_file, false},
+                {"pool", &job->pool, false},
         };
         size_t n_keys = sizeof keys / sizeof keys[0];
         for (; at < end && strncmp(at, "argv ", 5) != 0; at += strlen(at) + 1) {
@@ -219,22 +265,10 @@ static void read_job(struct job *job)
                         job->n_rlimits++;
                         continue;
                 }
-                size_t i = 0;
-                while (i < n_keys && !(strncmp(at, keys[i].key, strlen(keys[i].key)) == 0 &&
-                                       at[strlen(keys[i].key)] == ' '))
-                        i++;
-                if (i == n_keys)
+                if (!parse_key(at, keys, n_keys, "job"))
                         fail("the job has an unknown entry: %.40s", at);
-                char *value_end;
-                errno = 0;
-                *keys[i].value = strtoull(at + strlen(keys[i].key) + 1, &value_end, 10);
-                if (errno != 0 || *value_end != '\0')
-                        fail("the job's %s is not a number", keys[i].key);
-                keys[i].seen = true;
         }
-        for (size_t i = 0; i < n_keys; i++)
-                if (!keys[i].seen)
-                        fail("the job has no %s", keys[i].key);
+        check_keys(keys, n_keys, "job");
         char **lists[] = {job->argv, job->env};
         const char *names[] = {"argv ", "env "};
         for (size_t l = 0; l < 2; l++) {
@@ -258,6 +292,43 @@ static void read_job(struct job *job)
         if (filter_size == 0 || filter_size % sizeof(struct sock_filter) != 0)
                 fail("the seccomp filter has a bad size: %zu", filter_size);
         job->filter_len = (unsigned short)(filter_size / sizeof(struct sock_filter));
+}
+
+/* Reads exactly size bytes of fd (blocking). */
+static void read_exactly(int fd, void *data, size_t size, const char *what)
+{
+        for (size_t got = 0; got < size;) {
+                ssize_t n = read(fd, (char *)data + got, size - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        fail("read %s: %s", what, n == 0 ? "end of file" : strerror(errno));
+                got += (size_t)n;
+        }
+}
+
+/* Pool mode: the take, on console 4 once init said "R" (uml.c's make_input): a u32
+ * little-endian length, then NUL-terminated strings, "sandboxd-uml-take 1" and every one of the
+ * request's memory, pids, cpu_quota_us, cpu_period_us, wall_ms, and input (how many bytes follow:
+ * the loader's execution and the program's stdin). */
+static void read_take(int fd, struct job *job)
+{
+        static char data[MAX_TAKE_BYTES + 1];
+        uint8_t prefix[4];
+        read_exactly(fd, prefix, sizeof prefix, "the take's length");
+        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
+                        (uint32_t)prefix[3] << 24;
+        if (size == 0 || size > MAX_TAKE_BYTES)
+                fail("the take's length is %" PRIu32, size);
+        read_exactly(fd, data, size, "the take");
+        data[size] = '\0';
+        if (data[size - 1] != '\0' || strcmp(data, "sandboxd-uml-take 1") != 0)
+                fail("the take's header is not sandboxd-uml-take 1");
+        struct key keys[] = {CAP_KEYS(job), {"input", &job->input, false}};
+        for (char *at = data + strlen(data) + 1; at < data + size; at += strlen(at) + 1)
+                if (!parse_key(at, keys, sizeof keys / sizeof keys[0], "take"))
+                        fail("the take has an unknown entry: %.40s", at);
+        check_keys(keys, sizeof keys / sizeof keys[0], "take");
 }
 
 /* Copies the directory from (the staged request files, on the read-only hostfs) into to, every
@@ -312,6 +383,20 @@ static void copy_tree(const char *from, const char *to)
         closedir(dir);
 }
 
+/* The job's caps on its cgroup (0: none, a pool entry's loose ones until its take). */
+static void set_caps(const struct job *job)
+{
+        char value[64];
+        snprintf(value, sizeof value, "%" PRIu64, job->memory);
+        write_file(JOB_CGROUP "/memory.max", job->memory > 0 ? value : "max");
+        snprintf(value, sizeof value, "%" PRIu64, job->pids);
+        write_file(JOB_CGROUP "/pids.max", job->pids > 0 ? value : "max");
+        snprintf(value, sizeof value, "%" PRIu64 " %" PRIu64, job->cpu_quota_us,
+                 job->cpu_period_us);
+        write_file(JOB_CGROUP "/cpu.max",
+                   job->cpu_quota_us > 0 && job->cpu_period_us > 0 ? value : "max");
+}
+
 static void set_up_cgroup(const struct job *job)
 {
         /* As on the host: an allocation larger than the guest's RAM is granted, and its use meets
@@ -320,20 +405,11 @@ static void set_up_cgroup(const struct job *job)
         write_file(CGROUP_ROOT "/cgroup.subtree_control", "+memory +pids +cpu");
         if (mkdir(JOB_CGROUP, 0755) < 0)
                 fail("mkdir %s: %s", JOB_CGROUP, strerror(errno));
-        char value[64];
-        snprintf(value, sizeof value, "%" PRIu64, job->memory);
-        write_file(JOB_CGROUP "/memory.max", value);
         write_file(JOB_CGROUP "/memory.swap.max", "0");
         /* As on the host (cgroup.c): an OOM kill ends the whole program, not one of its
          * processes. */
         write_file(JOB_CGROUP "/memory.oom.group", "1");
-        snprintf(value, sizeof value, "%" PRIu64, job->pids);
-        write_file(JOB_CGROUP "/pids.max", value);
-        if (job->cpu_quota_us > 0 && job->cpu_period_us > 0) {
-                snprintf(value, sizeof value, "%" PRIu64 " %" PRIu64, job->cpu_quota_us,
-                         job->cpu_period_us);
-                write_file(JOB_CGROUP "/cpu.max", value);
-        }
+        set_caps(job);
 }
 
 /* Reads a file whole, into the page cache, charged to init's cgroup, and keeps it open: hostfs
@@ -680,6 +756,60 @@ static bool thrash_guard(struct thrash_guard *guard, uint64_t now)
         return guard->hot_samples >= THRASH_SAMPLES;
 }
 
+/* Pool mode: the bytes of console 4 after the take, copied to the loader's stdin as the loader
+ * reads them (it may never read the program's stdin: nothing blocks init then). */
+struct feed {
+        int from, to;      /* console 4, the write end of the loader's stdin; -1 once done */
+        uint64_t left;     /* bytes yet to read from console 4 */
+        size_t start, end; /* buffer[start, end): read, not yet written */
+        char buffer[65536];
+};
+
+static void feed_stop(struct feed *feed)
+{
+        if (feed->to >= 0)
+                close(feed->to);
+        feed->to = -1;
+}
+
+static short feed_events(const struct feed *feed, bool reading)
+{
+        if (feed->to < 0)
+                return 0;
+        if (reading)
+                return feed->start == feed->end && feed->left > 0 ? POLLIN : 0;
+        return feed->start < feed->end ? POLLOUT : 0;
+}
+
+static void feed_read(struct feed *feed)
+{
+        size_t want = feed->left < sizeof feed->buffer ? (size_t)feed->left : sizeof feed->buffer;
+        ssize_t n = read(feed->from, feed->buffer, want);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n <= 0) { /* the host's end is gone: the run is over anyway */
+                feed_stop(feed);
+                return;
+        }
+        feed->start = 0;
+        feed->end = (size_t)n;
+        feed->left -= (uint64_t)n;
+}
+
+static void feed_write(struct feed *feed)
+{
+        ssize_t n = write(feed->to, feed->buffer + feed->start, feed->end - feed->start);
+        if (n < 0 && (errno == EAGAIN || errno == EINTR))
+                return;
+        if (n < 0) { /* the loader closed its stdin */
+                feed_stop(feed);
+                return;
+        }
+        feed->start += (size_t)n;
+        if (feed->start == feed->end && feed->left == 0)
+                feed_stop(feed); /* the program's stdin ends here */
+}
+
 /* Copies what is readable on from to the console to; false at end of file. */
 static bool relay(int from, int to)
 {
@@ -739,7 +869,19 @@ int main(void)
                     chown(dirs[i].path, PROGRAM_UID, PROGRAM_UID) < 0)
                         fail("make %s: %s", dirs[i].path, strerror(errno));
         copy_tree(STAGING "/files", SCRATCH "/workspace");
-        int stdin_fd = open(job.stdin_file ? STAGING "/stdin" : "/dev/null", O_RDONLY | O_CLOEXEC);
+        /* A loader's stdin is init's to feed (struct feed); a program's is the staged file. */
+        static struct feed feed = {.from = -1, .to = -1};
+        int stdin_fd = -1;
+        if (job.pool) {
+                int pipe_fds[2];
+                if (pipe2(pipe_fds, O_CLOEXEC) < 0)
+                        fail("pipe: %s", strerror(errno));
+                stdin_fd = pipe_fds[0];
+                feed.to = pipe_fds[1];
+        } else {
+                stdin_fd =
+                        open(job.stdin_file ? STAGING "/stdin" : "/dev/null", O_RDONLY | O_CLOEXEC);
+        }
         if (stdin_fd < 0)
                 fail("open the program's stdin: %s", strerror(errno));
         if (mount(SCRATCH "/workspace", "/workspace", NULL, MS_BIND, NULL) < 0 ||
@@ -768,7 +910,8 @@ int main(void)
                 fail("clone the program's keeper: %s", strerror(errno));
         if (keeper == 0) {
                 /* Nothing of init's goes with it: its report channel least of all. */
-                int inits[] = {report_fd, child_fd, out_tty, err_tty, out[0], err[0], status[0]};
+                int inits[] = {report_fd, child_fd, out_tty,   err_tty,
+                               out[0],    err[0],   status[0], feed.to};
                 for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++)
                         close(inits[i]);
                 int stdio[3] = {stdin_fd, out[1], err[1]};
@@ -782,6 +925,35 @@ int main(void)
         close(err[1]);
         close(stdin_fd);
 
+        uint64_t cpu_before = 0;
+        if (job.pool) {
+                /* The loader's "R" first on its stdout (guest/python_loader.py), then init's on
+                 * console 3: the host's native start returns, and the entry waits for its take,
+                 * from which on the program's caps and clock are the request's. */
+                char ready = 0;
+                if (read(out[0], &ready, 1) != 1 || ready != 'R') {
+                        char said[200] = "";
+                        fcntl(err[0], F_SETFL, O_NONBLOCK);
+                        ssize_t n = read(err[0], said, sizeof said - 1);
+                        fail("the pool's loader did not become ready: %.*s", n > 0 ? (int)n : 0,
+                             said);
+                }
+                feed.from = open("/dev/tty4", O_RDONLY | O_NOCTTY | O_CLOEXEC);
+                if (feed.from < 0)
+                        fail("open /dev/tty4: %s", strerror(errno));
+                make_raw(feed.from, "/dev/tty4");
+                if (write(report_fd, "R", 1) != 1)
+                        fail("say ready: %s", strerror(errno));
+                read_take(feed.from, &job);
+                set_caps(&job);
+                cpu_before = read_key(JOB_CGROUP "/cpu.stat", "usage_usec");
+                feed.left = job.input;
+                if (feed.left == 0)
+                        feed_stop(&feed);
+                fcntl(feed.from, F_SETFL, O_NONBLOCK);
+                fcntl(feed.to, F_SETFL, O_NONBLOCK);
+                started = now_us();
+        }
         fcntl(out[0], F_SETFL, O_NONBLOCK);
         fcntl(err[0], F_SETFL, O_NONBLOCK);
         struct thrash_guard guard = {.next_us = started};
@@ -802,11 +974,20 @@ int main(void)
                 int timeout_ms = keeper_done || wall_timeout || thrash_kill
                                          ? -1
                                          : (int)((wake > now ? wake - now : 0) / 1000u + 1);
-                struct pollfd fds[3] = {{.fd = out_open ? out[0] : -1, .events = POLLIN},
+                struct pollfd fds[5] = {{.fd = out_open ? out[0] : -1, .events = POLLIN},
                                         {.fd = err_open ? err[0] : -1, .events = POLLIN},
-                                        {.fd = keeper_done ? -1 : child_fd, .events = POLLIN}};
-                if (poll(fds, 3, timeout_ms) < 0 && errno != EINTR)
+                                        {.fd = keeper_done ? -1 : child_fd, .events = POLLIN},
+                                        {.fd = feed.from, .events = feed_events(&feed, true)},
+                                        {.fd = feed.to, .events = feed_events(&feed, false)}};
+                for (int i = 3; i < 5; i++)
+                        if (fds[i].events == 0)
+                                fds[i].fd = -1;
+                if (poll(fds, 5, timeout_ms) < 0 && errno != EINTR)
                         fail("poll: %s", strerror(errno));
+                if (fds[3].revents != 0)
+                        feed_read(&feed);
+                if (fds[4].revents != 0)
+                        feed_write(&feed);
                 if (fds[0].revents != 0)
                         out_open = relay(out[0], out_tty);
                 if (fds[1].revents != 0)
@@ -823,8 +1004,10 @@ int main(void)
                         /* The keeper's end ended its pid namespace; a process that holds the
                          * pipes and escaped it (none can: its filter refuses setns) would keep
                          * them open: the cgroup's kill ends that too. */
-                        if (keeper_done)
+                        if (keeper_done) {
                                 write_file(JOB_CGROUP "/cgroup.kill", "1");
+                                feed_stop(&feed);
+                        }
                 }
         }
         int program_status = 0;
@@ -857,7 +1040,7 @@ int main(void)
                 read_key(JOB_CGROUP "/memory.events", "max"),
                 read_number(JOB_CGROUP "/memory.peak"), read_key(JOB_CGROUP "/pids.events", "max"),
                 read_number(JOB_CGROUP "/pids.peak"),
-                read_key(JOB_CGROUP "/cpu.stat", "usage_usec"),
+                read_key(JOB_CGROUP "/cpu.stat", "usage_usec") - cpu_before,
                 read_key(JOB_CGROUP "/cpu.stat", "throttled_usec"),
                 read_key(JOB_CGROUP "/cpu.stat", "nr_throttled"), disk_used, disk_total,
                 (uint64_t)disk.f_ffree);

@@ -591,6 +591,16 @@ static uint64_t pool_disk_bytes(void)
         return defaults.disk_bytes;
 }
 
+/* The memory a uml entry's guest boots with (its RAM cannot grow later): the default cap, so that
+ * a request that sets none, or a smaller one, can use it. Other entries have no cap until they
+ * are taken. */
+static uint64_t pool_memory_bytes(void)
+{
+        struct sbx_limits defaults;
+        sbx_limits_default(&defaults);
+        return defaults.memory_bytes;
+}
+
 bool sbx_pool_supports(const char *language_name)
 {
         return sbx_language_find(language_name) != NULL;
@@ -612,6 +622,10 @@ static bool eligible_for(const struct sbx_request *request, const struct sbx_tes
         const char *backend = request->backend != NULL ? request->backend : SBX_BACKEND_DEFAULT;
         if (sbx_backend_name_find(backend) == NULL ||
             !sbx_backend_pools_language(backend, language))
+                return false;
+        /* A uml entry's guest booted with the RAM of the pool's memory (pool_memory_bytes). */
+        if (strcmp(backend, "uml") == 0 && (request->limits.memory_bytes == 0 ||
+                                            request->limits.memory_bytes > pool_memory_bytes()))
                 return false;
         const struct loader *loader = loader_of(language);
         if (loader == NULL)
@@ -686,6 +700,8 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
             strcmp(backend->name, "native") == 0)
                 entry->spec.template_fd = python_template_fd;
         loose_limits(&entry->spec.limits, pool_disk_bytes());
+        if (strcmp(backend->name, "uml") == 0)
+                entry->spec.limits.memory_bytes = pool_memory_bytes();
         int rc = start_entry_sandbox(backend, &entry->spec, &entry->sandbox, err);
         if (rc < 0 && entry->spec.template_fd > 0 && test == NULL) {
                 /* The template is gone (the engine starts another): this entry execs its own

@@ -32,7 +32,8 @@ bool sbx_pool_supports(const char *language);
 /* Whether request can run in a pool entry: a known language its backend has entries for
  * (sbx_backend_pools_language), the pool's disk size, no test hooks; for a loader's language also a
  * memory cap its waiting interpreter fits under (32 MiB for python, 96 MiB for node) and no PYTHON*
- * or NODE_* variables (they act at interpreter start-up). Others run cold. */
+ * or NODE_* variables (they act at interpreter start-up); on the uml backend a memory cap no
+ * larger than the default, with which its guests boot. Others run cold. */
 bool sbx_pool_request_eligible(const struct sbx_request *request);
 
 /* Creates and starts a pool entry for language on backend (NULL = native); a python entry of

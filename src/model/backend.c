@@ -47,7 +47,5 @@ bool sbx_backend_pools_language(const char *name, const struct sbx_language *lan
 {
         if (strcmp(name, NATIVE) == 0)
                 return true;
-        if (strcmp(name, UML) == 0)
-                return false;
         return language->loader != NULL && strcmp(language->loader, "python") == 0;
 }

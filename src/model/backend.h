@@ -29,7 +29,6 @@ struct sbx_language;
 bool sbx_backend_runs_language(const char *name, const struct sbx_language *language);
 
 /* Whether the backend called name (a name of this list) has warm-pool entries for language: the
- * native backend for every language; the gvisor backend for the languages whose loader takes its
- * execution on stdin (sandbox/agent.h), Python's: no exec entries there yet; the uml backend for
- * none. */
+ * native backend for every language; the gvisor and uml backends for the languages whose loader
+ * takes its execution on stdin (sandbox/agent.h), Python's: no exec entries there yet. */
 bool sbx_backend_pools_language(const char *name, const struct sbx_language *language);

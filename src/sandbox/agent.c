@@ -71,23 +71,54 @@ static int build_header(const struct sbx_spec *spec, enum sbx_agent_channel chan
         return rc < 0 || header->overflow ? -1 : 0;
 }
 
-int sbx_agent_send_execution(int fd, enum sbx_agent_channel channel, const struct sbx_spec *spec,
-                             struct sbx_error *err)
+/* The header, and its length prefix: the last field's NUL is the loader's split point too, and
+ * is not sent. */
+static int make_header(const struct sbx_spec *spec, enum sbx_agent_channel channel,
+                       struct sbx_buffer *header, uint8_t prefix[4], struct sbx_error *err)
 {
         if (spec->argv[0] == NULL)
                 return sbx_error_set(err, EINVAL, "agent: no program in argv");
         if (channel == SBX_AGENT_STDIN && spec->artifact_fd > 0)
                 return sbx_error_set(err, EINVAL, "agent: no file travels on a stdin channel");
-        struct sbx_buffer header;
-        sbx_buffer_init(&header, AGENT_HEADER_MAX);
-        if (build_header(spec, channel, &header) < 0) {
-                sbx_buffer_free(&header);
+        sbx_buffer_init(header, AGENT_HEADER_MAX);
+        if (build_header(spec, channel, header) < 0) {
+                sbx_buffer_free(header);
                 return sbx_error_set(err, E2BIG, "agent: the execution does not fit a header");
         }
-        /* The last field's NUL is the loader's split point too: it is not sent. */
+        size_t length = header->len - 1;
+        for (int i = 0; i < 4; i++)
+                prefix[i] = (uint8_t)(length >> (8 * i));
+        return 0;
+}
+
+int sbx_agent_encode_execution(const struct sbx_spec *spec, struct sbx_buffer *out,
+                               struct sbx_error *err)
+{
+        struct sbx_buffer header;
+        uint8_t prefix[4];
+        if (make_header(spec, SBX_AGENT_STDIN, &header, prefix, err) < 0)
+                return -1;
+        int rc = sbx_buffer_append(out, prefix, sizeof(prefix));
+        rc = rc < 0 ? rc : sbx_buffer_append(out, header.data, header.len - 1);
+        sbx_buffer_free(&header);
+        for (size_t i = 0; rc == 0 && i < spec->n_files; i++)
+                rc = sbx_buffer_append(out, spec->files[i].data, spec->files[i].size);
+        if (rc < 0)
+                return sbx_error_set(err, ENOMEM, "agent: the execution");
+        if (out->overflow)
+                return sbx_error_set(err, E2BIG, "agent: the execution is larger than %zu bytes",
+                                     out->cap);
+        return 0;
+}
+
+int sbx_agent_send_execution(int fd, enum sbx_agent_channel channel, const struct sbx_spec *spec,
+                             struct sbx_error *err)
+{
+        struct sbx_buffer header;
+        uint8_t prefix[4];
+        if (make_header(spec, channel, &header, prefix, err) < 0)
+                return -1;
         size_t length = header.len - 1;
-        uint8_t prefix[4] = {(uint8_t)length, (uint8_t)(length >> 8), (uint8_t)(length >> 16),
-                             (uint8_t)(length >> 24)};
         int rc = 0;
         /* A compile's artifact file goes attached to the prefix (exec mode's init reads it with
          * the prefix and hands it to the program as its fd 3). */

@@ -37,6 +37,13 @@ enum sbx_agent_channel {
 int sbx_agent_send_execution(int fd, enum sbx_agent_channel channel, const struct sbx_spec *spec,
                              struct sbx_error *err);
 
+/* Appends spec's execution, as sbx_agent_send_execution writes it on a stdin channel, to out:
+ * the uml backend's, which reaches its guest's loader through a console. E2BIG when it passes
+ * out's cap. */
+struct sbx_buffer;
+int sbx_agent_encode_execution(const struct sbx_spec *spec, struct sbx_buffer *out,
+                               struct sbx_error *err);
+
 /* An execution as exec mode's init received it: spec is a copy of init's own with the message's
  * argv, environment, files and limits, whose memory the other members own. */
 struct sbx_agent_received {

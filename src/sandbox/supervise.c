@@ -125,7 +125,7 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                         }
                 }
                 int stdin_slot = -1;
-                if (stdin_fd >= 0) {
+                if (stdin_fd >= 0 && stdin_left > 0) {
                         stdin_slot = (int)n;
                         fds[n++] = (struct pollfd){.fd = stdin_fd, .events = POLLOUT};
                 }
@@ -176,7 +176,7 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                                 if (w > 0) {
                                         stdin_next += w;
                                         stdin_left -= (size_t)w;
-                                        if (stdin_left == 0)
+                                        if (stdin_left == 0 && !params->stdin_held)
                                                 sbx_closep(&stdin_fd);
                                 } else if (w < 0 && errno != EAGAIN && errno != EINTR) {
                                         sbx_closep(&stdin_fd); /* EPIPE: nobody reads any more */

@@ -13,6 +13,9 @@ struct sbx_supervise {
         int stdin_fd; /* write end of the program's stdin (non-blocking), or -1; closed here */
         const void *stdin_data;
         size_t stdin_size;
+        /* Once stdin_data is written, the pipe stays open until the end (no end of file): a UML
+         * console hangs up at end of file, dropping what its guest has yet to read. */
+        bool stdin_held;
         int stdout_fd; /* read ends of the program's stdout and stderr; closed here */
         int stderr_fd;
         int end_fd;           /* readable (data or end of file) once the run is over */

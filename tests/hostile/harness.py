@@ -232,7 +232,10 @@ UML_KERNEL = "/usr/bin/linux.uml"  # src/sandbox/uml/uml.c
 BACKEND_DEFAULT_CLASSES = {"uml": ("kernel", "privilege", "filesystem", "infoleak")}
 # The languages each other backend has warm-pool entries for (sbx_backend_pools_language): their
 # payloads run pooled there too, as BACKEND-pooled.
-BACKEND_POOLED_LANGUAGES = {"gvisor": ("python",)}
+BACKEND_POOLED_LANGUAGES = {"gvisor": ("python",), "uml": ("python",)}
+# A uml entry's guest boots with the default memory cap (execution.c's pool_memory_bytes): a
+# payload asking for more runs cold only.
+UML_POOL_MEMORY = 256 << 20
 KERNEL_FEATURES = ("landlock", "landlock_scope", "ia32", "tmpfs_user_xattr")
 VARIANT_FIELDS = {"reason", "skip", "needs", "expect", "control"}
 EXPECT_FIELDS = {"status", "evidence", "reports", "stdout_max", "stdout_len", "stderr_max",
@@ -1881,7 +1884,9 @@ def run_payload(harness, payload, with_control, lock):
             variant = payload.backends.get(backend, {}).get("reason")
             run_path(backend, judged, ["--backend", backend], variant=variant)
             if (harness.pooled and pool_eligible(payload, harness.pooled_languages)
-                    and payload.language in BACKEND_POOLED_LANGUAGES.get(backend, ())):
+                    and payload.language in BACKEND_POOLED_LANGUAGES.get(backend, ())
+                    and (backend != "uml" or probes.parse_size(
+                        judged.limits.get("memory", "256M")) <= UML_POOL_MEMORY)):
                 run_path(f"{backend}-pooled", judged, ["--backend", backend, "--pooled"],
                          variant=variant)
         if harness.verbose and outcome.result:

@@ -55,6 +55,14 @@ def uml_runs_here(tmp_path_factory):
                     f"{seen.strip()[-300:]}")
 
 
+@pytest.fixture(params=["cold", "pooled"])
+def uml(request):
+    """The flags of a uml run: cold, or through a warm-pool entry made for it (booted, its
+    loader waiting in the guest for the take on console 4: uml.c's pool mode); the result says
+    pooled."""
+    return UML + (("--pooled",) if request.param == "pooled" else ())
+
+
 # Each run boots a guest: the sanitized build (whose share here is uml.c's host side, the same in
 # every run) runs the tests that reach each of its paths, not every cap again.
 BOOTS_EVERY_CAP = pytest.mark.skipif(
@@ -62,7 +70,7 @@ BOOTS_EVERY_CAP = pytest.mark.skipif(
                       "boot per run)")
 
 
-def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run, tmp_path):
+def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run, uml, tmp_path):
     (tmp_path / "data.bin").write_bytes(bytes(range(256)) * 64)
     code = ("import hashlib, json, os, sys\n"
             "print(json.dumps({'root': sorted(os.listdir('/')), 'cwd': os.getcwd(),\n"
@@ -77,9 +85,9 @@ def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run,
     stdin = b"\x00in\r\n\xff"
     flags = ("--file", f"{tmp_path / 'data.bin'}:dir/data.bin")
     native = run(code, "python", *flags, stdin=stdin, args=("a", "b c"))
-    r = run(code, "python", *UML, *flags, stdin=stdin, args=("a", "b c"))
+    r = run(code, "python", *uml, *flags, stdin=stdin, args=("a", "b c"))
     r.expect("exit_nonzero")
-    assert r["backend"] == "uml" and r["pooled"] is False
+    assert r["backend"] == "uml" and r["pooled"] == ("--pooled" in uml)
     assert r["exit_code"] == 3 and r["signal"] is None
     # Raw consoles: "\n" is not "\r\n", the bytes of stdin arrive as they are, and stderr is a
     # stream of its own.
@@ -95,9 +103,11 @@ def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run,
 
 
 @BOOTS_EVERY_CAP
-def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run):
+def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run, uml):
+    # Pooled, the guest booted with the pool's memory (256 MiB) and disk: the take lowers the
+    # program's cgroup to the request's caps (a request for another disk size runs cold).
     hog = "x = []\nwhile True: x.append(bytearray(1 << 20))"
-    r = run(hog, "python", *UML, "--memory", "64M", "--timeout", "20s")
+    r = run(hog, "python", *uml, "--memory", "64M", "--timeout", "20s")
     r.expect("memory_limit")
     assert r["evidence"]["oom_kills"] >= 1 and r["signal"] == signal.SIGKILL, r.describe()
     assert r["usage"]["memory_peak_bytes"] <= 64 << 20
@@ -107,12 +117,23 @@ def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run):
             "        if os.fork() == 0:\n            time.sleep(30)\n            os._exit(0)\n"
             "        n += 1\n"
             "except OSError as e:\n    print(n, e.errno)\n")
-    r = run(bomb, "python", *UML, "--pids", "8", "--timeout", "20s")
+    r = run(bomb, "python", *uml, "--pids", "8", "--timeout", "20s")
     r.expect("pids_limit")
     # EAGAIN at the native backend's count: the program and its keeper (the native sandbox's
     # init) are two of the 8.
     assert r["stdout"] == "6 11\n", r.describe()
     assert r["evidence"]["pids_max_events"] >= 1
+
+    # The control, under both caps at once: 16 MiB and four forks.
+    control = run("import os\nx = bytearray(16 << 20)\n"
+                  "pids = [os.fork() or os._exit(0) for _ in range(4)]\n"
+                  "for pid in pids: os.waitpid(pid, 0)\nprint('done')",
+                  "python", *uml, "--memory", "64M", "--pids", "8")
+    control.expect("ok", rc=0)
+    assert control["pooled"] == ("--pooled" in uml)
+    assert control["evidence"]["oom_kills"] == control["evidence"]["pids_max_events"] == 0
+    if "--pooled" in uml:
+        return
 
     fill = ("import errno\nfor path in ('/workspace/f', '/tmp/f'):\n"
             "    try:\n        open(path, 'wb').write(b'x' * (12 << 20)); print(path, 'ok')\n"
@@ -124,31 +145,26 @@ def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run):
     assert r["evidence"]["disk_full"] and r["usage"]["disk_used_bytes"] >= 7 << 20, r.describe()
     assert set(r["stdout"].split()[1::2]) <= {"EFBIG", "ENOSPC"}, r.describe()
 
-    # The control, under all three caps at once: 16 MiB, four forks and 2 MiB on disk.
-    control = run("import os\nx = bytearray(16 << 20)\n"
-                  "pids = [os.fork() or os._exit(0) for _ in range(4)]\n"
-                  "for pid in pids: os.waitpid(pid, 0)\n"
-                  "open('/workspace/f', 'wb').write(b'x' * (2 << 20)); print('done')",
-                  "python", *UML, "--memory", "64M", "--pids", "8", "--disk", "8M")
+    # The disk's control: 2 MiB of 8.
+    control = run("open('/workspace/f', 'wb').write(b'x' * (2 << 20)); print('done')",
+                  "python", *UML, "--disk", "8M")
     control.expect("ok", rc=0)
-    evidence = control["evidence"]
-    assert control["stdout"] == "done\n" and not evidence["disk_full"], control.describe()
-    assert evidence["oom_kills"] == evidence["pids_max_events"] == 0
+    assert control["stdout"] == "done\n" and not control["evidence"]["disk_full"]
 
 
 @BOOTS_EVERY_CAP
-def test_deadline_cpu_time_and_output_cap(run):
-    # The deadline is the program's, from its start in the guest; the boot before it has an
-    # allowance of its own on the host.
-    r = run("print('spinning', flush=True)\nwhile True: pass", "python", *UML, "--timeout", "1s")
+def test_deadline_cpu_time_and_output_cap(run, uml):
+    # The deadline is the program's, from its start in the guest (pooled: from the take); the
+    # boot before it has an allowance of its own on the host.
+    r = run("print('spinning', flush=True)\nwhile True: pass", "python", *uml, "--timeout", "1s")
     r.expect("timeout", rc=124)
     assert r["evidence"]["wall_timeout"] and r["signal"] == signal.SIGKILL
     assert r["stdout"] == "spinning\n"
     assert 1000 <= r["usage"]["wall_ms"] <= 1500, r.describe()
-    cpu = run("while True: pass", "python", *UML, "--cpu-time", "1s", "--timeout", "20s")
+    cpu = run("while True: pass", "python", *uml, "--cpu-time", "1s", "--timeout", "20s")
     cpu.expect("timeout")
     assert cpu["signal"] == signal.SIGXCPU and not cpu["evidence"]["wall_timeout"]
-    out = run("print('y' * 5000)", "python", *UML, "--output", "1000")
+    out = run("print('y' * 5000)", "python", *uml, "--output", "1000")
     out.expect("output_limit")
     assert out["truncated"]["stdout"] and out["stdout"] == "y" * 1000
 
@@ -224,8 +240,11 @@ def test_the_kernel_is_a_native_sandboxs_program_without_capabilities():
 def test_what_it_cannot_run_yet_is_refused(cli):
     compiled = cli("run", *UML, "--lang", "c", "-c", "int main(void) { return 0; }")
     assert compiled.returncode == 64 and b"no compile stage" in compiled.stderr
-    pooled = cli("run", *UML, "--pooled", "-c", "print(1)")
+    pooled = cli("run", *UML, "--pooled", "--lang", "bash", "-c", "echo 1")
     assert pooled.returncode == 64 and b"language on its backend" in pooled.stderr, pooled.stderr
+    # A pool entry's guest has the pool's RAM: a request for more memory cannot take one.
+    bigger = cli("run", *UML, "--pooled", "--memory", "512M", "-c", "print(1)")
+    assert bigger.returncode == 64 and b"cannot use a warm pool" in bigger.stderr
     unknown = cli("run", "--backend", "nope", "-c", "print(1)")
     assert unknown.returncode == 64 and b"known: native, gvisor, uml" in unknown.stderr
 
@@ -257,3 +276,30 @@ def test_a_tier_selects_it_over_http_and_streams_its_output():
                      for entry in expect_json(srv.get("/v1/languages",
                                                       headers=srv.headers()))["languages"]}
         assert languages["python"] == ["native", "gvisor", "uml"] and languages["c"] == ["native"]
+
+
+def test_a_uml_pool_serves_uml_requests_that_fit_its_guest():
+    tiers = {"both": {"languages": "python", "backends": "native, uml", "max_memory_mb": 1024}}
+    pools = {"python": {"min_idle": 0}, "python.uml": {"min_idle": 1, "max_idle": 1}}
+    with running_server(tiers=tiers, tenants={"acme": "both"}, pools=pools) as srv:
+        srv.wait_pool_ready()
+        body = {"language": "python", "backend": "uml", "stdin": "ab",
+                "code": "import os, sys\nprint(sys.stdin.read() * 2, os.uname().release)"}
+        warm = expect_json(srv.post_execution(body))
+        assert (warm["status"], warm["backend"], warm["pooled"]) == ("ok", "uml", True), warm
+        release = warm["stdout"].split()[1]
+        assert warm["stdout"] == f"abab {release}\n" and release != platform.release()
+        # The guest booted and its interpreter started before the request: neither is its run's.
+        assert warm["timing"]["acquire_us"] > 0 and warm["usage"]["cpu_ms"] < 400, warm
+        # A native request never takes a uml entry; a uml request for more memory than the
+        # entry's guest has runs cold.
+        srv.wait_pool_ready()
+        native = expect_json(srv.post_execution(dict(body, backend="native")))
+        assert native["backend"] == "native" and native["pooled"] is False
+        srv.wait_pool_ready()
+        bigger = expect_json(srv.post_execution(dict(body, limits={"memory_mb": 512})))
+        assert (bigger["status"], bigger["backend"], bigger["pooled"]) == ("ok", "uml", False)
+        assert bigger["limits"]["memory_mb"] == 512
+        srv.wait_pool_ready()
+        again = expect_json(srv.post_execution(body))
+        assert again["pooled"] is True and again["stdout"] == warm["stdout"]

@@ -19,6 +19,7 @@
 #include "model/limits.h"
 #include "sandbox/agent.h"
 #include "sandbox/native/rlimit.h"
+#include "util/buffer.h"
 #include "util/file.h"
 
 static struct sbx_spec base_spec(void)
@@ -358,6 +359,45 @@ static void test_a_stdin_channel_carries_the_rlimits(void **state)
         assert_int_equal(strtoull(fields[first - SBX_LIMIT_COUNT - 1], NULL, 10), SBX_LIMIT_COUNT);
 }
 
+/* A uml entry's execution reaches its guest through a console, from a buffer: the same bytes as
+ * on a stdin channel, appended to what the buffer holds; one byte past its cap is E2BIG. */
+static void test_an_encoded_execution_is_what_a_stdin_channel_carries(void **state)
+{
+        (void)state;
+        const char *argv[] = {"/usr/bin/python3", "/workspace/main.py", NULL};
+        const char *envp[] = {"HOME=/workspace", NULL};
+        const struct sbx_file files[] = {{.path = "main.py", .data = "print(1)", .size = 8},
+                                         {.path = "d/x.bin", .data = "\0\1\2", .size = 3}};
+        struct sbx_spec spec = base_spec();
+        spec.argv = argv;
+        spec.envp = envp;
+        spec.files = files;
+        spec.n_files = 2;
+        int fds[2];
+        assert_int_equal(pipe(fds), 0);
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_agent_send_execution(fds[1], SBX_AGENT_STDIN, &spec, &err), 0);
+        close(fds[1]);
+        char sent[4096];
+        ssize_t n = read(fds[0], sent, sizeof(sent));
+        close(fds[0]);
+        assert_true(n > 4);
+
+        struct sbx_buffer out;
+        sbx_buffer_init(&out, 2 + (size_t)n);
+        assert_int_equal(sbx_buffer_append(&out, "ab", 2), 0);
+        assert_int_equal(sbx_agent_encode_execution(&spec, &out, &err), 0);
+        assert_int_equal(out.len, 2 + (size_t)n);
+        assert_memory_equal(out.data, "ab", 2);
+        assert_memory_equal(out.data + 2, sent, (size_t)n);
+        sbx_buffer_free(&out);
+
+        sbx_buffer_init(&out, (size_t)n - 1);
+        assert_int_equal(sbx_agent_encode_execution(&spec, &out, &err), -1);
+        assert_int_equal(err.code, E2BIG);
+        sbx_buffer_free(&out);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -367,6 +407,7 @@ int main(void)
                 cmocka_unit_test(test_a_retired_entry_sees_end_of_file),
                 cmocka_unit_test(test_malformed_messages_are_refused),
                 cmocka_unit_test(test_a_stdin_channel_carries_the_rlimits),
+                cmocka_unit_test(test_an_encoded_execution_is_what_a_stdin_channel_carries),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

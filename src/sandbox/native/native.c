@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -97,22 +98,35 @@ static int native_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
         return 0;
 }
 
-/* How long a pool entry's loader may take to be ready (an interpreter start-up: ~10 ms). */
-#define LOADER_READY_TIMEOUT_MS 10000
+/* How long a pool entry's loader may take to be ready (an interpreter start-up: ~10 ms), and a
+ * UML kernel's guest (its boot and then the guest's loader: ~1 s alone, several seconds on a
+ * loaded machine). */
+#define LOADER_READY_TIMEOUT_MS    10000
+#define UML_GUEST_READY_TIMEOUT_MS 60000
 
 /* Pool mode: waits for the loader's "R" on the agent channel. */
-static int wait_for_loader(int agent_fd, struct sbx_error *err)
+static int wait_for_loader(int agent_fd, bool uml_kernel, struct sbx_error *err)
 {
         struct pollfd pfd = {.fd = agent_fd, .events = POLLIN};
         int ready;
         do
-                ready = poll(&pfd, 1, LOADER_READY_TIMEOUT_MS);
+                ready = poll(&pfd, 1,
+                             uml_kernel ? UML_GUEST_READY_TIMEOUT_MS : LOADER_READY_TIMEOUT_MS);
         while (ready < 0 && errno == EINTR);
         char byte = 0;
-        if (ready <= 0 || read(agent_fd, &byte, 1) != 1 || byte != 'R')
-                return sbx_error_set(err, ready < 0 ? errno : EPROTO,
-                                     "setup step 'exec': the pool loader did not become ready");
-        return 0;
+        if (ready > 0 && read(agent_fd, &byte, 1) == 1 && byte == 'R')
+                return 0;
+        /* What it said instead (a UML guest's init says why it failed): the line, printable. */
+        char said[160] = {byte};
+        ssize_t n = byte != 0 ? recv(agent_fd, said + 1, sizeof(said) - 2, MSG_DONTWAIT) : -1;
+        size_t len = n > 0 ? (size_t)n + 1 : (byte != 0);
+        for (size_t i = 0; i < len; i++)
+                if (said[i] < 0x20 || said[i] > 0x7e)
+                        said[i] = ' ';
+        said[len] = '\0';
+        return sbx_error_set(err, ready < 0 ? errno : EPROTO,
+                             "setup step 'exec': the pool loader did not become ready%s%s",
+                             len > 0 ? ": " : "", said);
 }
 
 static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
@@ -122,7 +136,7 @@ static int native_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
                 return -1;
         if (!sandbox->spec->agent || sandbox->spec->session)
                 return 0;
-        return wait_for_loader(sandbox->proc.agent_fd, err);
+        return wait_for_loader(sandbox->proc.agent_fd, sandbox->spec->uml_kernel, err);
 }
 
 /* The host pid of init's one child, the program (pool mode: the loader). Init's pidfd says that
@@ -168,6 +182,19 @@ static int native_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
         close(sandbox->proc.agent_fd);
         sandbox->proc.agent_fd = -1;
         return rc < 0 ? sbx_error_prefix(err, "acquire") : 0;
+}
+
+int sbx_native_take(struct sbx_sandbox *sandbox, const struct sbx_spec *request, int *agent_fd,
+                    struct sbx_error *err)
+{
+        if (sandbox->proc.agent_fd < 0 || sandbox->proc.pid <= 0 || sandbox->exec_on_acquire)
+                return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
+        sandbox->spec = request;
+        if (cgroup_set_limits(sandbox->cgroup, &request->limits, true, err) < 0 ||
+            cgroup_reset_baseline(sandbox->cgroup, err) < 0)
+                return sbx_error_prefix(err, "acquire");
+        *agent_fd = sandbox->proc.agent_fd;
+        return 0;
 }
 
 static int native_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
@@ -236,6 +263,7 @@ static int native_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 .stdin_fd = sandbox->proc.stdin_fd,
                 .stdin_data = sandbox->spec->stdin_data,
                 .stdin_size = sandbox->spec->stdin_size,
+                .stdin_held = sandbox->spec->uml_kernel, /* its guest's console 4 (uml.c) */
                 .stdout_fd = sandbox->proc.stdout_fd,
                 .stderr_fd = sandbox->proc.stderr_fd,
                 /* The run ends with init's report (written once the program has exited) or, if

@@ -30,8 +30,22 @@
  *
  * Evidence: the guest kernel's counters for the program (memory.events, pids.events, memory.peak
  * of its cgroup; an OOM kill of init's thrash guard counts as one), with the host cgroup's events
- * added; CPU is the host cgroup's, the guest kernel's boot included: what the run cost. Not yet:
- * warm pools, sessions, compile stages, read-only files (create refuses them). */
+ * added; CPU is the host cgroup's, the guest kernel's boot included: what the run cost.
+ *
+ * Pool mode (spec.agent: a warm entry of a language whose loader takes its execution on stdin,
+ * python's): the guest boots, its init starts the loader as it would start a program, and says
+ * "R" on console 3, which here is the native sandbox's agent channel (fd 3, a socket): the native
+ * start returns once it did. Everything the host sends comes then on console 4, the UML
+ * process's stdin, which the native supervisor feeds in wait as it feeds any program's stdin:
+ * the take (the request's caps and the size of what follows), the loader's execution
+ * (sandbox/agent.h, on its stdin channel: the rlimits in its header) and the program's stdin. The
+ * report comes back on the agent channel. The guest's RAM is the entry's (the pool's memory:
+ * execution.c), so a request asking for more runs cold; from acquire on, the host cgroup's caps
+ * and deadline are the request's (with the boot's allowances), but for that RAM. The UML
+ * process keeps its boot's rlimits (the loose ones: no prlimit reaches its host processes
+ * already forked); the program's are the guest's, which its loader sets.
+ *
+ * Not yet: exec entries, sessions, compile stages, read-only files (create refuses them). */
 #define _GNU_SOURCE
 #include "sandbox/uml/uml.h"
 
@@ -42,11 +56,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
+#include "sandbox/agent.h"
 #include "sandbox/native/native.h"
 #include "sandbox/native/rlimit.h"
 #include "sandbox/native/seccomp.h"
+#include "util/buffer.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 
@@ -79,17 +96,28 @@ extern const size_t sbx_uml_init_size;
 
 #define STAGING ".sbx-uml/"
 
+/* The guest kernel's fs.nr_open, Linux's default: the most files a process can have open. */
+#define UML_GUEST_NR_OPEN (1u << 20)
+
 struct sbx_sandbox {
+        /* The created one until acquire, then the request's: a pool entry's spec is freed
+         * before its acquire (sbx_pool_entry_execute). */
         const struct sbx_spec *spec;
+        bool pool;              /* spec.agent: a warm entry, whose guest waits for its take */
         struct sbx_spec kernel; /* the native sandbox's: linux.uml */
         struct sbx_sandbox *native;
         const char *argv[20];
         char ram_argument[32];
+        uint64_t guest_memory_bytes, guest_disk_bytes; /* what the guest booted with */
         struct sbx_file *files; /* the init, the job, its filter, stdin, the request's files */
-        char **paths;           /* the request's files' staged paths */
+        char **paths;           /* the created spec's files' staged paths */
+        size_t n_paths;
         char *job;
         size_t job_size;
-        int report_fd; /* the memfd behind the guest's console 3 */
+        struct sbx_buffer input; /* pool mode: the take, the execution, stdin (console 4) */
+        /* The guest's console 3: a memfd, or in pool mode the native sandbox's agent channel
+         * (the native sandbox's to close). */
+        int report_fd;
         bool reported; /* the guest's report was read (the fields below) */
         struct sbx_run report;
         struct sbx_evidence guest;
@@ -119,41 +147,60 @@ job_add(char **job, size_t *size, struct sbx_error *err, const char *format, ...
         return 0;
 }
 
+/* The guest cgroup's caps and the program's wall clock, in the job and in a take. */
+static int job_add_caps(char **job, size_t *size, const struct sbx_limits *limits,
+                        struct sbx_error *err)
+{
+        uint64_t period_us = 100000;
+        uint64_t quota_us = (uint64_t)limits->cpu_millicores * period_us / 1000;
+        if (job_add(job, size, err, "memory %" PRIu64, limits->memory_bytes) < 0 ||
+            job_add(job, size, err, "pids %" PRIu64, limits->pids) < 0 ||
+            job_add(job, size, err, "cpu_quota_us %" PRIu64, quota_us) < 0 ||
+            job_add(job, size, err, "cpu_period_us %" PRIu64, period_us) < 0 ||
+            job_add(job, size, err, "wall_ms %" PRIu64, limits->wall_ms) < 0)
+                return -1;
+        return 0;
+}
+
 static int make_job(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         const struct sbx_spec *spec = sandbox->spec;
         const struct sbx_limits *limits = &spec->limits;
-        uint64_t period_us = 100000;
-        uint64_t quota_us = (uint64_t)limits->cpu_millicores * period_us / 1000;
         char **job = &sandbox->job;
         size_t *size = &sandbox->job_size;
         if (job_add(job, size, err, "sandboxd-uml-job 1") < 0 ||
-            job_add(job, size, err, "memory %" PRIu64, limits->memory_bytes) < 0 ||
-            job_add(job, size, err, "pids %" PRIu64, limits->pids) < 0 ||
-            job_add(job, size, err, "cpu_quota_us %" PRIu64, quota_us) < 0 ||
-            job_add(job, size, err, "cpu_period_us %" PRIu64, period_us) < 0 ||
-            job_add(job, size, err, "wall_ms %" PRIu64, limits->wall_ms) < 0 ||
+            job_add_caps(job, size, limits, err) < 0 ||
             job_add(job, size, err, "disk %" PRIu64, limits->disk_bytes) < 0 ||
-            job_add(job, size, err, "stdin %d", spec->stdin_size > 0) < 0)
+            job_add(job, size, err, "stdin %d", spec->stdin_size > 0) < 0 ||
+            job_add(job, size, err, "pool %d", sandbox->pool) < 0)
                 return -1;
         /* The native plan's rlimits, which the guest's init sets for the program. */
         struct rlimit_setting rlimits[RLIMIT_PLAN_MAX];
         size_t n_rlimits = rlimit_plan(limits, rlimits);
-        for (size_t i = 0; i < n_rlimits; i++)
+        for (size_t i = 0; i < n_rlimits; i++) {
+                /* A pool entry's loose limit: no kernel takes an unlimited RLIMIT_NOFILE, and the
+                 * loader lowers it to the request's; the guest kernel's fs.nr_open is this. */
+                if (rlimits[i].resource == RLIMIT_NOFILE &&
+                    rlimits[i].value.rlim_max == RLIM_INFINITY)
+                        rlimits[i].value = (struct rlimit){UML_GUEST_NR_OPEN, UML_GUEST_NR_OPEN};
                 if (job_add(job, size, err, "rlimit %d %llu %llu", rlimits[i].resource,
                             (unsigned long long)rlimits[i].value.rlim_cur,
                             (unsigned long long)rlimits[i].value.rlim_max) < 0)
                         return -1;
+        }
         size_t argc = 0, envc = 0;
         while (spec->argv[argc] != NULL)
                 argc++;
         while (spec->envp[envc] != NULL)
                 envc++;
-        if (job_add(job, size, err, "argv %zu", argc) < 0)
+        /* A loader takes its execution on stdin (sandbox/agent.h, guest/python_loader.py). */
+        if (job_add(job, size, err, "argv %zu", argc + sandbox->pool) < 0)
                 return -1;
         for (size_t i = 0; i < argc; i++)
                 if (job_add(job, size, err, "%s", spec->argv[i]) < 0)
                         return -1;
+        if (sandbox->pool && job_add(job, size, err, "stdio") < 0)
+                return -1;
         if (job_add(job, size, err, "env %zu", envc) < 0)
                 return -1;
         for (size_t i = 0; i < envc; i++)
@@ -193,10 +240,9 @@ static int make_files(struct sbx_sandbox *sandbox, struct sbx_error *err)
                                                         .data = spec->stdin_data,
                                                         .size = spec->stdin_size};
         for (size_t i = 0; i < spec->n_files; i++) {
-                if (asprintf(&sandbox->paths[i], STAGING "files/%s", spec->files[i].path) < 0) {
-                        sandbox->paths[i] = NULL;
+                if (asprintf(&sandbox->paths[i], STAGING "files/%s", spec->files[i].path) < 0)
                         return sbx_error_set(err, ENOMEM, "uml: the staged files");
-                }
+                sandbox->n_paths++;
                 sandbox->files[n] = spec->files[i];
                 sandbox->files[n++].path = sandbox->paths[i];
         }
@@ -205,7 +251,9 @@ static int make_files(struct sbx_sandbox *sandbox, struct sbx_error *err)
         return 0;
 }
 
-/* The native sandbox's limits: the guest's RAM is a file in its /tmp, the boot takes time. */
+/* The native sandbox's limits: the guest's RAM is a file in its /tmp, the boot takes time. A
+ * pool entry's are its loose ones until acquire, then the request's, but for the memory and
+ * disk its guest booted with (uml_acquire). */
 static struct sbx_limits kernel_limits(const struct sbx_spec *spec)
 {
         const struct sbx_limits *limits = &spec->limits;
@@ -215,9 +263,9 @@ static struct sbx_limits kernel_limits(const struct sbx_spec *spec)
                 staged += spec->files[i].size;
         host.memory_bytes = guest_memory(limits) + staged + UML_HOST_OVERHEAD_BYTES;
         host.disk_bytes = guest_memory(limits) + UML_RAM_FILE_SLACK_BYTES + staged;
-        host.pids = UML_HOST_PIDS(limits->pids);
+        host.pids = limits->pids > 0 ? UML_HOST_PIDS(limits->pids) : 0;
         host.wall_ms = limits->wall_ms + UML_BOOT_WALL_MS;
-        host.cpu_ms = limits->cpu_ms + UML_BOOT_CPU_MS;
+        host.cpu_ms = limits->cpu_ms > 0 ? limits->cpu_ms + UML_BOOT_CPU_MS : 0;
         if (host.open_files < 1024)
                 host.open_files = 1024;
         return host;
@@ -249,8 +297,8 @@ static const char *const kernel_arguments[] = {
 
 static void make_argv(struct sbx_sandbox *sandbox)
 {
-        /* The kernel, its RAM, the arguments and the NULL. */
-        _Static_assert(SBX_ARRAY_SIZE(kernel_arguments) + 3 <=
+        /* The kernel, its RAM, the arguments, pool mode's console 4 and the NULL. */
+        _Static_assert(SBX_ARRAY_SIZE(kernel_arguments) + 4 <=
                                SBX_ARRAY_SIZE(((struct sbx_sandbox *)NULL)->argv),
                        "sbx_sandbox.argv holds the kernel's command line");
         snprintf(sandbox->ram_argument, sizeof(sandbox->ram_argument), "mem=%" PRIu64 "M",
@@ -260,6 +308,9 @@ static void make_argv(struct sbx_sandbox *sandbox)
         sandbox->argv[n++] = sandbox->ram_argument;
         for (size_t i = 0; i < SBX_ARRAY_SIZE(kernel_arguments); i++)
                 sandbox->argv[n++] = kernel_arguments[i];
+        /* Pool mode: what the host sends after the boot, on the UML process's stdin. */
+        if (sandbox->pool)
+                sandbox->argv[n++] = "con4=fd:0,null";
         sandbox->argv[n] = NULL;
 }
 
@@ -267,10 +318,10 @@ static const char *const kernel_environment[] = {"PATH=/usr/bin:/bin", "TMPDIR=/
 
 static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
 {
-        if (spec->agent || spec->session || spec->exec_on_acquire || spec->artifact_fd > 0 ||
+        if (spec->session || spec->exec_on_acquire || spec->artifact_fd > 0 ||
             spec->template_fd > 0)
                 return sbx_error_set(err, EOPNOTSUPP,
-                                     "the uml backend has no warm pool, session or compile "
+                                     "the uml backend has no exec entries, sessions or compile "
                                      "stage yet");
         for (size_t i = 0; i < spec->n_files; i++)
                 if (spec->files[i].read_only)
@@ -289,13 +340,14 @@ static void uml_destroy(struct sbx_sandbox *sandbox)
         if (sandbox == NULL)
                 return;
         sbx_native_backend.destroy(sandbox->native);
-        if (sandbox->paths != NULL)
-                for (size_t i = 0; i < sandbox->spec->n_files; i++)
-                        free(sandbox->paths[i]);
+        for (size_t i = 0; i < sandbox->n_paths; i++)
+                free(sandbox->paths[i]);
         free(sandbox->paths);
         free(sandbox->files);
         free(sandbox->job);
-        sbx_closep(&sandbox->report_fd);
+        sbx_buffer_free(&sandbox->input);
+        if (!sandbox->pool)
+                sbx_closep(&sandbox->report_fd);
         free(sandbox);
 }
 
@@ -307,8 +359,11 @@ static int uml_create(const struct sbx_spec *spec, struct sbx_sandbox **out, str
         if (sandbox == NULL)
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
         sandbox->spec = spec;
-        sandbox->report_fd = memfd_create("sandboxd-uml-report", MFD_CLOEXEC);
-        if (sandbox->report_fd < 0) {
+        sandbox->pool = spec->agent;
+        sandbox->guest_memory_bytes = spec->limits.memory_bytes;
+        sandbox->guest_disk_bytes = spec->limits.disk_bytes;
+        sandbox->report_fd = sandbox->pool ? -1 : memfd_create("sandboxd-uml-report", MFD_CLOEXEC);
+        if (!sandbox->pool && sandbox->report_fd < 0) {
                 sbx_error_set(err, errno, "uml: memfd_create");
                 uml_destroy(sandbox);
                 return -1;
@@ -322,6 +377,7 @@ static int uml_create(const struct sbx_spec *spec, struct sbx_sandbox **out, str
                 .test = spec->test,
                 .cancel_fd = spec->cancel_fd,
                 .artifact_fd = sandbox->report_fd,
+                .agent = sandbox->pool,
                 .uml_kernel = true,
                 .on_output = spec->on_output,
                 .output_ctx = spec->output_ctx,
@@ -338,6 +394,74 @@ static int uml_create(const struct sbx_spec *spec, struct sbx_sandbox **out, str
 static int uml_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         return sbx_native_backend.start(sandbox->native, err);
+}
+
+/* What console 4 carries (guest/uml_init.c documents it): the take, whose header says the
+ * request's caps and how many bytes follow it, the loader's execution, and the program's stdin. */
+static int make_input(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
+                      struct sbx_error *err)
+{
+        size_t files = 0;
+        for (size_t i = 0; i < request->n_files; i++)
+                files += request->files[i].size;
+        struct sbx_buffer execution;
+        sbx_buffer_init(&execution, (4u << 20) + files);
+        if (sbx_agent_encode_execution(request, &execution, err) < 0) {
+                sbx_buffer_free(&execution);
+                return sbx_error_prefix(err, "acquire");
+        }
+        _cleanup_free_ char *take = NULL;
+        size_t take_size = 0;
+        if (job_add(&take, &take_size, err, "sandboxd-uml-take 1") < 0 ||
+            job_add_caps(&take, &take_size, &request->limits, err) < 0 ||
+            job_add(&take, &take_size, err, "input %zu", execution.len + request->stdin_size) < 0) {
+                sbx_buffer_free(&execution);
+                return -1;
+        }
+        uint8_t prefix[4];
+        for (int i = 0; i < 4; i++)
+                prefix[i] = (uint8_t)(take_size >> (8 * i));
+        sbx_buffer_init(&sandbox->input,
+                        sizeof(prefix) + take_size + execution.len + request->stdin_size);
+        int rc = sbx_buffer_append(&sandbox->input, prefix, sizeof(prefix));
+        rc = rc < 0 ? rc : sbx_buffer_append(&sandbox->input, take, take_size);
+        rc = rc < 0 ? rc : sbx_buffer_append(&sandbox->input, execution.data, execution.len);
+        if (rc == 0 && request->stdin_size > 0)
+                rc = sbx_buffer_append(&sandbox->input, request->stdin_data, request->stdin_size);
+        sbx_buffer_free(&execution);
+        return rc < 0 ? sbx_error_set(err, ENOMEM, "acquire: the guest's input") : 0;
+}
+
+static int uml_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
+                       struct sbx_error *err)
+{
+        if (!sandbox->pool || sandbox->report_fd >= 0)
+                return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
+        for (size_t i = 0; i < request->n_files; i++)
+                if (request->files[i].read_only)
+                        return sbx_error_set(err, EOPNOTSUPP,
+                                             "the uml backend has no read-only files yet");
+        /* The guest's RAM and scratch were sized at its boot (execution.c sends only requests
+         * that fit). */
+        const struct sbx_limits *limits = &request->limits;
+        if (limits->memory_bytes == 0 || limits->memory_bytes > sandbox->guest_memory_bytes ||
+            limits->disk_bytes != sandbox->guest_disk_bytes)
+                return sbx_error_set(err, EINVAL,
+                                     "acquire: the request's memory or disk does not fit the "
+                                     "warm guest's");
+        sandbox->spec = request;
+        if (make_input(sandbox, request, err) < 0)
+                return -1;
+        struct sbx_limits host = kernel_limits(request);
+        host.memory_bytes = sandbox->kernel.limits.memory_bytes;
+        host.disk_bytes = sandbox->kernel.limits.disk_bytes;
+        sandbox->kernel.limits = host;
+        sandbox->kernel.stdin_data = sandbox->input.data;
+        sandbox->kernel.stdin_size = sandbox->input.len;
+        sandbox->kernel.cancel_fd = request->cancel_fd;
+        sandbox->kernel.on_output = request->on_output;
+        sandbox->kernel.output_ctx = request->output_ctx;
+        return sbx_native_take(sandbox->native, &sandbox->kernel, &sandbox->report_fd, err);
 }
 
 /* Reads "key=value" of the report line into *value; false when it is not there. */
@@ -357,11 +481,33 @@ static bool report_value(const char *line, const char *key, uint64_t *value)
         return false;
 }
 
+/* What the guest wrote on its console 3 after its "R": once, as the kernel is gone. A socket
+ * whose other end is gone reads its end of file; nothing blocks. */
+static ssize_t read_console3(struct sbx_sandbox *sandbox, char *text, size_t size)
+{
+        if (!sandbox->pool)
+                return pread(sandbox->report_fd, text, size, 0);
+        size_t got = 0;
+        while (got < size) {
+                ssize_t n = recv(sandbox->report_fd, text + got, size - got, MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && errno == EAGAIN)
+                        break;
+                if (n < 0)
+                        return -1;
+                if (n == 0)
+                        break;
+                got += (size_t)n;
+        }
+        return (ssize_t)got;
+}
+
 /* The guest's report (guest/uml_init.c), or why there is none, into err. */
 static int read_guest_report(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         char text[1024];
-        ssize_t n = pread(sandbox->report_fd, text, sizeof(text) - 1, 0);
+        ssize_t n = sandbox->report_fd >= 0 ? read_console3(sandbox, text, sizeof(text) - 1) : 0;
         if (n < 0)
                 return sbx_error_set(err, errno, "uml: read the guest's report");
         text[n] = '\0';
@@ -463,6 +609,7 @@ const struct sbx_backend sbx_uml_backend = {
         .name = "uml",
         .create = uml_create,
         .start = uml_start,
+        .acquire = uml_acquire,
         .wait = uml_wait,
         .kill = uml_kill,
         .read_evidence = uml_read_evidence,
