@@ -35,8 +35,8 @@
  * and ptrace, and what it sees of /dev and /proc is its keeper's: no console, no init.
  *
  * The job: NUL-terminated strings. "sandboxd-uml-job 1", then "KEY VALUE" pairs (every one of
- * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1, pool 0|1; a cap of 0 is
- * none) and "rlimit RESOURCE SOFT
+ * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1, pool 0|1; a memory, pids
+ * or CPU cap of 0 is none) and "rlimit RESOURCE SOFT
  * HARD" entries (the native plan's, in order), then "argv N" and N strings, then "env N" and N
  * strings. The seccomp filter: the BPF program
  * as an array of struct sock_filter (/workspace/.sbx-uml/seccomp).
@@ -756,6 +756,47 @@ static bool thrash_guard(struct thrash_guard *guard, uint64_t now)
         return guard->hot_samples >= THRASH_SAMPLES;
 }
 
+/* The job cgroup's counters the report gives as deltas from the program's start (a pool entry's
+ * take). Its peaks are not among them: Linux 6.1 cannot reset memory.peak or pids.peak, so a pool
+ * entry's count from the guest's boot, its waiting loader's included. */
+struct counters {
+        uint64_t oom_kills, max_events, pids_max_events, cpu_usage_us, cpu_throttled_us,
+                cpu_nr_throttled;
+};
+
+static struct counters read_counters(void)
+{
+        return (struct counters){
+                .oom_kills = read_key(JOB_CGROUP "/memory.events", "oom_kill"),
+                .max_events = read_key(JOB_CGROUP "/memory.events", "max"),
+                .pids_max_events = read_key(JOB_CGROUP "/pids.events", "max"),
+                .cpu_usage_us = read_key(JOB_CGROUP "/cpu.stat", "usage_usec"),
+                .cpu_throttled_us = read_key(JOB_CGROUP "/cpu.stat", "throttled_usec"),
+                .cpu_nr_throttled = read_key(JOB_CGROUP "/cpu.stat", "nr_throttled"),
+        };
+}
+
+/* Pool mode: waits until the take's first bytes are there; a loader that ends before (the
+ * keeper, init's one child, with it) is init's failure, not a request's result. */
+static void await_take(int tty, int child_fd, pid_t keeper)
+{
+        for (;;) {
+                struct pollfd fds[2] = {{.fd = tty, .events = POLLIN},
+                                        {.fd = child_fd, .events = POLLIN}};
+                if (poll(fds, 2, -1) < 0 && errno != EINTR)
+                        fail("poll: %s", strerror(errno));
+                if (fds[0].revents != 0)
+                        return;
+                if (fds[1].revents != 0) {
+                        struct signalfd_siginfo info;
+                        while (read(child_fd, &info, sizeof info) > 0)
+                                ;
+                        if (waitpid(keeper, NULL, WNOHANG) == keeper)
+                                fail("the pool's loader ended before its take");
+                }
+        }
+}
+
 /* Pool mode: the bytes of console 4 after the take, copied to the loader's stdin as the loader
  * reads them (it may never read the program's stdin: nothing blocks init then). */
 struct feed {
@@ -895,6 +936,12 @@ int main(void)
         int out[2], err[2], status[2];
         if (pipe2(out, O_CLOEXEC) < 0 || pipe2(err, O_CLOEXEC) < 0 || pipe2(status, O_CLOEXEC) < 0)
                 fail("pipes: %s", strerror(errno));
+        /* The program's own, as a native sandbox's are (launch.c): it may reopen them by name
+         * (/dev/stdout, /dev/stdin), and the pipe's owner is checked then. */
+        int program_pipes[] = {out[1], err[1], job.pool ? stdin_fd : -1};
+        for (size_t i = 0; i < sizeof program_pipes / sizeof program_pipes[0]; i++)
+                if (program_pipes[i] >= 0 && fchown(program_pipes[i], PROGRAM_UID, PROGRAM_UID) < 0)
+                        fail("chown the program's pipes: %s", strerror(errno));
 
         sigset_t child;
         sigemptyset(&child);
@@ -925,7 +972,7 @@ int main(void)
         close(err[1]);
         close(stdin_fd);
 
-        uint64_t cpu_before = 0;
+        struct counters before = {0};
         if (job.pool) {
                 /* The loader's "R" first on its stdout (guest/python_loader.py), then init's on
                  * console 3: the host's native start returns, and the entry waits for its take,
@@ -944,9 +991,10 @@ int main(void)
                 make_raw(feed.from, "/dev/tty4");
                 if (write(report_fd, "R", 1) != 1)
                         fail("say ready: %s", strerror(errno));
+                await_take(feed.from, child_fd, keeper);
                 read_take(feed.from, &job);
                 set_caps(&job);
-                cpu_before = read_key(JOB_CGROUP "/cpu.stat", "usage_usec");
+                before = read_counters();
                 feed.left = job.input;
                 if (feed.left == 0)
                         feed_stop(&feed);
@@ -1027,6 +1075,7 @@ int main(void)
         int killed_by = !program_ended                ? SIGKILL
                         : WIFSIGNALED(program_status) ? WTERMSIG(program_status)
                                                       : 0;
+        struct counters after = read_counters();
         dprintf(report_fd,
                 "sandboxd-uml-report 1 exited=%d code=%d signal=%d wall_timeout=%d "
                 "thrash_kills=%d wall_us=%" PRIu64 " oom_kills=%" PRIu64
@@ -1036,13 +1085,12 @@ int main(void)
                 " disk_used_bytes=%" PRIu64 " disk_total_bytes=%" PRIu64 " inodes_free=%" PRIu64
                 "\n",
                 exited, code, killed_by, wall_timeout, thrash_kill, wall_us,
-                read_key(JOB_CGROUP "/memory.events", "oom_kill"),
-                read_key(JOB_CGROUP "/memory.events", "max"),
-                read_number(JOB_CGROUP "/memory.peak"), read_key(JOB_CGROUP "/pids.events", "max"),
-                read_number(JOB_CGROUP "/pids.peak"),
-                read_key(JOB_CGROUP "/cpu.stat", "usage_usec") - cpu_before,
-                read_key(JOB_CGROUP "/cpu.stat", "throttled_usec"),
-                read_key(JOB_CGROUP "/cpu.stat", "nr_throttled"), disk_used, disk_total,
+                after.oom_kills - before.oom_kills, after.max_events - before.max_events,
+                read_number(JOB_CGROUP "/memory.peak"),
+                after.pids_max_events - before.pids_max_events,
+                read_number(JOB_CGROUP "/pids.peak"), after.cpu_usage_us - before.cpu_usage_us,
+                after.cpu_throttled_us - before.cpu_throttled_us,
+                after.cpu_nr_throttled - before.cpu_nr_throttled, disk_used, disk_total,
                 (uint64_t)disk.f_ffree);
         power_off();
 }

@@ -1400,6 +1400,30 @@ static json_t *members_schema(const char *description, const struct sbx_json_mem
         return object_schema(description, properties, required);
 }
 
+/* Evidence: the kernel's counters, and a guest kernel's beside them where there is one. */
+static json_t *evidence_schema(void)
+{
+        json_t *schema = members_schema("The kernel's counters for the sandbox, as deltas over "
+                                        "the execution.",
+                                        sbx_evidence_json_members, sbx_evidence_json_count);
+        json_t *guest = members_schema(
+                "The uml backend's: the guest kernel's own counters for the program's cgroup (the "
+                "peaks since its start) and the thrash kills of its init, which the host's "
+                "counters above include. Absent on the other backends.",
+                sbx_guest_evidence_json_members, sbx_guest_evidence_json_count);
+        json_t *properties = json_object_get(schema, "properties");
+        if (properties == NULL || guest == NULL) {
+                json_decref(guest);
+                json_decref(schema);
+                return NULL;
+        }
+        if (json_object_set_new(properties, "guest", guest) < 0) {
+                json_decref(schema);
+                return NULL;
+        }
+        return schema;
+}
+
 static char *document_text;
 static size_t document_length;
 static pthread_once_t document_once = PTHREAD_ONCE_INIT;
@@ -1427,10 +1451,7 @@ static void generate(void)
                      backend_names()) |
                 fill(document, "components/schemas/Usage",
                      members_schema(NULL, sbx_usage_json_members, sbx_usage_json_count)) |
-                fill(document, "components/schemas/Evidence",
-                     members_schema("The kernel's counters for the sandbox, as deltas over the "
-                                    "execution.",
-                                    sbx_evidence_json_members, sbx_evidence_json_count)) |
+                fill(document, "components/schemas/Evidence", evidence_schema()) |
                 fill(document, "components/schemas/Timing",
                      members_schema("Microseconds spent in each phase; the same phases feed "
                                     "sandboxd_phase_duration_seconds.",

@@ -275,6 +275,8 @@ static void run_to_end(const struct sbx_backend *backend, struct sbx_sandbox *sa
                 sbx_warn("teardown: %s", teardown_err.message);
         if (backend->read_evidence(sandbox, &result->evidence, &teardown_err) < 0)
                 sbx_warn("teardown: evidence: %s", teardown_err.message);
+        if (backend->read_guest_evidence != NULL)
+                backend->read_guest_evidence(sandbox, &result->guest);
         /* The result is whole now. When the caller answers it here, the sandbox's removal
          * (reaping init, the cgroups) happens after the answer, off the client's wait; the
          * timing then ends at the answer. */
@@ -591,6 +593,19 @@ static uint64_t pool_disk_bytes(void)
         return defaults.disk_bytes;
 }
 
+/* The most bytes of files and stdin a uml entry takes: its console moves them at ~2.5 MB/s, a
+ * byte per host system call (sandbox/uml/uml.c), within the program's wall clock (256 KiB: ~0.1 s);
+ * a request with more runs cold, whose files are staged on the host. */
+#define UML_POOL_INPUT_MAX_BYTES (256u << 10)
+
+static size_t request_input_bytes(const struct sbx_request *request)
+{
+        size_t bytes = request->code_size + request->stdin_size;
+        for (size_t i = 0; i < request->n_files; i++)
+                bytes += request->files[i].size;
+        return bytes;
+}
+
 /* The memory a uml entry's guest boots with (its RAM cannot grow later): the default cap, so that
  * a request that sets none, or a smaller one, can use it. Other entries have no cap until they
  * are taken. */
@@ -623,9 +638,12 @@ static bool eligible_for(const struct sbx_request *request, const struct sbx_tes
         if (sbx_backend_name_find(backend) == NULL ||
             !sbx_backend_pools_language(backend, language))
                 return false;
-        /* A uml entry's guest booted with the RAM of the pool's memory (pool_memory_bytes). */
-        if (strcmp(backend, "uml") == 0 && (request->limits.memory_bytes == 0 ||
-                                            request->limits.memory_bytes > pool_memory_bytes()))
+        /* A uml entry's guest booted with the RAM of the pool's memory (pool_memory_bytes), and
+         * gets the files and stdin through a console, on the program's clock. */
+        if (strcmp(backend, "uml") == 0 &&
+            (request->limits.memory_bytes == 0 ||
+             request->limits.memory_bytes > pool_memory_bytes() ||
+             request_input_bytes(request) > UML_POOL_INPUT_MAX_BYTES))
                 return false;
         const struct loader *loader = loader_of(language);
         if (loader == NULL)

@@ -33,7 +33,8 @@ bool sbx_pool_supports(const char *language);
  * (sbx_backend_pools_language), the pool's disk size, no test hooks; for a loader's language also a
  * memory cap its waiting interpreter fits under (32 MiB for python, 96 MiB for node) and no PYTHON*
  * or NODE_* variables (they act at interpreter start-up); on the uml backend a memory cap no
- * larger than the default, with which its guests boot. Others run cold. */
+ * larger than the default, with which its guests boot, and at most 256 KiB of code, files and
+ * stdin, which reach the guest through a console. Others run cold. */
 bool sbx_pool_request_eligible(const struct sbx_request *request);
 
 /* Creates and starts a pool entry for language on backend (NULL = native); a python entry of

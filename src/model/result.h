@@ -47,6 +47,17 @@ struct sbx_evidence {
 #undef SBX_EVIDENCE_MEMBER
 };
 
+/* What a backend with a kernel of its own (uml) counts inside that kernel, beside the host
+ * cgroup's evidence: the guest kernel's counters for the program's cgroup (every SBX_EVIDENCE row;
+ * deltas from the program's start, but for the peaks) and the kills of its init's thrash guard,
+ * the OOM kills the guest's OOM killer would not make (guest/uml_init.c). The result's evidence
+ * counts both; its "evidence" object shows these as "guest". */
+struct sbx_guest_evidence {
+        bool known; /* the backend has a guest kernel, and it reported */
+        struct sbx_evidence counters;
+        uint64_t thrash_kills;
+};
+
 /* Frees the buffers of a run. */
 void sbx_run_free(struct sbx_run *run);
 
@@ -92,6 +103,7 @@ struct sbx_result {
         int signal;    /* 0 unless killed by a signal */
         struct sbx_run run;
         struct sbx_evidence evidence;
+        struct sbx_guest_evidence guest;
         struct sbx_limits limits; /* effective */
         struct sbx_timing timing;
         const char *backend;

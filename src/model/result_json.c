@@ -111,6 +111,11 @@ const struct sbx_json_member sbx_evidence_json_members[] = {
         SBX_EVIDENCE(EVIDENCE_MEMBER) SBX_EVIDENCE_FLAGS(EVIDENCE_FLAG_MEMBER)};
 const size_t sbx_evidence_json_count = SBX_ARRAY_SIZE(sbx_evidence_json_members);
 
+#define GUEST_EVIDENCE_MEMBER(member, json) {#member, false},
+const struct sbx_json_member sbx_guest_evidence_json_members[] = {
+        SBX_EVIDENCE(GUEST_EVIDENCE_MEMBER){"thrash_kills", false}};
+const size_t sbx_guest_evidence_json_count = SBX_ARRAY_SIZE(sbx_guest_evidence_json_members);
+
 #define TIMING_MEMBER(member) {#member, false},
 const struct sbx_json_member sbx_timing_json_members[] = {SBX_TIMING(TIMING_MEMBER)};
 const size_t sbx_timing_json_count = SBX_ARRAY_SIZE(sbx_timing_json_members);
@@ -146,6 +151,15 @@ static json_t *evidence_json(const struct sbx_result *r)
 #define SET_EVIDENCE_FLAG(name, value) set_member(&object, #name, json_boolean(value));
         SBX_EVIDENCE(SET_EVIDENCE)
         SBX_EVIDENCE_FLAGS(SET_EVIDENCE_FLAG)
+        if (r->guest.known) {
+                json_t *guest = json_object();
+#define SET_GUEST(member, json)                                                                    \
+        set_member(&guest, #member, json_integer((json_int_t)r->guest.counters.member));
+                SBX_EVIDENCE(SET_GUEST)
+#undef SET_GUEST
+                set_member(&guest, "thrash_kills", json_integer((json_int_t)r->guest.thrash_kills));
+                set_member(&object, "guest", guest);
+        }
         return object;
 }
 

@@ -19,6 +19,9 @@ extern const struct sbx_json_member sbx_usage_json_members[];
 extern const size_t sbx_usage_json_count;
 extern const struct sbx_json_member sbx_evidence_json_members[];
 extern const size_t sbx_evidence_json_count;
+/* The "guest" object in "evidence", present for a backend with a kernel of its own. */
+extern const struct sbx_json_member sbx_guest_evidence_json_members[];
+extern const size_t sbx_guest_evidence_json_count;
 extern const struct sbx_json_member sbx_timing_json_members[];
 extern const size_t sbx_timing_json_count;
 

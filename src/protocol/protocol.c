@@ -300,6 +300,13 @@ static void put_result(struct writer *w, const struct sbx_result *result, bool s
 #define PUT_EVIDENCE(member, json) put_u64(w, result->evidence.member);
         SBX_EVIDENCE(PUT_EVIDENCE)
 #undef PUT_EVIDENCE
+        put_flag(w, result->guest.known);
+        if (result->guest.known) {
+#define PUT_GUEST(member, json) put_u64(w, result->guest.counters.member);
+                SBX_EVIDENCE(PUT_GUEST)
+#undef PUT_GUEST
+                put_u64(w, result->guest.thrash_kills);
+        }
         put_limits(w, &result->limits);
 #define PUT_TIMING(member) put_u64(w, result->timing.member);
         SBX_TIMING(PUT_TIMING)
@@ -734,6 +741,17 @@ static int decode_result(struct reader *r, struct sbx_result *result,
                 return -1;
         SBX_EVIDENCE(GET_EVIDENCE)
 #undef GET_EVIDENCE
+        if (get_flag(r, "guest", &result->guest.known) < 0)
+                return -1;
+#define GET_GUEST(member, json)                                                                    \
+        if (result->guest.known &&                                                                 \
+            get_u64(r, "guest." #member, &result->guest.counters.member) < 0)                      \
+                return -1;
+        SBX_EVIDENCE(GET_GUEST)
+#undef GET_GUEST
+        if (result->guest.known &&
+            get_u64(r, "guest.thrash_kills", &result->guest.thrash_kills) < 0)
+                return -1;
         if (get_limits(r, &result->limits) < 0)
                 return -1;
 #define GET_TIMING(member)                                                                         \

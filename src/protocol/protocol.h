@@ -28,7 +28,8 @@
  *                run {exited flag, exit_code i32, signal i32, wall_timeout flag, output_limit
  *                flag, canceled flag, stdout {blob, overflow flag, cap u64}, stderr {likewise},
  *                disk_known flag, disk_used_bytes u64, disk_total_bytes u64, inodes_free u64,
- *                wall_us u64}, evidence (a u64 per SBX_EVIDENCE row, in order: 8), limits,
+ *                wall_us u64}, evidence (a u64 per SBX_EVIDENCE row, in order: 8), guest
+ *                flag and, when set, a u64 per SBX_EVIDENCE row and thrash_kills u64, limits,
  *                timing (a u64 per SBX_TIMING row, in order: 5), backend opt(string), pooled
  *                flag, error string
  *   REFUSED      reason u32 (enum sbx_refusal), detail string
@@ -66,7 +67,7 @@
 #include "util/error.h"
 
 #define SBX_PROTOCOL_MAGIC   0x53425844u /* "SBXD" read as a big-endian word */
-#define SBX_PROTOCOL_VERSION 4
+#define SBX_PROTOCOL_VERSION 5
 
 #define SBX_MESSAGE_HEADER_BYTES 24
 /* The largest message either side accepts. A RUN at its bounds (4 MiB code, 4 MiB stdin, args and

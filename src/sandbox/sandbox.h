@@ -107,6 +107,9 @@ struct sbx_backend {
                              struct sbx_error *err);
         /* Kills what is left, removes cgroups and frees the sandbox. NULL is a no-op. */
         void (*destroy)(struct sbx_sandbox *sandbox);
+        /* A backend with a kernel of its own (uml): that kernel's counters for the program,
+         * after wait (guest->known stays false when it did not report); NULL elsewhere. */
+        void (*read_guest_evidence)(struct sbx_sandbox *sandbox, struct sbx_guest_evidence *guest);
         /* Removes what a crashed earlier process left behind (orphan cgroups). Called once at
          * start-up, before any sandbox of this process exists. */
         int (*reconcile)(struct sbx_error *err);

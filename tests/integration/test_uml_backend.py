@@ -36,7 +36,8 @@ def uml_runs_here(tmp_path_factory):
     probe = subprocess.Popen(
         [UML_KERNEL, "mem=256M", "root=/dev/root", "rootfstype=hostfs", "rootflags=/", "ro",
          f"init={REPO}/tests/uml/probe.sh", "quiet", "loglevel=1", "con=null", "con0=fd:0,fd:1",
-         "umid=sandboxd-test-probe", f"uml_dir={uml_dir}"],
+         "umid=sandboxd-test-probe", f"uml_dir={uml_dir}", "pty.legacy_count=0",
+         "initcall_blacklist=raid6_select_algo,init_btrfs_fs"],
         stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
         start_new_session=True)
     try:
@@ -79,12 +80,14 @@ def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run,
             "  'workspace': sorted(os.listdir('.')), 'home': os.environ.get('HOME'),\n"
             "  'args': sys.argv[1:],\n"
             "  'data': hashlib.sha256(open('dir/data.bin', 'rb').read()).hexdigest(),\n"
-            "  'stdin': sys.stdin.buffer.read().hex()}))\n"
+            "  'stdin': open('/dev/stdin', 'rb').read().hex(),\n"
+            "  'reopened': open('/dev/stderr', 'w').write('')}))\n"
             "sys.stderr.write('to stderr\\n')\n"
             "sys.exit(3)\n")
     stdin = b"\x00in\r\n\xff"
     flags = ("--file", f"{tmp_path / 'data.bin'}:dir/data.bin")
     native = run(code, "python", *flags, stdin=stdin, args=("a", "b c"))
+    assert "guest" not in native["evidence"]  # no kernel of its own
     r = run(code, "python", *uml, *flags, stdin=stdin, args=("a", "b c"))
     r.expect("exit_nonzero")
     assert r["backend"] == "uml" and r["pooled"] == ("--pooled" in uml)
@@ -96,7 +99,8 @@ def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run,
     # The guest's kernel is Debian's UML build, not the host's; what the program sees of the
     # files is the native sandbox's view, and the guest's staging (.sbx-uml) is not in it.
     assert guest["release"] != platform.release() and host["release"] == platform.release()
-    for key in ("root", "cwd", "uid", "workspace", "home", "args", "data", "stdin"):
+    # Its stdio is its own, reopened by name as natively (the pipes are the program's uid's).
+    for key in ("root", "cwd", "uid", "workspace", "home", "args", "data", "stdin", "reopened"):
         assert guest[key] == host[key], (key, guest, host)
     assert guest["stdin"] == stdin.hex() and guest["workspace"] == ["dir", "main.py"]
     assert guest["caps"] == host["caps"] == "00000000000000eb"  # the native root's six
@@ -111,6 +115,12 @@ def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run, 
     r.expect("memory_limit")
     assert r["evidence"]["oom_kills"] >= 1 and r["signal"] == signal.SIGKILL, r.describe()
     assert r["usage"]["memory_peak_bytes"] <= 64 << 20
+    # The guest kernel's own counters, beside the host's (which count them too): its OOM killer
+    # (or init's thrash guard) ended the program at the guest cgroup's cap.
+    guest = r["evidence"]["guest"]
+    assert guest["oom_kills"] + guest["thrash_kills"] >= 1 and guest["memory_max_events"] >= 1
+    assert r["evidence"]["oom_kills"] >= guest["oom_kills"] + guest["thrash_kills"]
+    assert guest["memory_peak_bytes"] == r["usage"]["memory_peak_bytes"], guest
 
     bomb = ("import os, time\nn = 0\ntry:\n"
             "    while True:\n"
@@ -123,6 +133,8 @@ def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run, 
     # init) are two of the 8.
     assert r["stdout"] == "6 11\n", r.describe()
     assert r["evidence"]["pids_max_events"] >= 1
+    guest = r["evidence"]["guest"]
+    assert guest["pids_max_events"] >= 1 and guest["pids_peak"] == 8, guest
 
     # The control, under both caps at once: 16 MiB and four forks.
     control = run("import os\nx = bytearray(16 << 20)\n"
@@ -132,6 +144,9 @@ def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run, 
     control.expect("ok", rc=0)
     assert control["pooled"] == ("--pooled" in uml)
     assert control["evidence"]["oom_kills"] == control["evidence"]["pids_max_events"] == 0
+    guest = control["evidence"]["guest"]
+    assert guest["oom_kills"] == guest["pids_max_events"] == guest["thrash_kills"] == 0
+    assert 16 << 20 <= guest["memory_peak_bytes"] <= 64 << 20, guest
     if "--pooled" in uml:
         return
 
@@ -291,6 +306,10 @@ def test_a_uml_pool_serves_uml_requests_that_fit_its_guest():
         assert warm["stdout"] == f"abab {release}\n" and release != platform.release()
         # The guest booted and its interpreter started before the request: neither is its run's.
         assert warm["timing"]["acquire_us"] > 0 and warm["usage"]["cpu_ms"] < 400, warm
+        # The guest kernel's counters are kept with the record, as the result had them.
+        record = expect_json(srv.get(f"/v1/executions/{warm['id']}", headers=srv.headers()))
+        assert record["evidence"]["guest"] == warm["evidence"]["guest"], record
+        assert warm["evidence"]["guest"]["cpu_usage_us"] < 400000, warm
         # A native request never takes a uml entry; a uml request for more memory than the
         # entry's guest has runs cold.
         srv.wait_pool_ready()
@@ -300,6 +319,11 @@ def test_a_uml_pool_serves_uml_requests_that_fit_its_guest():
         bigger = expect_json(srv.post_execution(dict(body, limits={"memory_mb": 512})))
         assert (bigger["status"], bigger["backend"], bigger["pooled"]) == ("ok", "uml", False)
         assert bigger["limits"]["memory_mb"] == 512
+        # More than the console should carry on the program's clock (256 KiB) runs cold too.
+        srv.wait_pool_ready()
+        heavy = expect_json(srv.post_execution(dict(body, stdin="x" * (300 << 10))))
+        assert (heavy["status"], heavy["pooled"]) == ("ok", False), heavy["status"]
+        assert heavy["stdout"].startswith("x" * 1000)
         srv.wait_pool_ready()
         again = expect_json(srv.post_execution(body))
         assert again["pooled"] is True and again["stdout"] == warm["stdout"]

@@ -427,6 +427,8 @@ static void fill_result(struct sbx_result *result)
         result->run.inodes_free = 3;
         result->run.wall_us = 4;
         result->evidence = (struct sbx_evidence){5, 6, 7, 8, 9, 10, 11, 12};
+        result->guest = (struct sbx_guest_evidence){
+                .known = true, .counters = {21, 22, 23, 24, 25, 26, 27, 28}, .thrash_kills = 29};
         result->limits = test_limits();
         result->timing = (struct sbx_timing){13, 14, 15, 16, 17};
         result->backend = "native";
@@ -473,6 +475,10 @@ static void test_result_round_trip(void **state)
         assert_int_equal(r->run.inodes_free, 3);
         assert_int_equal(r->run.wall_us, 4);
         assert_memory_equal(&r->evidence, &result.evidence, sizeof(result.evidence));
+        assert_true(r->guest.known);
+        assert_memory_equal(&r->guest.counters, &result.guest.counters,
+                            sizeof(result.guest.counters));
+        assert_int_equal(r->guest.thrash_kills, 29);
         assert_limits_equal(&r->limits, &result.limits);
         assert_memory_equal(&r->timing, &result.timing, sizeof(result.timing));
         assert_string_equal(r->backend, "native");
@@ -496,6 +502,7 @@ static void test_result_with_its_compile_stage_round_trips(void **state)
         compile->id[0] = '\0';
         compile->status = SBX_STATUS_EXIT_NONZERO;
         compile->cached = true;
+        compile->guest = (struct sbx_guest_evidence){0}; /* a backend without a guest kernel */
         result.compile = compile;
         void *buf;
         size_t len;
@@ -515,6 +522,8 @@ static void test_result_with_its_compile_stage_round_trips(void **state)
         assert_string_equal(r->compile->id, "");
         assert_memory_equal(r->compile->run.out.data, "out\0put", 7);
         assert_memory_equal(&r->compile->evidence, &compile->evidence, sizeof(compile->evidence));
+        assert_false(r->compile->guest.known);
+        assert_true(r->guest.known);
         free(copy);
         free(buf);
         sbx_result_free(&result); /* and its compile stage */

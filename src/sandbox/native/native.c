@@ -190,7 +190,10 @@ int sbx_native_take(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
         if (sandbox->proc.agent_fd < 0 || sandbox->proc.pid <= 0 || sandbox->exec_on_acquire)
                 return sbx_error_set(err, EINVAL, "acquire: not a started pool sandbox");
         sandbox->spec = request;
+        pid_t program = 0;
         if (cgroup_set_limits(sandbox->cgroup, &request->limits, true, err) < 0 ||
+            program_pid(&sandbox->proc, &program, err) < 0 ||
+            rlimit_apply_to(program, &request->limits, err) < 0 ||
             cgroup_reset_baseline(sandbox->cgroup, err) < 0)
                 return sbx_error_prefix(err, "acquire");
         *agent_fd = sandbox->proc.agent_fd;

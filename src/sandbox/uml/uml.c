@@ -24,13 +24,14 @@
  *   cpu      the guest's RLIMIT_CPU and cpu.max; the host's quota; the host's RLIMIT_CPU has the
  *            boot's allowance on top
  *   wall     init's deadline, from the program's start; the host's adds UML_BOOT_WALL_MS for the
- *            boot and the report
+ *            boot and the report (pool mode: UML_REPORT_WALL_MS, the boot is over)
  *   disk     the guest tmpfs behind /workspace, /tmp and /dev/shm
  *   output   the native supervisor's cap on stdout and stderr
  *
  * Evidence: the guest kernel's counters for the program (memory.events, pids.events, memory.peak
  * of its cgroup; an OOM kill of init's thrash guard counts as one), with the host cgroup's events
- * added; CPU is the host cgroup's, the guest kernel's boot included: what the run cost.
+ * added; CPU is the host cgroup's, the guest kernel's boot included: what the run cost. The
+ * guest's own counters also go apart (read_guest_evidence: the result's evidence.guest).
  *
  * Pool mode (spec.agent: a warm entry of a language whose loader takes its execution on stdin,
  * python's): the guest boots, its init starts the loader as it would start a program, and says
@@ -40,10 +41,11 @@
  * the take (the request's caps and the size of what follows), the loader's execution
  * (sandbox/agent.h, on its stdin channel: the rlimits in its header) and the program's stdin. The
  * report comes back on the agent channel. The guest's RAM is the entry's (the pool's memory:
- * execution.c), so a request asking for more runs cold; from acquire on, the host cgroup's caps
- * and deadline are the request's (with the boot's allowances), but for that RAM. The UML
- * process keeps its boot's rlimits (the loose ones: no prlimit reaches its host processes
- * already forked); the program's are the guest's, which its loader sets.
+ * execution.c), so a request asking for more runs cold, and so does one whose files and stdin
+ * would take the console long (UML_POOL_INPUT_MAX_BYTES, execution.c). From acquire on, the
+ * host's caps are the request's as a cold run's, but for that RAM and the deadline's allowance:
+ * the cgroup's, and the UML process's rlimits (its stubs forked already keep the boot's loose
+ * ones: bound by the cgroup); the program's are the guest's, which its loader sets.
  *
  * Not yet: exec entries, sessions, compile stages, read-only files (create refuses them). */
 #define _GNU_SOURCE
@@ -86,6 +88,9 @@
  * clock and CPU time: ~0.6 s each on an idle machine, several seconds on a loaded one. */
 #define UML_BOOT_WALL_MS 30000
 #define UML_BOOT_CPU_MS  30000
+
+/* A pool entry's booted already: its host deadline allows for the report and the power-off. */
+#define UML_REPORT_WALL_MS 10000
 
 /* Host processes: one per guest process (its address space's stub) and UML's helper threads. */
 #define UML_HOST_PIDS(pids) ((pids)*2 + 256)
@@ -252,8 +257,8 @@ static int make_files(struct sbx_sandbox *sandbox, struct sbx_error *err)
 }
 
 /* The native sandbox's limits: the guest's RAM is a file in its /tmp, the boot takes time. A
- * pool entry's are its loose ones until acquire, then the request's, but for the memory and
- * disk its guest booted with (uml_acquire). */
+ * pool entry's are its loose ones until acquire, then the request's, but for the memory and disk
+ * its guest booted with and the deadline's allowance (uml_acquire). */
 static struct sbx_limits kernel_limits(const struct sbx_spec *spec)
 {
         const struct sbx_limits *limits = &spec->limits;
@@ -421,6 +426,7 @@ static int make_input(struct sbx_sandbox *sandbox, const struct sbx_spec *reques
         uint8_t prefix[4];
         for (int i = 0; i < 4; i++)
                 prefix[i] = (uint8_t)(take_size >> (8 * i));
+        sbx_buffer_free(&sandbox->input); /* (empty: one acquire per entry) */
         sbx_buffer_init(&sandbox->input,
                         sizeof(prefix) + take_size + execution.len + request->stdin_size);
         int rc = sbx_buffer_append(&sandbox->input, prefix, sizeof(prefix));
@@ -455,6 +461,7 @@ static int uml_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *reque
         struct sbx_limits host = kernel_limits(request);
         host.memory_bytes = sandbox->kernel.limits.memory_bytes;
         host.disk_bytes = sandbox->kernel.limits.disk_bytes;
+        host.wall_ms = limits->wall_ms + UML_REPORT_WALL_MS;
         sandbox->kernel.limits = host;
         sandbox->kernel.stdin_data = sandbox->input.data;
         sandbox->kernel.stdin_size = sandbox->input.len;
@@ -599,6 +606,14 @@ static int uml_read_evidence(struct sbx_sandbox *sandbox, struct sbx_evidence *e
         return 0;
 }
 
+static void uml_read_guest_evidence(struct sbx_sandbox *sandbox, struct sbx_guest_evidence *guest)
+{
+        if (!sandbox->reported)
+                return;
+        *guest = (struct sbx_guest_evidence){
+                .known = true, .counters = sandbox->guest, .thrash_kills = sandbox->thrash_kills};
+}
+
 /* Its sandboxes are the native backend's: so are their leftovers. */
 static int uml_reconcile(struct sbx_error *err)
 {
@@ -613,6 +628,7 @@ const struct sbx_backend sbx_uml_backend = {
         .wait = uml_wait,
         .kill = uml_kill,
         .read_evidence = uml_read_evidence,
+        .read_guest_evidence = uml_read_guest_evidence,
         .destroy = uml_destroy,
         .reconcile = uml_reconcile,
 };
