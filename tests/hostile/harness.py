@@ -4,8 +4,8 @@ exactly as a client would, judge containment on kernel and host evidence only, r
 control and fail when a control does not flip the verdict.
 
     /usr/bin/python3 tests/hostile/harness.py --sandboxd build/sandboxd [--report PATH]
-        [--only NAME[,NAME]] [--class CLASS[,CLASS]] [--no-controls] [--no-pooled] [-j N]
-        [--list] [-v]
+        [--only NAME[,NAME]] [--class CLASS[,CLASS]] [--no-controls]
+        [--controls-class CLASS[,CLASS]] [--no-pooled] [-j N] [--list] [-v]
 
 Every payload runs cold (`sandboxd run`); a payload that a warm pool can take (Python's loader,
 any other language's exec entry) also runs through a pool entry (`sandboxd run --pooled`: the
@@ -2036,6 +2036,9 @@ def main():
                         help="skip the second run of Python payloads through a warm-pool entry")
     parser.add_argument("--no-controls", action="store_true",
                         help="skip the controls (quick iteration only; the gate runs them)")
+    parser.add_argument("--controls-class", metavar="CLASS[,CLASS]",
+                        help="run the controls of these classes only (default: every class's): "
+                             "a guest's stage whose other classes' controls ran on the host")
     parser.add_argument("-j", type=int, default=2, help="payloads in parallel (default 2)")
     parser.add_argument("--pooled-languages", metavar="LANG[,LANG]",
                         help="run only these languages' payloads pooled too (default: all)")
@@ -2134,7 +2137,12 @@ def main():
         pool = concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.j))
         futures = []
         try:
-            futures = [pool.submit(run_payload, harness, p, not args.no_controls, lock)
+            control_classes = (set(args.controls_class.split(","))
+                               if args.controls_class else None)
+            futures = [pool.submit(run_payload, harness, p,
+                                   not args.no_controls and (control_classes is None
+                                                             or p.klass in control_classes),
+                                   lock)
                        for p in ordered]
             for future in futures:
                 future.result()
@@ -2167,7 +2175,8 @@ def main():
     skipped = sum(1 for e in entries if e.get("skipped"))
     variant = sum(1 for e in entries if e.get("without_kernel") and not e.get("skipped"))
     say(f"duration {duration:.1f}s, {len(selected)} payloads, controls "
-        f"{'skipped' if args.no_controls else 'run'}")
+        f"{'skipped' if args.no_controls else 'run'}"
+        f"{' for ' + args.controls_class + ' only' if args.controls_class else ''}")
     for backend in harness.backends:
         ran = [e for e in entries if backend in e.get("paths", [])]
         agree = sum(1 for e in ran if e[backend]["contained"])
