@@ -107,12 +107,13 @@ rm -f "$BUILD"/*.status
 # deliveries, a restart's recovery) again with every server's store in PostgreSQL (a cluster for
 # each half, a database per data directory). One half follows each integration stage, so that
 # the two lanes end together (~45 s less than both halves after the normal build's stage).
+# (Its variables are not stage's: sh has no local ones.)
 postgresql() {
-        name=$1
-        xml=$2
+        pg_run=$1
+        pg_xml=$2
         shift 2
-        env SANDBOXD="$PWD/$BUILD/sandboxd" SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/$name" \
-                SANDBOXD_TEST_STORE=postgresql $PYTEST -m "not alone" --junit-xml "$xml" "$@"
+        env SANDBOXD="$PWD/$BUILD/sandboxd" SANDBOXD_TEST_RUN="$SANDBOXD_TEST_RUN/$pg_run" \
+                SANDBOXD_TEST_STORE=postgresql $PYTEST -m "not alone" --junit-xml "$pg_xml" "$@"
 }
 (
         logged integration-asan env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \

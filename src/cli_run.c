@@ -530,7 +530,9 @@ int cli_run(int argc, char **argv)
                 struct sbx_template process = {.pid = 0, .fd = -1, .stderr_fd = -1};
                 rc = template ? sbx_template_start(&process, &err) : 0;
                 if (rc == 0)
-                        rc = sbx_pool_entry_create(request.language, request.backend, process.fd,
+                        /* A uml entry made for this run boots with its memory cap. */
+                        rc = sbx_pool_entry_create(request.language, request.backend,
+                                                   request.limits.memory_bytes, process.fd,
                                                    template ? &request.test : NULL, &entry, &err);
                 if (rc == 0)
                         rc = sbx_pool_entry_execute(entry, &request, &result, &err);

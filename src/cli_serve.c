@@ -29,6 +29,7 @@
 
 #include "cli.h"
 #include "engine/compile_cache.h"
+#include "engine/execution.h"
 #include "engine/server.h"
 #include "protocol/spool.h"
 #include "sandbox/gvisor/gvisor.h"
@@ -280,6 +281,8 @@ int cli_serve(int argc, char **argv)
                         .min_idle = (unsigned)config.pools[i].min_idle,
                         .max_idle = (unsigned)config.pools[i].max_idle,
                         .max_idle_s = (unsigned)config.pools[i].max_idle_s,
+                        .memory_bytes = sbx_pool_guest_memory_bytes(
+                                config.pools[i].backend, config.pools[i].memory_mb << 20),
                 };
         }
         struct sbx_engine_options engine_options = {

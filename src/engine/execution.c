@@ -606,11 +606,12 @@ static size_t request_input_bytes(const struct sbx_request *request)
         return bytes;
 }
 
-/* The memory a uml entry's guest boots with (its RAM cannot grow later): the default cap, so that
- * a request that sets none, or a smaller one, can use it. Other entries have no cap until they
- * are taken. */
-static uint64_t pool_memory_bytes(void)
+uint64_t sbx_pool_guest_memory_bytes(const char *backend, uint64_t configured)
 {
+        if (strcmp(backend, "uml") != 0)
+                return 0;
+        if (configured != 0)
+                return configured;
         struct sbx_limits defaults;
         sbx_limits_default(&defaults);
         return defaults.memory_bytes;
@@ -638,11 +639,10 @@ static bool eligible_for(const struct sbx_request *request, const struct sbx_tes
         if (sbx_backend_name_find(backend) == NULL ||
             !sbx_backend_pools_language(backend, language))
                 return false;
-        /* A uml entry's guest booted with the RAM of the pool's memory (pool_memory_bytes), and
-         * gets the files and stdin through a console, on the program's clock. */
+        /* A uml entry's guest gets the files and stdin through a console, on the program's
+         * clock; its RAM is its pool's key (pools_find_ready, and the entry's own check). */
         if (strcmp(backend, "uml") == 0 &&
             (request->limits.memory_bytes == 0 ||
-             request->limits.memory_bytes > pool_memory_bytes() ||
              request_input_bytes(request) > UML_POOL_INPUT_MAX_BYTES))
                 return false;
         const struct loader *loader = loader_of(language);
@@ -668,8 +668,9 @@ bool sbx_pool_request_eligible(const struct sbx_request *request)
 }
 
 int sbx_pool_entry_create(const char *language_name, const char *backend_name,
-                          int python_template_fd, const struct sbx_test_hooks *test,
-                          struct sbx_pool_entry **out, struct sbx_error *err)
+                          uint64_t memory_bytes, int python_template_fd,
+                          const struct sbx_test_hooks *test, struct sbx_pool_entry **out,
+                          struct sbx_error *err)
 {
         if (!sbx_pool_supports(language_name))
                 return sbx_error_set(err, EINVAL, "no warm pool for language '%s'", language_name);
@@ -718,8 +719,7 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
             strcmp(backend->name, "native") == 0)
                 entry->spec.template_fd = python_template_fd;
         loose_limits(&entry->spec.limits, pool_disk_bytes());
-        if (strcmp(backend->name, "uml") == 0)
-                entry->spec.limits.memory_bytes = pool_memory_bytes();
+        entry->spec.limits.memory_bytes = sbx_pool_guest_memory_bytes(backend->name, memory_bytes);
         int rc = start_entry_sandbox(backend, &entry->spec, &entry->sandbox, err);
         if (rc < 0 && entry->spec.template_fd > 0 && test == NULL) {
                 /* The template is gone (the engine starts another): this entry execs its own
@@ -772,8 +772,12 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
         _cleanup_(plan_free) struct execution_plan plan = {0};
         /* Never another boundary than the one asked for. */
         const char *backend_name = request->backend ? request->backend : SBX_BACKEND_DEFAULT;
+        /* A uml entry's guest has its pool's RAM: a cap over it does not fit. */
+        uint64_t guest_memory =
+                sbx_pool_guest_memory_bytes(entry->backend->name, entry->spec.limits.memory_bytes);
         if (!eligible_for(request, &entry->spec.test) ||
-            strcmp(entry->backend->name, backend_name) != 0) {
+            strcmp(entry->backend->name, backend_name) != 0 ||
+            (guest_memory != 0 && request->limits.memory_bytes > guest_memory)) {
                 sbx_pool_entry_destroy(entry);
                 return sbx_error_set(err, EINVAL, "request cannot use this warm pool entry");
         }
@@ -820,7 +824,7 @@ int sbx_execute_with_template(const struct sbx_request *request, int python_temp
         uint64_t t0 = sbx_now_us();
         struct sbx_pool_entry *entry = NULL;
         struct sbx_error entry_err = {0};
-        if (sbx_pool_entry_create(language->name, backend, python_template_fd, NULL, &entry,
+        if (sbx_pool_entry_create(language->name, backend, 0, python_template_fd, NULL, &entry,
                                   &entry_err) < 0) {
                 /* The template is gone (being restarted): cold, as without one. */
                 sbx_debug("execution: no sandbox from the template: %s", entry_err.message);

@@ -32,18 +32,24 @@ bool sbx_pool_supports(const char *language);
 /* Whether request can run in a pool entry: a known language its backend has entries for
  * (sbx_backend_pools_language), the pool's disk size, no test hooks; for a loader's language also a
  * memory cap its waiting interpreter fits under (32 MiB for python, 96 MiB for node) and no PYTHON*
- * or NODE_* variables (they act at interpreter start-up); on the uml backend a memory cap no
- * larger than the default, with which its guests boot, and at most 256 KiB of code, files and
- * stdin, which reach the guest through a console. Others run cold. */
+ * or NODE_* variables (they act at interpreter start-up); on the uml backend a memory cap and at
+ * most 256 KiB of code, files and stdin, which reach the guest through a console (and an entry
+ * whose guest's RAM fits the cap: sbx_pool_guest_memory_bytes). Others run cold. */
 bool sbx_pool_request_eligible(const struct sbx_request *request);
 
-/* Creates and starts a pool entry for language on backend (NULL = native); a python entry of
+/* The memory cap a uml entry's guest boots with (its RAM cannot grow: the pool's key): configured,
+ * or the built-in default when that is 0; 0 for the other backends, whose entries take the
+ * request's cap when they are taken. */
+uint64_t sbx_pool_guest_memory_bytes(const char *backend, uint64_t configured);
+
+/* Creates and starts a pool entry for language on backend (NULL = native), a uml guest with the
+ * RAM of sbx_pool_guest_memory_bytes(backend, memory_bytes); a python entry of
  * the native backend is forked from the template at python_template_fd when it is > 0. test:
  * the entry's test hooks (NULL: none), which a request must then have exactly (sandboxd run
  * --pooled --template: an entry made for one run). */
-int sbx_pool_entry_create(const char *language, const char *backend, int python_template_fd,
-                          const struct sbx_test_hooks *test, struct sbx_pool_entry **out,
-                          struct sbx_error *err);
+int sbx_pool_entry_create(const char *language, const char *backend, uint64_t memory_bytes,
+                          int python_template_fd, const struct sbx_test_hooks *test,
+                          struct sbx_pool_entry **out, struct sbx_error *err);
 
 /* sbx_execute, but a python request a pool entry could run runs in a sandbox forked from the
  * template at python_template_fd (> 0), made for it at once, rather than in one that execs a

@@ -58,13 +58,14 @@ void pools_maintain(struct engine *e)
 }
 
 struct worker *pools_find_ready(struct engine *e, const char *language, const char *backend,
-                                bool sessions)
+                                uint64_t memory_bytes, bool sessions)
 {
         for (size_t i = 0; i < e->n_workers; i++) {
                 struct worker *w = &e->workers[i];
                 if (pool_worker_idle(w) && w->ready && w->pool->sessions == sessions &&
                     strcmp(w->pool->language, language) == 0 &&
-                    strcmp(w->pool->backend, backend) == 0)
+                    strcmp(w->pool->backend, backend) == 0 &&
+                    (w->pool->memory_bytes == 0 || memory_bytes <= w->pool->memory_bytes))
                         return w;
         }
         return NULL;

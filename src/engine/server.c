@@ -273,7 +273,7 @@ struct worker *engine_fork_worker(struct engine *e, enum worker_kind kind, uint6
                                 sbx_session_pool_worker_run_and_exit(&context, pair[1],
                                                                      pool->language);
                         sbx_pool_worker_run_and_exit(&context, pair[1], pool->language,
-                                                     pool->backend);
+                                                     pool->backend, pool->memory_bytes);
                 case EXECUTION_WORKER:
                         break;
                 }
@@ -568,7 +568,8 @@ static void handle_run(struct engine *e, const void *buf, size_t len, uint64_t r
         if (sbx_pool_request_eligible(&run->request)) {
                 const char *backend =
                         run->request.backend ? run->request.backend : SBX_BACKEND_DEFAULT;
-                struct worker *w = pools_find_ready(e, run->request.language, backend, false);
+                struct worker *w = pools_find_ready(e, run->request.language, backend,
+                                                    run->request.limits.memory_bytes, false);
                 if (w != NULL) {
                         /* Said before the entry has it, as spawn_worker says why. */
                         sbx_debug("engine: execution %s starting (request %llu, pool worker %d)",
@@ -625,7 +626,7 @@ static bool take_session_entry(struct engine *e, const void *buf, size_t len, ui
         const struct sbx_message_session *open = &e->message.body.session;
         char language[32];
         struct worker *w = sbx_session_open_adoptable(open, language, sizeof(language))
-                                   ? pools_find_ready(e, language, SBX_BACKEND_DEFAULT, true)
+                                   ? pools_find_ready(e, language, SBX_BACKEND_DEFAULT, 0, true)
                                    : NULL;
         if (w == NULL || !pools_assign(e, w, buf, len, request_id))
                 return false;

@@ -59,6 +59,9 @@ struct sbx_engine_pool {
         unsigned min_idle;    /* idle entries kept ready; 0 = the pool is off */
         unsigned max_idle;    /* never more idle entries than this */
         unsigned max_idle_s;  /* an entry idle longer is destroyed (and replaced); 0 = never */
+        /* A uml pool's guests boot with the RAM of this memory cap (the pool's key: requests
+         * with more run cold); 0 elsewhere (sbx_pool_guest_memory_bytes). */
+        uint64_t memory_bytes;
 };
 
 struct sbx_engine_options {

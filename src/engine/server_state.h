@@ -131,9 +131,10 @@ bool pool_worker_idle(const struct worker *w);
  * longer than max_idle_s. */
 void pools_maintain(struct engine *e);
 
-/* A ready, idle pool worker for language on backend (of a session pool: sessions), or NULL. */
+/* A ready, idle pool worker for language on backend (of a session pool: sessions) whose entries
+ * take a request for memory_bytes (a uml pool's guests' RAM is its key), or NULL. */
 struct worker *pools_find_ready(struct engine *e, const char *language, const char *backend,
-                                bool sessions);
+                                uint64_t memory_bytes, bool sessions);
 
 /* Hands the RUN (or, to a session pool's worker, the OPEN) in buf to a ready pool worker: it
  * runs it and answers the API itself; counted as a pool hit, and the refills wait

@@ -337,7 +337,7 @@ int sbx_worker_await_assignment(int control_fd, int cancel_fd, struct sbx_messag
 
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language,
-                                            const char *backend)
+                                            const char *backend, uint64_t memory_bytes)
 {
         int cancel_fd = sbx_worker_begin(context, control_fd, NULL);
         if (cancel_fd < 0)
@@ -345,8 +345,8 @@ _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *con
 
         struct sbx_pool_entry *entry = NULL;
         struct sbx_error err = {0};
-        if (sbx_pool_entry_create(language, backend, context->python_template_fd, NULL, &entry,
-                                  &err) < 0) {
+        if (sbx_pool_entry_create(language, backend, memory_bytes, context->python_template_fd,
+                                  NULL, &entry, &err) < 0) {
                 sbx_warn("pool worker (%s, %s): %s", language, backend, err.message);
                 _exit(SBX_WORKER_EXIT_NO_RESULT);
         }

@@ -54,12 +54,13 @@ _Noreturn void sbx_worker_run_and_exit(const struct sbx_worker_context *context,
  * "R" could not be said. */
 int sbx_worker_await_assignment(int control_fd, int cancel_fd, struct sbx_message *message);
 
-/* Makes a warm sandbox for language on backend, says "R" on control_fd, waits for the engine to
+/* Makes a warm sandbox for language on backend (a uml guest with the RAM of memory_bytes: the
+ * pool's sbx_engine_pool.memory_bytes), says "R" on control_fd, waits for the engine to
  * forward one RUN on it (or for SIGTERM: retire, nothing run), then runs it as above. Never
  * returns. */
 _Noreturn void sbx_pool_worker_run_and_exit(const struct sbx_worker_context *context,
                                             int control_fd, const char *language,
-                                            const char *backend);
+                                            const char *backend, uint64_t memory_bytes);
 
 /* What a session worker takes as "cancel the run of request R" (SIGTERM ends the session): the
  * engine queues it with R as its value (engine_signal_worker_value), because the cancel may come

@@ -882,8 +882,14 @@ static const struct config_key pool_keys[] = {
         {"min_idle", INTEGER(min_idle, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
         {"max_idle", INTEGER(max_idle, SBX_ENGINE_MAX_SANDBOXES_LIMIT)},
         {"max_idle_s", INTEGER(max_idle_s, 7 * 24 * 3600)},
+        {"memory_mb", INTEGER(memory_mb, 1u << 20)},
 };
 #undef RECORD
+
+/* A uml entry's guest boots with the RAM of a memory cap (execution.h's
+ * sbx_pool_guest_memory_bytes): the pool's key, as a guest's RAM cannot grow. At least what its
+ * waiting interpreter needs (python's loader: 32 MiB). */
+#define POOL_MEMORY_MB_MIN 32
 
 /* Python's pool is on by default (2 ready, at most 4, replaced after 5 minutes idle), so that a
  * fresh `make run` answers Python fast; a [pool.python] section changes it. */
@@ -943,7 +949,7 @@ static void begin_pool(struct loader *loader)
                 loader_fail(loader, loader->line, NULL,
                             sessions ? "no session pool exists for [%s] (python, bash)"
                                      : "no warm pool exists for [%s] (languages: %s; backends: "
-                                       "%s; the gvisor backend's: python)",
+                                       "%s; the gvisor and uml backends': python)",
                             loader->section, sbx_language_names(), sbx_backend_names());
                 return;
         }
@@ -963,6 +969,12 @@ static int pool_key(struct loader *loader, const char *key, const char *value)
         if (pool == NULL)
                 return loader_fail(loader, loader->line, key, "unknown key");
         int r = set_table_key(loader, pool_keys, SBX_ARRAY_SIZE(pool_keys), 0, pool, key, value);
+        if (r == 1 && strcmp(key, "memory_mb") == 0 && strcmp(pool->backend, "uml") != 0)
+                return loader_fail(loader, loader->line, key,
+                                   "only a uml pool's entries have a memory size of their own "
+                                   "(a guest's RAM); the others take the request's cap");
+        if (r == 1 && strcmp(key, "memory_mb") == 0 && pool->memory_mb < POOL_MEMORY_MB_MIN)
+                return loader_fail(loader, loader->line, key, "at least %d", POOL_MEMORY_MB_MIN);
         /* After every key, whichever order they come in: max_idle below min_idle means
          * "min_idle". */
         if (r == 1 && pool->max_idle < pool->min_idle)

@@ -107,6 +107,7 @@ struct sbx_pool_config {
         uint64_t min_idle;   /* entries kept ready; 0 turns the pool off */
         uint64_t max_idle;   /* at most this many idle entries */
         uint64_t max_idle_s; /* an entry idle longer is replaced; 0 = never */
+        uint64_t memory_mb;  /* a uml pool's guests' RAM for this memory cap; 0 = the default */
 };
 
 #define SBX_CONFIG_MAX_POOLS 16 /* one per language at most */

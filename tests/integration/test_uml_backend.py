@@ -257,9 +257,6 @@ def test_what_it_cannot_run_yet_is_refused(cli):
     assert compiled.returncode == 64 and b"no compile stage" in compiled.stderr
     pooled = cli("run", *UML, "--pooled", "--lang", "bash", "-c", "echo 1")
     assert pooled.returncode == 64 and b"language on its backend" in pooled.stderr, pooled.stderr
-    # A pool entry's guest has the pool's RAM: a request for more memory cannot take one.
-    bigger = cli("run", *UML, "--pooled", "--memory", "512M", "-c", "print(1)")
-    assert bigger.returncode == 64 and b"cannot use a warm pool" in bigger.stderr
     unknown = cli("run", "--backend", "nope", "-c", "print(1)")
     assert unknown.returncode == 64 and b"known: native, gvisor, uml" in unknown.stderr
 
@@ -294,8 +291,10 @@ def test_a_tier_selects_it_over_http_and_streams_its_output():
 
 
 def test_a_uml_pool_serves_uml_requests_that_fit_its_guest():
+    # Its guests boot with the RAM of 512 MiB of memory cap (the pool's memory_mb: its key).
     tiers = {"both": {"languages": "python", "backends": "native, uml", "max_memory_mb": 1024}}
-    pools = {"python": {"min_idle": 0}, "python.uml": {"min_idle": 1, "max_idle": 1}}
+    pools = {"python": {"min_idle": 0},
+             "python.uml": {"min_idle": 1, "max_idle": 1, "memory_mb": 512}}
     with running_server(tiers=tiers, tenants={"acme": "both"}, pools=pools) as srv:
         srv.wait_pool_ready()
         body = {"language": "python", "backend": "uml", "stdin": "ab",
@@ -310,15 +309,18 @@ def test_a_uml_pool_serves_uml_requests_that_fit_its_guest():
         record = expect_json(srv.get(f"/v1/executions/{warm['id']}", headers=srv.headers()))
         assert record["evidence"]["guest"] == warm["evidence"]["guest"], record
         assert warm["evidence"]["guest"]["cpu_usage_us"] < 400000, warm
-        # A native request never takes a uml entry; a uml request for more memory than the
-        # entry's guest has runs cold.
+        # A native request never takes a uml entry; a uml request up to the guests' memory
+        # does, and one for more runs cold.
         srv.wait_pool_ready()
         native = expect_json(srv.post_execution(dict(body, backend="native")))
         assert native["backend"] == "native" and native["pooled"] is False
         srv.wait_pool_ready()
-        bigger = expect_json(srv.post_execution(dict(body, limits={"memory_mb": 512})))
+        fits = expect_json(srv.post_execution(dict(body, limits={"memory_mb": 512})))
+        assert (fits["status"], fits["pooled"], fits["limits"]["memory_mb"]) == ("ok", True, 512)
+        srv.wait_pool_ready()
+        bigger = expect_json(srv.post_execution(dict(body, limits={"memory_mb": 1024})))
         assert (bigger["status"], bigger["backend"], bigger["pooled"]) == ("ok", "uml", False)
-        assert bigger["limits"]["memory_mb"] == 512
+        assert bigger["limits"]["memory_mb"] == 1024
         # More than the console should carry on the program's clock (256 KiB) runs cold too.
         srv.wait_pool_ready()
         heavy = expect_json(srv.post_execution(dict(body, stdin="x" * (300 << 10))))

@@ -282,6 +282,21 @@ static void test_pools(void **state)
                           "t:1: [session_pool.javascript]: no session pool exists for "
                           "[session_pool.javascript]");
         assert_load_error("[session_pool.ruby]\n", "t:1: [session_pool.ruby]: no session pool");
+
+        /* A uml pool's guests boot with a memory size of their own (the pool's key); no other
+         * pool's entries have one. */
+        load_ok("[pool.python.uml]\nmin_idle = 1\nmemory_mb = 512\n", &config);
+        assert_string_equal(config.pools[1].backend, "uml");
+        assert_int_equal(config.pools[1].memory_mb, 512);
+        assert_int_equal(config.pools[0].memory_mb, 0);
+        sbx_config_free(&config);
+        assert_load_error("[pool.bash.uml]\n", "t:1: [pool.bash.uml]: no warm pool exists");
+        assert_load_error("[pool.python]\nmemory_mb = 512\n",
+                          "t:2: [pool.python] memory_mb: only a uml pool's entries");
+        assert_load_error("[pool.python.gvisor]\nmemory_mb = 512\n",
+                          "t:2: [pool.python.gvisor] memory_mb: only a uml pool's entries");
+        assert_load_error("[pool.python.uml]\nmemory_mb = 16\n",
+                          "t:2: [pool.python.uml] memory_mb: at least 32");
 }
 
 static void test_unknown_names(void **state)
