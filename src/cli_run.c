@@ -517,8 +517,8 @@ int cli_run(int argc, char **argv)
                         hookless.test = (struct sbx_test_hooks){0};
                 if (!sbx_pool_request_eligible(&hookless)) {
                         fprintf(stderr, "sandboxd run: --pooled: this request cannot use a warm "
-                                        "pool (language on its backend, disk size, test flags "
-                                        "or PYTHON* env)\n");
+                                        "pool (language on its backend, disk size, test flags, "
+                                        "PYTHON* env, or on uml over 256 KiB of input)\n");
                         return CLI_EXIT_USAGE;
                 }
                 if (template && (strcmp(request.language, "python") != 0 ||

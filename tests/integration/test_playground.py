@@ -4,8 +4,9 @@ script and stylesheet under /assets/) with a strict Content-Security-Policy; hea
 a person would: pastes the token, runs print(2+2) and sees 4, sees a timeout's status, runs
 session cells (state kept, a matplotlib figure shown as an image, an HTML result in a sandboxed
 frame), and sees the runs in the recent executions. Nothing may break the policy, and the token
-may appear in no URL and in no log. Screenshots go to build/playground-{run,timeout,session}.png; with SANDBOXD_UPDATE_DOCS=1
-the session's also becomes docs/playground.png (the README's picture)."""
+may appear in no URL and in no log. Screenshots go to playground-{run,timeout,session}.png beside
+the sandboxd under test (build/, build-asan/: the two integration lanes run this at once); with
+SANDBOXD_UPDATE_DOCS=1 the session's also becomes docs/playground.png (the README's picture)."""
 
 import json
 import os
@@ -15,13 +16,14 @@ import shutil
 
 import pytest
 
+from conftest import SANDBOXD
 from serve_helpers import (FREE_TIER, SLOW, expect_json, no_new_leaks, run_node_client,
                            running_server)
 
 assert no_new_leaks  # imported to replace conftest's per-test leak check in this module
 
 REPO = pathlib.Path(__file__).resolve().parents[2]
-SHOTS = REPO / "build"
+SHOTS = pathlib.Path(SANDBOXD).resolve().parent
 DOCS_SHOT = REPO / "docs" / "playground.png"
 CHROMIUM = "/usr/bin/chromium"
 
