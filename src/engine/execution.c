@@ -772,9 +772,9 @@ int sbx_pool_entry_execute(struct sbx_pool_entry *entry, const struct sbx_reques
         _cleanup_(plan_free) struct execution_plan plan = {0};
         /* Never another boundary than the one asked for. */
         const char *backend_name = request->backend ? request->backend : SBX_BACKEND_DEFAULT;
-        /* A uml entry's guest has its pool's RAM: a cap over it does not fit. */
-        uint64_t guest_memory =
-                sbx_pool_guest_memory_bytes(entry->backend->name, entry->spec.limits.memory_bytes);
+        /* A uml entry's guest has its pool's RAM (its spec's memory, which is 0 on the other
+         * backends): a cap over it does not fit. */
+        uint64_t guest_memory = entry->spec.limits.memory_bytes;
         if (!eligible_for(request, &entry->spec.test) ||
             strcmp(entry->backend->name, backend_name) != 0 ||
             (guest_memory != 0 && request->limits.memory_bytes > guest_memory)) {

@@ -48,18 +48,25 @@ static int kill_child(void *ctx, struct sbx_error *err)
         return 0;
 }
 
+/* Makes the pipes of every run (stdout, stderr, and the end pipe, whose write end the program
+ * holds until it exits) and forks the child that plays the program: 0 in the child. */
+static pid_t fork_program(int out[2], int errp[2], int end[2])
+{
+        assert_int_equal(pipe2(out, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(errp, O_CLOEXEC), 0);
+        assert_int_equal(pipe2(end, O_CLOEXEC), 0);
+        child = fork();
+        assert_true(child >= 0);
+        return child;
+}
+
 /* Runs the supervisor over a child that writes n single bytes to stdout, each its own write()
  * (pause_us apart), and "err" to stderr. */
 static void supervise_writer(size_t n, unsigned pause_us, size_t cap, struct collected *c,
                              struct sbx_run *run, uint64_t *elapsed_us)
 {
         int out[2], errp[2], end[2];
-        assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-        assert_int_equal(pipe2(errp, O_CLOEXEC), 0);
-        assert_int_equal(pipe2(end, O_CLOEXEC), 0);
-        child = fork();
-        assert_true(child >= 0);
-        if (child == 0) {
+        if (fork_program(out, errp, end) == 0) {
                 for (size_t i = 0; i < n; i++) {
                         char byte = (char)('a' + i % 26);
                         if (write(out[1], &byte, 1) != 1)
@@ -152,12 +159,7 @@ static void expect_stdin_end(bool held, const char *said)
 {
         int in[2], out[2], errp[2], end[2];
         assert_int_equal(pipe2(in, O_CLOEXEC), 0);
-        assert_int_equal(pipe2(out, O_CLOEXEC), 0);
-        assert_int_equal(pipe2(errp, O_CLOEXEC), 0);
-        assert_int_equal(pipe2(end, O_CLOEXEC), 0);
-        child = fork();
-        assert_true(child >= 0);
-        if (child == 0) {
+        if (fork_program(out, errp, end) == 0) {
                 close(in[1]); /* the supervisor's end: its close is the end of file */
                 char got[3];
                 size_t n = 0;
