@@ -410,6 +410,23 @@ static int reap(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_err
         return 0;
 }
 
+/* An OOM kill in the sandbox's cgroup is of one of runsc's processes (the program is the
+ * sentry's), and whichever the kernel picked ends the sandbox: the sentry reads as SIGKILL (128 +
+ * 9), but the gofer or runsc itself leaves runsc an error exit of its own (2 was seen, the
+ * hostile suite's memory_hog_py). The program did not end on its own: it reads as killed, as
+ * natively. */
+static void oom_ended_sandbox(struct sbx_sandbox *sandbox, struct sbx_run *run)
+{
+        struct sbx_evidence evidence = {0};
+        struct sbx_error ignored = {0};
+        if (cgroup_read_evidence(sandbox->cgroup, &evidence, &ignored) < 0 ||
+            evidence.oom_kills == 0)
+                return;
+        run->exited = false;
+        run->exit_code = -1;
+        run->signal = SIGKILL;
+}
+
 static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
 {
         uint64_t started = sbx_now_us();
@@ -440,6 +457,8 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 (void)cgroup_kill_all(sandbox->cgroup, &ignored);
         if (reap(sandbox, run, rc == 0 ? err : &ignored) < 0)
                 rc = -1;
+        if (rc == 0 && run->exited && run->exit_code != 0)
+                oom_ended_sandbox(sandbox, run);
         return rc;
 }
 
