@@ -109,7 +109,8 @@ int sbx_audit_case_batch(struct sbx_audit *audit, const char *id,
 
 /* How long after its liveness lapsed a fleet node's executions and sessions are taken for dead
  * (sbx_audit_reap): a node that lost the store for longer than its time-to-live renews it within
- * a heartbeat of the store's return, and must not find its running executions ended. */
+ * a heartbeat of the store's return (at most 5 s: [store] lease_ttl_s is at most 25), and must not
+ * find its running executions ended. */
 #define SBX_AUDIT_REAP_GRACE_S 5
 
 /* A fleet's store (nothing in a node's own): ends what the nodes whose liveness lapsed over

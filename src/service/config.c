@@ -608,6 +608,11 @@ static const struct config_key store_keys[] = {
         {"node", CUSTOM(store_node)},
         {"advertise", CUSTOM(store_advertise)},
         {"connections", NUMBER(connections, 1, 64)},
+        /* Under 2 s a heartbeat (a fifth of it) would be more often than the store should bear
+         * from every node; over 25 s the heartbeat would be longer than the grace a node's
+         * liveness gets before another node takes its executions for dead
+         * (SBX_AUDIT_REAP_GRACE_S): a node back from a store outage renews within a heartbeat. */
+        {"lease_ttl_s", NUMBER(lease_ttl_s, 2, 25)},
 };
 #undef RECORD
 
@@ -1162,6 +1167,7 @@ static int load_text(const char *text, size_t size, const char *name, struct sbx
         };
         server_set_defaults(&config->server);
         config->store.connections = 4;
+        config->store.lease_ttl_s = 10;
         pools_set_defaults(config);
         if (config->server.listen == NULL || config->server.data_dir == NULL)
                 loader_fail(&loader, 0, NULL, "out of memory");

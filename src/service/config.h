@@ -56,6 +56,7 @@ struct sbx_store_config {
         char *node;           /* this node's name in the store; NULL: the host's name */
         char *advertise;      /* the URL other nodes reach this one's API at; NULL: from listen */
         uint64_t connections; /* PostgreSQL connections the API process keeps (default 4) */
+        uint64_t lease_ttl_s; /* how long a node's leases count after its last renewal (10) */
 };
 
 /* The drop-in APIs of other services (api/compat.h), as bits of a set. */

@@ -14,11 +14,11 @@
 #include "util/log.h"
 #include "util/time.h"
 
-/* A node renews its liveness every HEARTBEAT_S; its leases count for TTL_S after the last
- * renewal. The TTL is a few heartbeats, so that one slow renewal does not drop a live node's
- * leases, and short, so that a dead node's executions stop holding its tenants' slots soon. */
-#define HEARTBEAT_S 2
-#define TTL_S       10
+/* A node renews its liveness every heartbeat; its leases count for the TTL ([store]
+ * lease_ttl_s, 10 s unless set) after the last renewal. The TTL is HEARTBEATS_PER_TTL
+ * heartbeats, so that one slow renewal does not drop a live node's leases, and short, so that a
+ * dead node's executions stop holding its tenants' slots soon. */
+#define HEARTBEATS_PER_TTL 5
 /* What no longer counts is deleted at start and every PRUNE_BEATS heartbeats: charges older than
  * the longest window, the nodes, with their leases, whose liveness lapsed more than GONE_AFTER_S
  * ago (their leases stopped counting then; a node that comes back after that long starts afresh
@@ -42,6 +42,7 @@ struct sbx_quota_pg {
         struct sbx_pg *pg;
         char *node;
         char *url; /* where the other nodes reach this one's API (api/forward.h) */
+        uint64_t ttl_s;
         uint64_t keep_charges_s;
         pthread_t heartbeat;
         bool heartbeat_started;
@@ -66,7 +67,7 @@ static int run(struct sbx_pg *pg, const char *sql, int n, const char *const *val
 static int renew(struct sbx_quota_pg *fleet, struct sbx_error *err)
 {
         char ttl[24];
-        snprintf(ttl, sizeof(ttl), "%d", TTL_S);
+        snprintf(ttl, sizeof(ttl), "%" PRIu64, fleet->ttl_s);
         const char *values[] = {fleet->node, ttl, fleet->url};
         return run(fleet->pg,
                    "INSERT INTO sandboxd_nodes (name, alive_until, url) "
@@ -176,7 +177,8 @@ static void *heartbeat_main(void *arg)
         struct sbx_quota_pg *fleet = arg;
         bool reachable = true;
         for (unsigned beat = 1;; beat++) {
-                struct timespec until = sbx_monotonic_after(HEARTBEAT_S * 1000);
+                struct timespec until =
+                        sbx_monotonic_after(fleet->ttl_s * 1000 / HEARTBEATS_PER_TTL);
                 pthread_mutex_lock(&fleet->lock);
                 while (!fleet->stopping &&
                        pthread_cond_timedwait(&fleet->wake, &fleet->lock, &until) != ETIMEDOUT)
@@ -223,6 +225,7 @@ int sbx_quota_pg_open(const struct sbx_store_config *store, const char *node, co
                 return sbx_error_set(err, ENOMEM, "store");
         }
         fleet->keep_charges_s = keep_charges_s < 86400 ? 86400 : keep_charges_s;
+        fleet->ttl_s = store->lease_ttl_s > 0 ? store->lease_ttl_s : 10;
         pthread_mutex_init(&fleet->lock, NULL);
         sbx_cond_init_monotonic(&fleet->wake);
         const char *values[] = {node};

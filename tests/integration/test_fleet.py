@@ -32,24 +32,29 @@ assert no_new_leaks  # imported to replace conftest's per-test leak check in thi
 TIER = {"max_wall_ms": 30000, "max_concurrency": 4, "cpu_budget_ms": 3600000,
         "cpu_window_s": 60}
 SLEEP = "import time\ntime.sleep({})\nprint('slept')"
-# What quota_pg.c's heartbeat gives a node's leases after its last renewal (TTL_S, 10 s) and the
-# heartbeat's period (HEARTBEAT_S, 2 s).
-LEASE_TTL_S = 10
+# quota_pg.c's heartbeat period by default (a fifth of [store] lease_ttl_s, 10 s: how long a
+# node's leases count after its last renewal).
 HEARTBEAT_S = 2
+# The tests that wait for a dead node's liveness to lapse set a shorter TTL (the least a node's
+# outage of the store must last before its executions are taken for dead is the TTL and a 5 s
+# grace: the PostgreSQL-restart test keeps the default).
+SHORT_TTL_S = 4
+SHORT_HEARTBEAT_S = SHORT_TTL_S / 5
 
 
-def store(url, node):
-    return f"\n[store]\nurl = {url}\nnode = {node}\n"
+def store(url, node, lease_ttl_s=None):
+    ttl = f"lease_ttl_s = {lease_ttl_s}\n" if lease_ttl_s else ""
+    return f"\n[store]\nurl = {url}\nnode = {node}\n{ttl}"
 
 
 @contextlib.contextmanager
-def fleet(url, n, tiers=None, server=None, tenants=None):
+def fleet(url, n, tiers=None, server=None, tenants=None, lease_ttl_s=None):
     """n nodes on one store (url None: each its own), stopped and leak-checked on exit."""
     with contextlib.ExitStack() as stack:
         nodes = [stack.enter_context(running_server(
             tiers=tiers or {"t": TIER}, tenants=tenants or {"acme": "t"}, pools=NO_POOL,
             server=server,
-            extra_config=store(url, f"node{i + 1}") if url else ""))
+            extra_config=store(url, f"node{i + 1}", lease_ttl_s) if url else ""))
             for i in range(n)]
         yield nodes
 
@@ -217,9 +222,9 @@ def test_a_killed_nodes_slots_free_once_its_liveness_lapses():
     """node1 runs the tenant's 4 executions and dies whole (kill -9 of its API process, which
     holds the leases, and of its engine): node2 refuses while node1's leases still count (its
     liveness is renewed no more), and admits once they lapse, within the lease TTL and a
-    heartbeat. node1 then starts again and drops its previous life's leases."""
+    heartbeat (lease_ttl_s 4). node1 then starts again and drops its previous life's leases."""
     body = {"language": "python", "code": SLEEP.format(20), "limits": {"wall_ms": 25000}}
-    with running_postgres() as pg, fleet(pg.url, 2) as (node1, node2):
+    with running_postgres() as pg, fleet(pg.url, 2, lease_ttl_s=SHORT_TTL_S) as (node1, node2):
         node1.expected_rc = -signal.SIGKILL
         with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
             hanging = [pool.submit(node1.post_execution, body) for _ in range(4)]
@@ -234,15 +239,15 @@ def test_a_killed_nodes_slots_free_once_its_liveness_lapses():
                     future.result(timeout=60)
         # Right after the kill its leases still count.
         expect_problem(node2.post_execution({"language": "python", "code": "print(1)"}), 429)
-        deadline = killed_at + LEASE_TTL_S + 2 * HEARTBEAT_S + 5 * SLOW
+        deadline = killed_at + SHORT_TTL_S + 2 * SHORT_HEARTBEAT_S + 5 * SLOW
         while True:
             r = node2.post_execution({"language": "python", "code": "print(2)"})
             if r.status_code == 200:
                 break
             expect_problem(r, 429)
             assert time.monotonic() < deadline, "node1's leases never lapsed"
-            time.sleep(0.5)
-        assert time.monotonic() - killed_at >= LEASE_TTL_S - HEARTBEAT_S - 1
+            time.sleep(0.2)
+        assert time.monotonic() - killed_at >= SHORT_TTL_S - SHORT_HEARTBEAT_S - 1
         assert expect_json(r)["stdout"] == "2\n"
         # node1 again, under the same name: its previous life's leases are gone at once. A node
         # gone for over a day (its liveness lapsed then) is deleted with its leases by any node
@@ -262,11 +267,12 @@ def test_a_session_whose_node_died_is_a_404_that_says_so():
     HAProxy, when that node is killed (-9, whole), the next requests for the session reach the
     other node, which answers from the store: 421 misdirected naming the node while its liveness
     still holds (forwarding there fails), then 404 node-gone once it lapsed (within the TTL and
-    a heartbeat). Controls: an id the store does not know is a plain 404; the live owner asked
+    a heartbeat; lease_ttl_s 4). Controls: an id the store does not know is a plain 404; the live
+    owner asked
     directly of another node answers through it (forwarded), and a request forwarded already is
     a 421 naming it; a deleted session's placement is gone; and the dead node started again
     under its name drops its previous life's placements (its sessions are then a plain 404)."""
-    with running_postgres() as pg, fleet(pg.url, 2) as nodes, \
+    with running_postgres() as pg, fleet(pg.url, 2, lease_ttl_s=SHORT_TTL_S) as nodes, \
             running_haproxy([n.port for n in nodes]) as proxy:
         headers = nodes[0].headers()
 
@@ -303,14 +309,14 @@ def test_a_session_whose_node_died_is_a_404_that_says_so():
         owner.kill_node()
         assert owner.wait_exit(10) == -signal.SIGKILL
         killed_ms = time.time() * 1000
-        deadline = time.monotonic() + LEASE_TTL_S + 2 * HEARTBEAT_S + 5 * SLOW
+        deadline = time.monotonic() + SHORT_TTL_S + 2 * SHORT_HEARTBEAT_S + 5 * SLOW
         while True:
             r = via_proxy("POST", run, json={"code": "x + 1"})
             if r.status_code == 404:
                 break
             expect_problem(r, 421, slug="misdirected")
             assert time.monotonic() < deadline, "the owner's liveness never lapsed"
-            time.sleep(0.5)
+            time.sleep(0.2)
         problem = expect_problem(r, 404, slug="node-gone")
         assert problem["node"] == name, problem
         assert f"node '{name}', which stopped answering" in problem["detail"], problem
@@ -318,7 +324,7 @@ def test_a_session_whose_node_died_is_a_404_that_says_so():
         expect_problem(via_proxy("GET", f"/v1/sessions/{session}"), 404, slug="node-gone")
 
         with running_server(tiers={"t": TIER}, tenants={"acme": "t"}, pools=NO_POOL,
-                            extra_config=store(pg.url, name)):
+                            extra_config=store(pg.url, name, SHORT_TTL_S)):
             assert pg.sql("SELECT count(*) FROM sandboxd_placements") == "0"
             expect_problem(other.get(f"/v1/sessions/{session}", headers=headers), 404,
                            slug="not-found")
@@ -328,7 +334,7 @@ def test_a_node_killed_during_a_batch_loses_no_case():
     """Two batches of 4 three-second cases queued on node1, one per tenant (each tenant may run
     2 at once, fleet-wide): node1 is killed whole while it runs cases of both. Every case ends
     with a result read from node2: the queued ones run there (the fleet's queue is PostgreSQL's),
-    and once node1's liveness lapsed (and a grace) the cases it was running end as
+    and once node1's liveness lapsed (lease_ttl_s 4, and a grace) the cases it was running end as
     internal_error saying its node died, or, for the batch whose program said "retry": true,
     are queued again and run on node2. No case is left pending."""
     tier = {**TIER, "max_concurrency": 2}
@@ -336,7 +342,8 @@ def test_a_node_killed_during_a_batch_loses_no_case():
     cases = [{"stdin": f"{i}", "expected_stdout": f"{i}\n"} for i in range(4)]
     tenants = {"acme": "t", "globex": "t"}
     with running_postgres() as pg, \
-            fleet(pg.url, 2, tiers={"t": tier}, tenants=tenants) as (node1, node2):
+            fleet(pg.url, 2, tiers={"t": tier}, tenants=tenants,
+                  lease_ttl_s=SHORT_TTL_S) as (node1, node2):
         batches = {}
         for tenant, retry in (("acme", False), ("globex", True)):
             program = {"language": "python", "code": code, "retry": retry}
@@ -354,7 +361,7 @@ def test_a_node_killed_during_a_batch_loses_no_case():
         results = {}
         for tenant, batch_id in batches.items():
             path = f"/v1/batches/{batch_id}?fields=id,verdict,error"
-            deadline = time.monotonic() + LEASE_TTL_S + 5 + 30 * SLOW
+            deadline = time.monotonic() + SHORT_TTL_S + 5 + 30 * SLOW
             while not (batch := expect_json(node2.get(path, headers=node2.headers(tenant))))[
                     "done"]:
                 assert time.monotonic() < deadline, batch["summary"]

@@ -456,19 +456,24 @@ static void test_store_keys(void **state)
         assert_null(config.store.node);
         assert_null(config.store.advertise);
         assert_int_equal(config.store.connections, 4);
+        assert_int_equal(config.store.lease_ttl_s, 10);
         sbx_config_free(&config);
         load_ok("[store]\n"
                 "url = postgresql://sbx:secret@db.example:5432/sandboxd?sslmode=require\n"
                 "node = node-1\n"
                 "advertise = http://10.0.0.5:8080\n"
-                "connections = 8\n",
+                "connections = 8\n"
+                "lease_ttl_s = 3\n",
                 &config);
         assert_string_equal(config.store.advertise, "http://10.0.0.5:8080");
         assert_string_equal(config.store.url,
                             "postgresql://sbx:secret@db.example:5432/sandboxd?sslmode=require");
         assert_string_equal(config.store.node, "node-1");
         assert_int_equal(config.store.connections, 8);
+        assert_int_equal(config.store.lease_ttl_s, 3);
         sbx_config_free(&config);
+        assert_load_error("[store]\nlease_ttl_s = 1\n", "t:2: [store] lease_ttl_s:");
+        assert_load_error("[store]\nlease_ttl_s = 26\n", "t:2: [store] lease_ttl_s:");
         load_ok("[store]\nurl = postgres://localhost/x\n", &config);
         assert_string_equal(config.store.url, "postgres://localhost/x");
         sbx_config_free(&config);
