@@ -43,7 +43,7 @@ asan: deps $(ASAN_BUILD)/build.ninja
 	$(NINJA) -C $(ASAN_BUILD)
 
 fuzz-build: deps $(FUZZ_BUILD)/build.ninja
-	$(NINJA) -C $(FUZZ_BUILD)
+	$(NINJA) -C $(FUZZ_BUILD) fuzzers
 
 fuzz: fuzz-build
 	./tests/fuzz/run.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
@@ -84,8 +84,9 @@ leak-audit:
 test-packages: deps
 	./scripts/install-test-packages.sh
 
-test: build asan fuzz-build test-packages
-	FUZZ_BUILD=$(FUZZ_BUILD) ./scripts/test.sh
+# The fuzz build is configured here and built by scripts/test.sh, beside its UML stage.
+test: build asan test-packages $(FUZZ_BUILD)/build.ninja
+	FUZZ_BUILD=$(FUZZ_BUILD) NINJA=$(NINJA) ./scripts/test.sh
 
 bench: build
 	./scripts/install-deps.sh --bench
