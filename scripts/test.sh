@@ -138,8 +138,10 @@ stage integration-alone "integration-alone:$integration_alone_xml" \
 stage integration-asan-alone "integration-asan-alone:$integration_asan_alone_xml" \
         env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
         $PYTEST -m alone --junit-xml "$integration_asan_alone_xml" tests/integration
+# Three payloads at once: they wait on deadlines, guests' boots and runsc more than they compute
+# (two kept these two CPUs ~60% busy); 232 s instead of ~290, every bound met.
 stage hostile "hostile:$hostile_json" \
-        /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" \
+        /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" -j 3 \
         --report "$hostile_json"
 # The guests after the host's stages, not beside them: run in the background at nice 19 they
 # still slowed the integration stages by half (UML's system calls are the host kernel's work),
