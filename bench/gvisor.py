@@ -98,17 +98,25 @@ HTTP_VARIANTS = {
 }
 
 
-def http_samples(sandboxd, workdir, rounds, variants=None, backends=("native", "gvisor")):
-    """{variant: [ms]} of Python print(2+2) over HTTP, rounds interleaved, the first discarded:
-    variants (HTTP_VARIANTS's shape; None: those), on a server with a Python pool for each of
-    backends."""
+def http_samples(sandboxd, workdir, rounds, variants=None, backends=("native", "gvisor"),
+                 name="gvisor-http"):
+    """{variant: [ms]} over HTTP, rounds interleaved, the first discarded: variants
+    (HTTP_VARIANTS's shape; None: those), each the request's fields, Python print(2+2) unless
+    they say another language and code (whose stdout must then be empty), on a server with a
+    Python pool for each of backends and a pool for each other language a variant names on its
+    backend. name: the server's (its directory's under workdir)."""
     variants = variants or HTTP_VARIANTS
     lines = subprocess.run([sandboxd, "token", "bench"], check=True, capture_output=True,
                            text=True).stdout
     token = re.search(r"^token: (\S+)$", lines, re.M).group(1)
     digest = re.search(r"^token_sha256 = (\S+)$", lines, re.M).group(1)
-    pools = tuple("python" if b == "native" else f"python.{b}" for b in backends)
-    server = Server(sandboxd, workdir, "gvisor-http", digest, 2, 8, 8, pool_languages=pools,
+    def pool(language, backend):
+        return language if backend == "native" else f"{language}.{backend}"
+
+    pools = tuple(sorted({pool("python", b) for b in backends} |
+                         {pool(f["language"], f["backend"]) for f in variants.values()
+                          if "language" in f}))
+    server = Server(sandboxd, workdir, name, digest, 2, 8, 8, pool_languages=pools,
                     tier_settings=[("backends", ", ".join(backends))])
     samples = {}
     try:
@@ -118,13 +126,15 @@ def http_samples(sandboxd, workdir, rounds, variants=None, backends=("native", "
         for round_ in range(rounds + 1):
             for name, fields in variants.items():
                 server.wait_quiet(120)
-                body = json.dumps(dict(fields, language="python", code="print(2+2)"))
+                request = {"language": "python", "code": "print(2+2)", **fields}
+                expected = "4\n" if request["code"] == "print(2+2)" else ""
+                body = json.dumps(request)
                 started = time.perf_counter()
                 conn.request("POST", "/v1/executions", body, headers)
                 response = conn.getresponse()
                 result = json.loads(response.read())
                 ms = (time.perf_counter() - started) * 1000
-                if (response.status != 200 or result["stdout"] != "4\n"
+                if (response.status != 200 or result["stdout"] != expected
                         or result["pooled"] != name.endswith("warm")
                         or result["backend"] != fields["backend"]):
                     raise RuntimeError(f"{name}: {response.status} {result}")

@@ -28,6 +28,12 @@
  * reads them (struct feed): its execution (sandbox/agent.h) and the program's stdin. The wall
  * clock and the CPU time reported start at the take; then 4.
  *
+ * Exec mode (also "exec 1": a generic warm entry, a language without a loader): init starts
+ * nothing at boot; it says "R" once set up and waits for the take as in pool mode. The execution
+ * after the take is init's own to read (read_execution): its files are written into the
+ * workspace, its argv, environment and rlimits replace the job's, and the program starts as in
+ * 3., its stdin the rest of console 4's input. The clocks start at the program's start.
+ *
  * The program cannot forge the report or lift its caps: it is not the guest's root (PROGRAM_UID
  * owns nothing of init's: not the cgroup files, not /proc/sys, not init's or its keeper's
  * rlimits), it has no capability in the guest's first user namespace (only over its own, which
@@ -35,7 +41,8 @@
  * and ptrace, and what it sees of /dev and /proc is its keeper's: no console, no init.
  *
  * The job: NUL-terminated strings. "sandboxd-uml-job 1", then "KEY VALUE" pairs (every one of
- * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1, pool 0|1; a memory, pids
+ * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1, pool 0|1, exec 0|1; a
+ * memory, pids
  * or CPU cap of 0 is none) and "rlimit RESOURCE SOFT
  * HARD" entries (the native plan's, in order), then "argv N" and N strings, then "env N" and N
  * strings. The seccomp filter: the BPF program
@@ -50,6 +57,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <linux/capability.h>
 #include <linux/filter.h>
 #include <linux/securebits.h>
@@ -94,11 +102,12 @@
 #define MAX_TAKE_BYTES   4096
 #define MAX_FILTER_INSNS 4096
 #define MAX_STRINGS      4096
+#define MAX_FILES        1024 /* a request has at most 64 (model/request.h) */
 
 #define MAX_RLIMITS 16
 
 struct job {
-        uint64_t memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin_file, pool;
+        uint64_t memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin_file, pool, exec;
         uint64_t input; /* pool mode: the bytes that follow the take on console 4 */
         struct {
                 int resource;
@@ -112,6 +121,8 @@ struct job {
 };
 
 static int report_fd = -1;
+
+static uint64_t read_number(const char *path);
 
 /* Init cannot exit (the guest kernel would panic and the host learns nothing): every failure is
  * reported on the channel, and the guest powers off. */
@@ -250,6 +261,7 @@ static void read_job(struct job *job)
                 {"disk", &job->disk, false},
                 {"stdin", &job->stdin_file, false},
                 {"pool", &job->pool, false},
+                {"exec", &job->exec, false},
         };
         size_t n_keys = sizeof keys / sizeof keys[0];
         for (; at < end && strncmp(at, "argv ", 5) != 0; at += strlen(at) + 1) {
@@ -329,6 +341,153 @@ static void read_take(int fd, struct job *job)
                 if (!parse_key(at, keys, sizeof keys / sizeof keys[0], "take"))
                         fail("the take has an unknown entry: %.40s", at);
         check_keys(keys, sizeof keys / sizeof keys[0], "take");
+}
+
+/* The next NUL-terminated field of [*at, end); a header cut short is a failure. */
+static char *next_field(char **at, char *end, const char *what)
+{
+        if (*at >= end)
+                fail("the execution is cut short before its %s", what);
+        char *field = *at;
+        *at += strlen(field) + 1;
+        return field;
+}
+
+static uint64_t next_number(char **at, char *end, const char *what)
+{
+        char *field = next_field(at, end, what), *field_end;
+        errno = 0;
+        unsigned long long value = strtoull(field, &field_end, 10);
+        if (errno != 0 || field_end == field || *field_end != '\0')
+                fail("the execution's %s is not a number", what);
+        return value;
+}
+
+/* A request file's path, relative to the workspace, its directories made (the program's, as
+ * copy_tree makes them); the engine validated it (engine/execution.h), and init checks again
+ * what it relies on: relative, without an empty, "." or ".." component. */
+static void make_parents(char *path)
+{
+        if (path[0] == '\0' || path[0] == '/')
+                fail("a request file's path is not relative: %.80s", path);
+        for (char *at = path;;) {
+                size_t len = strcspn(at, "/");
+                if (len == 0 || (len == 1 && at[0] == '.') ||
+                    (len == 2 && at[0] == '.' && at[1] == '.'))
+                        fail("a request file's path has a bad component: %.80s", path);
+                if (at[len] == '\0')
+                        return;
+                at[len] = '\0';
+                char dir[PATH_MAX];
+                if (snprintf(dir, sizeof dir, SCRATCH "/workspace/%s", path) >= (int)sizeof dir)
+                        fail("a request file's path is too long");
+                if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+                        fail("mkdir %s: %s", dir, strerror(errno));
+                if (chown(dir, PROGRAM_UID, PROGRAM_UID) < 0)
+                        fail("chown %s: %s", dir, strerror(errno));
+                at[len] = '/';
+                at += len + 1;
+        }
+}
+
+/* Exec mode: the execution after the take (sandbox/agent.h, on its stdin channel): the files'
+ * bytes follow its header, each written into the workspace as it comes, owned by the program's
+ * uid; its argv, environment and rlimits (the plan at the header's end) replace the job's.
+ * Returns the bytes of console 4 it took. */
+static uint64_t read_execution(int fd, struct job *job)
+{
+        static char header[MAX_JOB_BYTES + 1];
+        static struct {
+                char *path;
+                uint64_t size;
+                bool executable;
+        } files[MAX_FILES];
+        static char buffer[65536];
+        uint8_t prefix[4];
+        read_exactly(fd, prefix, sizeof prefix, "the execution's length");
+        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
+                        (uint32_t)prefix[3] << 24;
+        if (size == 0 || size > MAX_JOB_BYTES)
+                fail("the execution's length is %" PRIu32, size);
+        read_exactly(fd, header, size, "the execution");
+        header[size] = '\0'; /* its last field's NUL is not sent */
+        char *at = header, *end = header + size + 1;
+        char **lists[] = {job->argv, job->env};
+        const char *names[] = {"argv", "environment"};
+        for (size_t l = 0; l < 2; l++) {
+                uint64_t count = next_number(&at, end, names[l]);
+                if (count > MAX_STRINGS)
+                        fail("the execution's %s is too long", names[l]);
+                for (uint64_t i = 0; i < count; i++)
+                        lists[l][i] = next_field(&at, end, names[l]);
+                lists[l][count] = NULL;
+        }
+        if (job->argv[0] == NULL)
+                fail("the execution has no program");
+        uint64_t n_files = next_number(&at, end, "file count");
+        if (n_files > MAX_FILES)
+                fail("the execution has %" PRIu64 " files", n_files);
+        uint64_t taken = sizeof prefix + size;
+        for (uint64_t i = 0; i < n_files; i++) {
+                files[i].path = next_field(&at, end, "file's path");
+                files[i].size = next_number(&at, end, "file's size");
+                const char *flags = next_field(&at, end, "file's flags");
+                if (strchr(flags, 'r') != NULL) /* uml.c refuses them */
+                        fail("a read-only file came");
+                files[i].executable = strchr(flags, 'x') != NULL;
+                taken += files[i].size;
+        }
+        (void)next_field(&at, end, "program file");
+        uint64_t n_limits = next_number(&at, end, "limit count");
+        for (uint64_t i = 0; i < n_limits; i++)
+                (void)next_number(&at, end, "limit"); /* the take's caps are the cgroup's */
+        uint64_t n_rlimits = next_number(&at, end, "rlimit count");
+        if (n_rlimits > MAX_RLIMITS)
+                fail("the execution has %" PRIu64 " rlimits", n_rlimits);
+        job->n_rlimits = n_rlimits;
+        for (uint64_t i = 0; i < n_rlimits; i++) {
+                job->rlimits[i].resource = (int)next_number(&at, end, "rlimit's resource");
+                job->rlimits[i].value.rlim_cur = next_number(&at, end, "rlimit's soft value");
+                job->rlimits[i].value.rlim_max = next_number(&at, end, "rlimit's hard value");
+                /* No kernel takes an unlimited RLIMIT_NOFILE: the guest's fs.nr_open is the most
+                 * (uml.c's UML_GUEST_NR_OPEN, its boot argument). */
+                if (job->rlimits[i].resource == RLIMIT_NOFILE) {
+                        struct rlimit *value = &job->rlimits[i].value;
+                        uint64_t nr_open = read_number("/proc/sys/fs/nr_open");
+                        if (value->rlim_cur > nr_open)
+                                value->rlim_cur = nr_open;
+                        if (value->rlim_max > nr_open)
+                                value->rlim_max = nr_open;
+                }
+        }
+        if (at != end)
+                fail("the execution's header has more than it says");
+        for (uint64_t i = 0; i < n_files; i++) {
+                char path[PATH_MAX];
+                make_parents(files[i].path);
+                if (snprintf(path, sizeof path, SCRATCH "/workspace/%s", files[i].path) >=
+                    (int)sizeof path)
+                        fail("a request file's path is too long");
+                mode_t mode = files[i].executable ? 0755 : 0644;
+                int out = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
+                if (out < 0 || fchown(out, PROGRAM_UID, PROGRAM_UID) < 0 || fchmod(out, mode) < 0)
+                        fail("make %s: %s", path, strerror(errno));
+                for (uint64_t left = files[i].size; left > 0;) {
+                        size_t n = left < sizeof buffer ? (size_t)left : sizeof buffer;
+                        read_exactly(fd, buffer, n, "a request file");
+                        for (size_t done = 0; done < n;) {
+                                ssize_t w = write(out, buffer + done, n - done);
+                                if (w < 0 && errno == EINTR)
+                                        continue;
+                                if (w < 0)
+                                        fail("write %s: %s", path, strerror(errno));
+                                done += (size_t)w;
+                        }
+                        left -= n;
+                }
+                close(out);
+        }
+        return taken;
 }
 
 /* Copies the directory from (the staged request files, on the read-only hostfs) into to, every
@@ -791,7 +950,7 @@ static void await_take(int tty, int child_fd, pid_t keeper)
                         struct signalfd_siginfo info;
                         while (read(child_fd, &info, sizeof info) > 0)
                                 ;
-                        if (waitpid(keeper, NULL, WNOHANG) == keeper)
+                        if (keeper > 0 && waitpid(keeper, NULL, WNOHANG) == keeper)
                                 fail("the pool's loader ended before its take");
                 }
         }
@@ -868,6 +1027,32 @@ static bool relay(int from, int to)
                         done += w;
         }
         return true;
+}
+
+/* Starts the program's keeper (run_keeper) in new pid and mount namespaces with stdio as the
+ * program's; inits are init's descriptors, closed in the keeper (with feed_to, the write end of
+ * the program's stdin), and init closes its copies of the keeper's. */
+static pid_t start_keeper(const struct job *job, int inits[8], const int stdio[3], int status_fd,
+                          int feed_to)
+{
+        inits[7] = feed_to;
+        pid_t keeper = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL,
+                                      NULL, 0);
+        if (keeper < 0)
+                fail("clone the program's keeper: %s", strerror(errno));
+        if (keeper == 0) {
+                for (size_t i = 0; i < 8; i++)
+                        if (inits[i] >= 0)
+                                close(inits[i]);
+                for (int fd = 0; fd < 3; fd++) /* kept across the program's exec */
+                        if (fcntl(stdio[fd], F_SETFD, 0) < 0)
+                                _exit(126);
+                run_keeper(job, status_fd, stdio);
+        }
+        close(status_fd);
+        for (int fd = 0; fd < 3; fd++)
+                close(stdio[fd]);
+        return keeper;
 }
 
 int main(void)
@@ -950,30 +1135,14 @@ int main(void)
         int child_fd = signalfd(-1, &child, SFD_CLOEXEC | SFD_NONBLOCK);
         if (child_fd < 0)
                 fail("signalfd: %s", strerror(errno));
+        /* Nothing of init's goes with the keeper: its report channel least of all. */
+        int inits[] = {report_fd, child_fd, out_tty, err_tty, out[0], err[0], status[0], -1};
+        int stdio[3] = {stdin_fd, out[1], err[1]};
         uint64_t started = now_us();
-        pid_t keeper = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL,
-                                      NULL, 0);
-        if (keeper < 0)
-                fail("clone the program's keeper: %s", strerror(errno));
-        if (keeper == 0) {
-                /* Nothing of init's goes with it: its report channel least of all. */
-                int inits[] = {report_fd, child_fd, out_tty,   err_tty,
-                               out[0],    err[0],   status[0], feed.to};
-                for (size_t i = 0; i < sizeof inits / sizeof inits[0]; i++)
-                        close(inits[i]);
-                int stdio[3] = {stdin_fd, out[1], err[1]};
-                for (int fd = 0; fd < 3; fd++) /* kept across the program's exec */
-                        if (fcntl(stdio[fd], F_SETFD, 0) < 0)
-                                _exit(126);
-                run_keeper(&job, status[1], stdio);
-        }
-        close(status[1]);
-        close(out[1]);
-        close(err[1]);
-        close(stdin_fd);
+        pid_t keeper = job.exec ? -1 : start_keeper(&job, inits, stdio, status[1], feed.to);
 
         struct counters before = {0};
-        if (job.pool) {
+        if (job.pool && !job.exec) {
                 /* The loader's "R" first on its stdout (guest/python_loader.py), then init's on
                  * console 3: the host's native start returns, and the entry waits for its take,
                  * from which on the program's caps and clock are the request's. */
@@ -985,6 +1154,8 @@ int main(void)
                         fail("the pool's loader did not become ready: %.*s", n > 0 ? (int)n : 0,
                              said);
                 }
+        }
+        if (job.pool) {
                 feed.from = open("/dev/tty4", O_RDONLY | O_NOCTTY | O_CLOEXEC);
                 if (feed.from < 0)
                         fail("open /dev/tty4: %s", strerror(errno));
@@ -994,13 +1165,19 @@ int main(void)
                 await_take(feed.from, child_fd, keeper);
                 read_take(feed.from, &job);
                 set_caps(&job);
+                uint64_t taken = job.exec ? read_execution(feed.from, &job) : 0;
+                if (taken > job.input)
+                        fail("the execution is larger than the take's input");
                 before = read_counters();
-                feed.left = job.input;
+                feed.left = job.input - taken;
                 if (feed.left == 0)
                         feed_stop(&feed);
                 fcntl(feed.from, F_SETFL, O_NONBLOCK);
-                fcntl(feed.to, F_SETFL, O_NONBLOCK);
+                if (feed.to >= 0)
+                        fcntl(feed.to, F_SETFL, O_NONBLOCK);
                 started = now_us();
+                if (job.exec)
+                        keeper = start_keeper(&job, inits, stdio, status[1], feed.to);
         }
         fcntl(out[0], F_SETFL, O_NONBLOCK);
         fcntl(err[0], F_SETFL, O_NONBLOCK);

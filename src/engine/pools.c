@@ -84,7 +84,11 @@ bool pools_assign(struct engine *e, struct worker *w, const void *buf, size_t le
         w->request_id = request_id;
         e->stats.pool_hits++;
         e->stats.executions_started++;
-        e->pool_refill_after_us = sbx_now_us() + POOL_REFILL_DELAY_MS * 1000;
+        uint64_t now = sbx_now_us();
+        uint64_t delay_ms = strcmp(w->pool->backend, "native") == 0 ? POOL_REFILL_DELAY_MS
+                                                                    : POOL_REFILL_DELAY_GUEST_MS;
+        if (e->pool_refill_after_us <= now)
+                e->pool_refill_after_us = now + delay_ms * 1000;
         return true;
 }
 

@@ -121,8 +121,14 @@ struct sbx_worker_context engine_worker_context(const struct engine *e);
 /* How often the loop wakes to retire idle pool workers and retry refills. */
 #define POOL_TICK_MS 1000
 
-/* How long refills wait after an entry was handed a RUN (engine.pool_refill_after_us). */
-#define POOL_REFILL_DELAY_MS 15
+/* How long refills wait after an entry was handed a RUN (engine.pool_refill_after_us): a
+ * native entry's fork and exec is light, but another backend's entry boots a guest kernel or a
+ * runsc sandbox (0.5 to 1 s of CPU), which beside the run that took the entry slows it on two
+ * CPUs: uml's warm sh `exec /bin/true` ran 88 ms in its guest alone, 131 to 164 ms beside its
+ * refill. Counted from the first RUN not yet refilled, so that a steady stream of requests
+ * cannot hold refills back. */
+#define POOL_REFILL_DELAY_MS       15
+#define POOL_REFILL_DELAY_GUEST_MS 200
 
 /* Idle = a pool worker nobody was given a request: starting up, or ready. */
 bool pool_worker_idle(const struct worker *w);

@@ -232,7 +232,7 @@ UML_KERNEL = "/usr/bin/linux.uml"  # src/sandbox/uml/uml.c
 BACKEND_DEFAULT_CLASSES = {"uml": ("kernel", "privilege", "filesystem", "infoleak")}
 # The languages each other backend has warm-pool entries for (sbx_backend_pools_language): their
 # payloads run pooled there too, as BACKEND-pooled.
-BACKEND_POOLED_LANGUAGES = {"gvisor": ("python",), "uml": ("python",)}
+BACKEND_POOLED_LANGUAGES = {"gvisor": ("python",), "uml": ("python", "sh", "bash")}
 # A uml entry's guest boots with the default memory cap (execution.c's pool_memory_bytes): a
 # payload asking for more runs cold only.
 UML_POOL_MEMORY = 256 << 20

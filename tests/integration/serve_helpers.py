@@ -600,11 +600,12 @@ class Server:
             assert time.monotonic() < deadline, f"{running} executions still running"
             time.sleep(0.05)
 
-    def wait_pool_ready(self, timeout=10 * SLOW):
-        """Waits until the warm pool has an idle entry, so that the next Python request (one at
-        a time) takes the pooled path."""
+    def wait_pool_ready(self, timeout=10 * SLOW, idle=1):
+        """Waits until the warm pools have idle entries (idle of them: one per pool of a server
+        with several, each of one entry), so that the next Python request (one at a time) takes
+        the pooled path."""
         deadline = time.monotonic() + timeout
-        while sample(self.metrics(), "sandboxd_pool_entries", state="idle") < 1:
+        while sample(self.metrics(), "sandboxd_pool_entries", state="idle") < idle:
             assert time.monotonic() < deadline, "the warm pool never had an idle entry"
             time.sleep(0.05)
 

@@ -106,6 +106,46 @@ def test_a_kernel_of_its_own_with_the_native_view_files_stdin_and_exit_code(run,
     assert guest["caps"] == host["caps"] == "00000000000000eb"  # the native root's six
 
 
+# What a shell program sees of itself: its arguments, files (a nested one, executable), stdin's
+# bytes, its ids, rlimits and security state, the workspace as it finds it, and two streams.
+SHELL_VIEW = """
+printf '%s|' "$0" "$#" "$@"; echo
+ls -lnR . | grep -v '^total'
+sha256sum dir/sub/data.bin; test -x dir/sub/data.bin && echo executable
+od -An -tx1 | tr -d ' \\n'; echo
+id; ulimit -a; umask
+grep -E '^(Seccomp|NoNewPrivs|CapEff|CapBnd)' /proc/self/status
+echo to stderr >&2
+exit 5
+"""
+
+
+@pytest.mark.parametrize("language", ["sh", "bash"])
+def test_an_exec_entry_runs_a_shell_program_as_a_cold_guest_does(run, language, tmp_path):
+    """A language without a loader (sh, bash) pooled on uml: a booted guest whose init waits,
+    then writes the execution's files and starts the program itself (guest/uml_init.c's exec
+    mode). Whatever the program can see is a cold guest's."""
+    data = tmp_path / "data.bin"
+    data.write_bytes(bytes(range(256)) * 16)
+    data.chmod(0o755)
+    stdin = b"\x00in\r\n\xff"
+    flags = ("--file", f"{data}:dir/sub/data.bin")
+    cold = run(SHELL_VIEW, language, *UML, *flags, stdin=stdin, args=("a", "b c"))
+    warm = run(SHELL_VIEW, language, *UML, "--pooled", *flags, stdin=stdin, args=("a", "b c"))
+    cold.expect("exit_nonzero")
+    warm.expect("exit_nonzero")
+    assert (cold["pooled"], warm["pooled"]) == (False, True)
+    assert warm["exit_code"] == cold["exit_code"] == 5
+    # (ls -n's dates are each run's own: the lines are compared without them.)
+    def undated(text):
+        return [" ".join(line.split()[:5] + line.split()[8:]) if line.startswith(("-", "d"))
+                else line for line in text.splitlines()]
+    assert undated(warm["stdout"]) == undated(cold["stdout"]), (warm["stdout"], cold["stdout"])
+    assert warm["stderr"] == cold["stderr"] == "to stderr\n"
+    assert "main.sh|2|a|b c|" in warm["stdout"] and "executable\n" in warm["stdout"]
+    assert "00696e0d0aff" in warm["stdout"] and "Seccomp:\t2" in warm["stdout"]
+
+
 @BOOTS_EVERY_CAP
 def test_memory_pids_and_disk_caps_are_the_guest_kernels_with_its_evidence(run, uml):
     # Pooled, the guest booted with the pool's memory (256 MiB) and disk: the take lowers the
@@ -255,7 +295,8 @@ def test_the_kernel_is_a_native_sandboxs_program_without_capabilities():
 def test_what_it_cannot_run_yet_is_refused(cli):
     compiled = cli("run", *UML, "--lang", "c", "-c", "int main(void) { return 0; }")
     assert compiled.returncode == 64 and b"no compile stage" in compiled.stderr
-    pooled = cli("run", *UML, "--pooled", "--lang", "bash", "-c", "echo 1")
+    # JavaScript's loader takes its execution on a socket only: no uml pool for it.
+    pooled = cli("run", *UML, "--pooled", "--lang", "javascript", "-c", "1")
     assert pooled.returncode == 64 and b"language on its backend" in pooled.stderr, pooled.stderr
     unknown = cli("run", "--backend", "nope", "-c", "print(1)")
     assert unknown.returncode == 64 and b"known: native, gvisor, uml" in unknown.stderr
@@ -292,11 +333,15 @@ def test_a_tier_selects_it_over_http_and_streams_its_output():
 
 def test_a_uml_pool_serves_uml_requests_that_fit_its_guest():
     # Its guests boot with the RAM of 512 MiB of memory cap (the pool's memory_mb: its key).
-    tiers = {"both": {"languages": "python", "backends": "native, uml", "max_memory_mb": 1024}}
-    pools = {"python": {"min_idle": 0},
-             "python.uml": {"min_idle": 1, "max_idle": 1, "memory_mb": 512}}
+    tiers = {"both": {"languages": "python, sh", "backends": "native, uml",
+                      "max_memory_mb": 1024}}
+    pools = {"python": {"min_idle": 0}, "sh": {"min_idle": 0},
+             "python.uml": {"min_idle": 1, "max_idle": 1, "memory_mb": 512},
+             "sh.uml": {"min_idle": 1, "max_idle": 1}}
     with running_server(tiers=tiers, tenants={"acme": "both"}, pools=pools) as srv:
-        srv.wait_pool_ready()
+        # (Each uml pool's entry idle: Python's is taken by each request below, sh's by the
+        # last.)
+        srv.wait_pool_ready(idle=2)
         body = {"language": "python", "backend": "uml", "stdin": "ab",
                 "code": "import os, sys\nprint(sys.stdin.read() * 2, os.uname().release)"}
         warm = expect_json(srv.post_execution(body))
@@ -311,21 +356,27 @@ def test_a_uml_pool_serves_uml_requests_that_fit_its_guest():
         assert warm["evidence"]["guest"]["cpu_usage_us"] < 400000, warm
         # A native request never takes a uml entry; a uml request up to the guests' memory
         # does, and one for more runs cold.
-        srv.wait_pool_ready()
+        srv.wait_pool_ready(idle=2)
         native = expect_json(srv.post_execution(dict(body, backend="native")))
         assert native["backend"] == "native" and native["pooled"] is False
-        srv.wait_pool_ready()
+        srv.wait_pool_ready(idle=2)
         fits = expect_json(srv.post_execution(dict(body, limits={"memory_mb": 512})))
         assert (fits["status"], fits["pooled"], fits["limits"]["memory_mb"]) == ("ok", True, 512)
-        srv.wait_pool_ready()
+        srv.wait_pool_ready(idle=2)
         bigger = expect_json(srv.post_execution(dict(body, limits={"memory_mb": 1024})))
         assert (bigger["status"], bigger["backend"], bigger["pooled"]) == ("ok", "uml", False)
         assert bigger["limits"]["memory_mb"] == 1024
         # More than the console should carry on the program's clock (256 KiB) runs cold too.
-        srv.wait_pool_ready()
+        srv.wait_pool_ready(idle=2)
         heavy = expect_json(srv.post_execution(dict(body, stdin="x" * (300 << 10))))
         assert (heavy["status"], heavy["pooled"]) == ("ok", False), heavy["status"]
         assert heavy["stdout"].startswith("x" * 1000)
-        srv.wait_pool_ready()
+        srv.wait_pool_ready(idle=2)
         again = expect_json(srv.post_execution(body))
         assert again["pooled"] is True and again["stdout"] == warm["stdout"]
+        # sh's pool: exec entries, whose init starts the program itself.
+        shell = {"language": "sh", "backend": "uml", "stdin": "ab",
+                 "code": "read line; echo \"$line$line\" $(uname -r)"}
+        warm_sh = expect_json(srv.post_execution(shell))
+        assert (warm_sh["status"], warm_sh["pooled"]) == ("ok", True), warm_sh
+        assert warm_sh["stdout"] == f"abab {release}\n", warm_sh

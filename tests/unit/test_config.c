@@ -290,7 +290,12 @@ static void test_pools(void **state)
         assert_int_equal(config.pools[1].memory_mb, 512);
         assert_int_equal(config.pools[0].memory_mb, 0);
         sbx_config_free(&config);
-        assert_load_error("[pool.bash.uml]\n", "t:1: [pool.bash.uml]: no warm pool exists");
+        /* Its exec entries: the languages without a loader (bash, sh), not JavaScript's. */
+        load_ok("[pool.bash.uml]\nmin_idle = 1\n", &config);
+        assert_string_equal(config.pools[1].language, "bash");
+        sbx_config_free(&config);
+        assert_load_error("[pool.javascript.uml]\n",
+                          "t:1: [pool.javascript.uml]: no warm pool exists");
         assert_load_error("[pool.python]\nmemory_mb = 512\n",
                           "t:2: [pool.python] memory_mb: only a uml pool's entries");
         assert_load_error("[pool.python.gvisor]\nmemory_mb = 512\n",

@@ -47,7 +47,11 @@
  * the cgroup's, and the UML process's rlimits (its stubs forked already keep the boot's loose
  * ones: bound by the cgroup); the program's are the guest's, which its loader sets.
  *
- * Not yet: exec entries, sessions, compile stages, read-only files (create refuses them). */
+ * An exec entry (spec.exec_on_acquire: a language without a loader, sh's and bash's) is the same
+ * with nothing started in the guest: its init reads the execution itself, writes the files and
+ * starts the program as a cold guest would (guest/uml_init.c's exec mode).
+ *
+ * Not yet: sessions, compile stages, read-only files (create refuses them). */
 #define _GNU_SOURCE
 #include "sandbox/uml/uml.h"
 
@@ -109,6 +113,7 @@ struct sbx_sandbox {
          * before its acquire (sbx_pool_entry_execute). */
         const struct sbx_spec *spec;
         bool pool;              /* spec.agent: a warm entry, whose guest waits for its take */
+        bool exec;              /* spec.exec_on_acquire: its init starts the program itself */
         struct sbx_spec kernel; /* the native sandbox's: linux.uml */
         struct sbx_sandbox *native;
         const char *argv[20];
@@ -177,7 +182,8 @@ static int make_job(struct sbx_sandbox *sandbox, struct sbx_error *err)
             job_add_caps(job, size, limits, err) < 0 ||
             job_add(job, size, err, "disk %" PRIu64, limits->disk_bytes) < 0 ||
             job_add(job, size, err, "stdin %d", spec->stdin_size > 0) < 0 ||
-            job_add(job, size, err, "pool %d", sandbox->pool) < 0)
+            job_add(job, size, err, "pool %d", sandbox->pool) < 0 ||
+            job_add(job, size, err, "exec %d", sandbox->exec) < 0)
                 return -1;
         /* The native plan's rlimits, which the guest's init sets for the program. */
         struct rlimit_setting rlimits[RLIMIT_PLAN_MAX];
@@ -198,13 +204,15 @@ static int make_job(struct sbx_sandbox *sandbox, struct sbx_error *err)
                 argc++;
         while (spec->envp[envc] != NULL)
                 envc++;
-        /* A loader takes its execution on stdin (sandbox/agent.h, guest/python_loader.py). */
-        if (job_add(job, size, err, "argv %zu", argc + sandbox->pool) < 0)
+        /* A loader takes its execution on stdin (sandbox/agent.h, guest/python_loader.py). An
+         * exec entry's argv is the execution's: init only preloads this one's program. */
+        bool loader = sandbox->pool && !sandbox->exec;
+        if (job_add(job, size, err, "argv %zu", argc + loader) < 0)
                 return -1;
         for (size_t i = 0; i < argc; i++)
                 if (job_add(job, size, err, "%s", spec->argv[i]) < 0)
                         return -1;
-        if (sandbox->pool && job_add(job, size, err, "stdio") < 0)
+        if (loader && job_add(job, size, err, "stdio") < 0)
                 return -1;
         if (job_add(job, size, err, "env %zu", envc) < 0)
                 return -1;
@@ -323,11 +331,10 @@ static const char *const kernel_environment[] = {"PATH=/usr/bin:/bin", "TMPDIR=/
 
 static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
 {
-        if (spec->session || spec->exec_on_acquire || spec->artifact_fd > 0 ||
+        if (spec->session || (spec->exec_on_acquire && !spec->agent) || spec->artifact_fd > 0 ||
             spec->template_fd > 0)
                 return sbx_error_set(err, EOPNOTSUPP,
-                                     "the uml backend has no exec entries, sessions or compile "
-                                     "stage yet");
+                                     "the uml backend has no sessions or compile stage yet");
         for (size_t i = 0; i < spec->n_files; i++)
                 if (spec->files[i].read_only)
                         return sbx_error_set(err, EOPNOTSUPP,
@@ -365,6 +372,7 @@ static int uml_create(const struct sbx_spec *spec, struct sbx_sandbox **out, str
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
         sandbox->spec = spec;
         sandbox->pool = spec->agent;
+        sandbox->exec = spec->agent && spec->exec_on_acquire;
         sandbox->guest_memory_bytes = spec->limits.memory_bytes;
         sandbox->guest_disk_bytes = spec->limits.disk_bytes;
         sandbox->report_fd = sandbox->pool ? -1 : memfd_create("sandboxd-uml-report", MFD_CLOEXEC);
@@ -402,7 +410,8 @@ static int uml_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
 }
 
 /* What console 4 carries (guest/uml_init.c documents it): the take, whose header says the
- * request's caps and how many bytes follow it, the loader's execution, and the program's stdin. */
+ * request's caps and how many bytes follow it, the execution (the loader's, or an exec entry's
+ * init's), and the program's stdin. */
 static int make_input(struct sbx_sandbox *sandbox, const struct sbx_spec *request,
                       struct sbx_error *err)
 {
