@@ -28,11 +28,14 @@
  * reads them (struct feed): its execution (sandbox/agent.h) and the program's stdin. The wall
  * clock and the CPU time reported start at the take; then 4.
  *
- * Exec mode (also "exec 1": a generic warm entry, a language without a loader): init starts
- * nothing at boot; it says "R" once set up and waits for the take as in pool mode. The execution
- * after the take is init's own to read (read_execution): its files are written into the
- * workspace, its argv, environment and rlimits replace the job's, and the program starts as in
- * 3., its stdin the rest of console 4's input. The clocks start at the program's start.
+ * Exec mode (also "exec 1": a generic warm entry, a language without a loader): the keeper and
+ * the program start at boot as in 3., and the program stops short of its exec, every step done
+ * but its rlimits (none until then), its filter and the exec itself; it says "R" as a loader
+ * does (start_execution). The execution after the take is init's to read (read_execution): it
+ * writes the files into the workspace, then hands the header on a pipe of its own to the
+ * program, which takes its argv, environment and rlimits from it and execs; its stdin is the rest
+ * of console 4's input. (A fork, a user namespace and the program's view cost ~40 ms of UML's
+ * time: not the request's.)
  *
  * The program cannot forge the report or lift its caps: it is not the guest's root (PROGRAM_UID
  * owns nothing of init's: not the cgroup files, not /proc/sys, not init's or its keeper's
@@ -121,6 +124,14 @@ struct job {
 };
 
 static int report_fd = -1;
+/* Exec mode: the read end of the pipe on which the program, ready at its exec, receives its
+ * execution's header from init (start_execution); -1 otherwise. */
+static int execution_fd = -1;
+/* The guest's fs.nr_open, read at boot: the most RLIMIT_NOFILE any kernel takes (uml.c's
+ * UML_GUEST_NR_OPEN, its boot argument); the program's view has no /proc/sys. */
+static uint64_t nr_open;
+/* False in init's children: their failures are the program's (exit 126), not the guest's. */
+static bool in_init = true;
 
 static uint64_t read_number(const char *path);
 
@@ -145,6 +156,10 @@ __attribute__((format(printf, 1, 2))) static _Noreturn void fail(const char *for
                 n = 0;
         if ((size_t)n > sizeof line - 1)
                 n = sizeof line - 1;
+        if (!in_init) {
+                dprintf(2, "sandboxd: uml guest: %.*s\n", n, line);
+                _exit(126);
+        }
         if (report_fd >= 0)
                 dprintf(report_fd, "sandboxd-uml-failed %.*s\n", n, line);
         power_off();
@@ -319,6 +334,18 @@ static void read_exactly(int fd, void *data, size_t size, const char *what)
         }
 }
 
+static void write_all(int fd, const void *data, size_t size, const char *what)
+{
+        for (size_t done = 0; done < size;) {
+                ssize_t n = write(fd, (const char *)data + done, size - done);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        fail("write %s: %s", what, strerror(errno));
+                done += (size_t)n;
+        }
+}
+
 /* Pool mode: the take, on console 4 once init said "R" (uml.c's make_input): a u32
  * little-endian length, then NUL-terminated strings, "sandboxd-uml-take 1" and every one of the
  * request's memory, pids, cpu_quota_us, cpu_period_us, wall_ms, and input (how many bytes follow:
@@ -390,27 +417,22 @@ static void make_parents(char *path)
         }
 }
 
-/* Exec mode: the execution after the take (sandbox/agent.h, on its stdin channel): the files'
- * bytes follow its header, each written into the workspace as it comes, owned by the program's
- * uid; its argv, environment and rlimits (the plan at the header's end) replace the job's.
- * Returns the bytes of console 4 it took. */
-static uint64_t read_execution(int fd, struct job *job)
+/* An execution's files, as its header lists them (parse_execution). */
+struct request_file {
+        char *path;
+        uint64_t size;
+        bool executable;
+};
+
+/* Parses an execution's header (sandbox/agent.h, on its stdin channel; size bytes, its last
+ * field's NUL not sent, so header has a byte more): its argv, environment and rlimits (the plan
+ * at its end) replace the job's, pointing into header; files (MAX_FILES of room, or NULL) gets
+ * the files that follow it. Returns their count. Init parses it, then the waiting program the
+ * same bytes (start_execution). */
+static uint64_t parse_execution(char *header, uint32_t size, struct job *job,
+                                struct request_file *files)
 {
-        static char header[MAX_JOB_BYTES + 1];
-        static struct {
-                char *path;
-                uint64_t size;
-                bool executable;
-        } files[MAX_FILES];
-        static char buffer[65536];
-        uint8_t prefix[4];
-        read_exactly(fd, prefix, sizeof prefix, "the execution's length");
-        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
-                        (uint32_t)prefix[3] << 24;
-        if (size == 0 || size > MAX_JOB_BYTES)
-                fail("the execution's length is %" PRIu32, size);
-        read_exactly(fd, header, size, "the execution");
-        header[size] = '\0'; /* its last field's NUL is not sent */
+        header[size] = '\0';
         char *at = header, *end = header + size + 1;
         char **lists[] = {job->argv, job->env};
         const char *names[] = {"argv", "environment"};
@@ -427,15 +449,15 @@ static uint64_t read_execution(int fd, struct job *job)
         uint64_t n_files = next_number(&at, end, "file count");
         if (n_files > MAX_FILES)
                 fail("the execution has %" PRIu64 " files", n_files);
-        uint64_t taken = sizeof prefix + size;
         for (uint64_t i = 0; i < n_files; i++) {
-                files[i].path = next_field(&at, end, "file's path");
-                files[i].size = next_number(&at, end, "file's size");
+                struct request_file file = {.path = next_field(&at, end, "file's path"),
+                                            .size = next_number(&at, end, "file's size")};
                 const char *flags = next_field(&at, end, "file's flags");
                 if (strchr(flags, 'r') != NULL) /* uml.c refuses them */
                         fail("a read-only file came");
-                files[i].executable = strchr(flags, 'x') != NULL;
-                taken += files[i].size;
+                file.executable = strchr(flags, 'x') != NULL;
+                if (files != NULL)
+                        files[i] = file;
         }
         (void)next_field(&at, end, "program file");
         uint64_t n_limits = next_number(&at, end, "limit count");
@@ -449,19 +471,35 @@ static uint64_t read_execution(int fd, struct job *job)
                 job->rlimits[i].resource = (int)next_number(&at, end, "rlimit's resource");
                 job->rlimits[i].value.rlim_cur = next_number(&at, end, "rlimit's soft value");
                 job->rlimits[i].value.rlim_max = next_number(&at, end, "rlimit's hard value");
-                /* No kernel takes an unlimited RLIMIT_NOFILE: the guest's fs.nr_open is the most
-                 * (uml.c's UML_GUEST_NR_OPEN, its boot argument). */
-                if (job->rlimits[i].resource == RLIMIT_NOFILE) {
+                if (job->rlimits[i].resource == RLIMIT_NOFILE) { /* none is unlimited */
                         struct rlimit *value = &job->rlimits[i].value;
-                        uint64_t nr_open = read_number("/proc/sys/fs/nr_open");
-                        if (value->rlim_cur > nr_open)
-                                value->rlim_cur = nr_open;
-                        if (value->rlim_max > nr_open)
-                                value->rlim_max = nr_open;
+                        value->rlim_cur = value->rlim_cur < nr_open ? value->rlim_cur : nr_open;
+                        value->rlim_max = value->rlim_max < nr_open ? value->rlim_max : nr_open;
                 }
         }
         if (at != end)
                 fail("the execution's header has more than it says");
+        return n_files;
+}
+
+/* Exec mode: the execution after the take, on console 4 (fd): its header, whose copy goes to
+ * the program waiting at its exec (program_fd, then closed), and the files' bytes, each written
+ * into the workspace as it comes, owned by the program's uid. Returns the bytes of console 4 it
+ * took. */
+static uint64_t read_execution(int fd, struct job *job, int program_fd)
+{
+        static char header[MAX_JOB_BYTES + 1];
+        static struct request_file files[MAX_FILES];
+        static char buffer[65536];
+        uint8_t prefix[4];
+        read_exactly(fd, prefix, sizeof prefix, "the execution's length");
+        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
+                        (uint32_t)prefix[3] << 24;
+        if (size == 0 || size > MAX_JOB_BYTES)
+                fail("the execution's length is %" PRIu32, size);
+        read_exactly(fd, header, size, "the execution");
+        uint64_t n_files = parse_execution(header, size, job, files);
+        uint64_t taken = sizeof prefix + size;
         for (uint64_t i = 0; i < n_files; i++) {
                 char path[PATH_MAX];
                 make_parents(files[i].path);
@@ -475,18 +513,16 @@ static uint64_t read_execution(int fd, struct job *job)
                 for (uint64_t left = files[i].size; left > 0;) {
                         size_t n = left < sizeof buffer ? (size_t)left : sizeof buffer;
                         read_exactly(fd, buffer, n, "a request file");
-                        for (size_t done = 0; done < n;) {
-                                ssize_t w = write(out, buffer + done, n - done);
-                                if (w < 0 && errno == EINTR)
-                                        continue;
-                                if (w < 0)
-                                        fail("write %s: %s", path, strerror(errno));
-                                done += (size_t)w;
-                        }
+                        write_all(out, buffer, n, path);
                         left -= n;
                 }
                 close(out);
+                taken += files[i].size;
         }
+        /* The files are there before the program may look (the header's copy is its go). */
+        write_all(program_fd, prefix, sizeof prefix, "the program's execution");
+        write_all(program_fd, header, size, "the program's execution");
+        close(program_fd);
         return taken;
 }
 
@@ -675,19 +711,47 @@ static void keep_capabilities(void)
                 die("capset");
 }
 
-/* The program (pid 2 of its namespace): a user namespace of its own whose uid 0 is
- * PROGRAM_UID (its keeper writes the map: go_fd), the native plan's rlimits, the native root's
- * capabilities over that namespace only, no_new_privs, the native backend's seccomp filter, and
- * exec. */
-static _Noreturn void run_program(const struct job *job, const int stdio[3], int ready_fd,
-                                  int go_fd)
+/* Exec mode: the program, set up but for its filter, says "R" on its stdout (init reads it
+ * before any of the program's output) and waits for its execution's header (read_execution):
+ * its argv, environment and rlimits, which only lower the boot's unlimited ones. */
+static void start_execution(struct job *job)
 {
-        setsid();
-        /* While still the guest's root: a hard limit above the inherited one (the guest's
-         * RLIMIT_SIGPENDING follows its small RAM) needs CAP_SYS_RESOURCE there. */
+        static char header[MAX_JOB_BYTES + 1];
+        uint8_t prefix[4];
+        if (write(1, "R", 1) != 1)
+                die("say ready");
+        read_exactly(execution_fd, prefix, sizeof prefix, "the execution's length");
+        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
+                        (uint32_t)prefix[3] << 24;
+        if (size == 0 || size > MAX_JOB_BYTES)
+                fail("the execution's length is %" PRIu32, size);
+        read_exactly(execution_fd, header, size, "the execution");
+        close(execution_fd);
+        parse_execution(header, size, job, NULL);
         for (size_t i = 0; i < job->n_rlimits; i++)
                 if (setrlimit(job->rlimits[i].resource, &job->rlimits[i].value) < 0)
                         die("setrlimit");
+}
+
+/* The program (pid 2 of its namespace): a user namespace of its own whose uid 0 is
+ * PROGRAM_UID (its keeper writes the map: go_fd), the native plan's rlimits, the native root's
+ * capabilities over that namespace only, no_new_privs, the native backend's seccomp filter, and
+ * exec. In exec mode, all of it but the rlimits, the filter and the exec before the take. */
+static _Noreturn void run_program(struct job *job, const int stdio[3], int ready_fd, int go_fd)
+{
+        setsid();
+        /* While still the guest's root: a hard limit above the inherited one (the guest's
+         * RLIMIT_SIGPENDING follows its small RAM) needs CAP_SYS_RESOURCE there. An exec entry's
+         * program sets its execution's after the take, in its own user namespace, where it can
+         * only lower them: from none. */
+        for (size_t i = 0; i < job->n_rlimits; i++) {
+                struct rlimit none = {RLIM_INFINITY, RLIM_INFINITY};
+                if (job->rlimits[i].resource == RLIMIT_NOFILE)
+                        none = (struct rlimit){nr_open, nr_open};
+                if (setrlimit(job->rlimits[i].resource,
+                              job->exec ? &none : &job->rlimits[i].value) < 0)
+                        die("setrlimit");
+        }
         if (unshare(CLONE_NEWUSER) < 0)
                 die("unshare the user namespace");
         char go;
@@ -711,6 +775,8 @@ static _Noreturn void run_program(const struct job *job, const int stdio[3], int
         sigset_t none;
         sigemptyset(&none);
         sigprocmask(SIG_SETMASK, &none, NULL);
+        if (job->exec)
+                start_execution(job);
         struct sock_fprog program = {.len = job->filter_len,
                                      .filter = (struct sock_filter *)job->filter};
         if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) < 0)
@@ -793,8 +859,9 @@ static void map_ids(pid_t program)
  * writes the program's wait status on status_fd. Its exit ends its pid namespace: whatever the
  * program left is killed with it. The program cannot signal or trace it: it is another user
  * (the guest's root), and hidden (hidepid). */
-static _Noreturn void run_keeper(const struct job *job, int status_fd, const int stdio[3])
+static _Noreturn void run_keeper(struct job *job, int status_fd, const int stdio[3])
 {
+        in_init = false;
         int procs = open(JOB_CGROUP "/cgroup.procs", O_WRONLY | O_CLOEXEC);
         if (procs < 0 || write(procs, "0", 1) != 1)
                 die("join the job's cgroup");
@@ -819,6 +886,8 @@ static _Noreturn void run_keeper(const struct job *job, int status_fd, const int
                 close(go[1]);
                 run_program(job, stdio, ready[1], go[0]);
         }
+        if (execution_fd >= 0)
+                close(execution_fd);
         for (int fd = 0; fd < 3; fd++)
                 close(stdio[fd]);
         close(ready[1]);
@@ -950,8 +1019,8 @@ static void await_take(int tty, int child_fd, pid_t keeper)
                         struct signalfd_siginfo info;
                         while (read(child_fd, &info, sizeof info) > 0)
                                 ;
-                        if (keeper > 0 && waitpid(keeper, NULL, WNOHANG) == keeper)
-                                fail("the pool's loader ended before its take");
+                        if (waitpid(keeper, NULL, WNOHANG) == keeper)
+                                fail("the pool's program ended before its take");
                 }
         }
 }
@@ -1032,16 +1101,16 @@ static bool relay(int from, int to)
 /* Starts the program's keeper (run_keeper) in new pid and mount namespaces with stdio as the
  * program's; inits are init's descriptors, closed in the keeper (with feed_to, the write end of
  * the program's stdin), and init closes its copies of the keeper's. */
-static pid_t start_keeper(const struct job *job, int inits[8], const int stdio[3], int status_fd,
+static pid_t start_keeper(struct job *job, int inits[9], const int stdio[3], int status_fd,
                           int feed_to)
 {
-        inits[7] = feed_to;
+        inits[8] = feed_to;
         pid_t keeper = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL,
                                       NULL, 0);
         if (keeper < 0)
                 fail("clone the program's keeper: %s", strerror(errno));
         if (keeper == 0) {
-                for (size_t i = 0; i < 8; i++)
+                for (size_t i = 0; i < 9; i++)
                         if (inits[i] >= 0)
                                 close(inits[i]);
                 for (int fd = 0; fd < 3; fd++) /* kept across the program's exec */
@@ -1078,6 +1147,7 @@ int main(void)
 
         static struct job job;
         read_job(&job);
+        nr_open = read_number("/proc/sys/fs/nr_open");
 
         /* The program's scratch: one tmpfs of the job's disk size, its /workspace, /tmp and
          * /dev/shm, owned by the uid its namespace maps to root. */
@@ -1135,27 +1205,38 @@ int main(void)
         int child_fd = signalfd(-1, &child, SFD_CLOEXEC | SFD_NONBLOCK);
         if (child_fd < 0)
                 fail("signalfd: %s", strerror(errno));
+        /* Exec mode: the pipe that carries the execution's header to the program. */
+        int execution_to = -1;
+        if (job.exec) {
+                int fds[2];
+                if (pipe2(fds, O_CLOEXEC) < 0)
+                        fail("pipe: %s", strerror(errno));
+                execution_fd = fds[0];
+                execution_to = fds[1];
+        }
         /* Nothing of init's goes with the keeper: its report channel least of all. */
-        int inits[] = {report_fd, child_fd, out_tty, err_tty, out[0], err[0], status[0], -1};
+        int inits[] = {report_fd, child_fd,  out_tty,      err_tty, out[0],
+                       err[0],    status[0], execution_to, -1};
         int stdio[3] = {stdin_fd, out[1], err[1]};
         uint64_t started = now_us();
-        pid_t keeper = job.exec ? -1 : start_keeper(&job, inits, stdio, status[1], feed.to);
+        pid_t keeper = start_keeper(&job, inits, stdio, status[1], feed.to);
+        if (execution_fd >= 0)
+                close(execution_fd);
 
         struct counters before = {0};
-        if (job.pool && !job.exec) {
-                /* The loader's "R" first on its stdout (guest/python_loader.py), then init's on
-                 * console 3: the host's native start returns, and the entry waits for its take,
-                 * from which on the program's caps and clock are the request's. */
+        if (job.pool) {
+                /* The program's "R" first on its stdout (a loader's, guest/python_loader.py, or
+                 * an exec entry's at its exec: start_execution), then init's on console 3: the
+                 * host's native start returns, and the entry waits for its take, from which on
+                 * the program's caps and clock are the request's. */
                 char ready = 0;
                 if (read(out[0], &ready, 1) != 1 || ready != 'R') {
                         char said[200] = "";
                         fcntl(err[0], F_SETFL, O_NONBLOCK);
                         ssize_t n = read(err[0], said, sizeof said - 1);
-                        fail("the pool's loader did not become ready: %.*s", n > 0 ? (int)n : 0,
+                        fail("the pool's program did not become ready: %.*s", n > 0 ? (int)n : 0,
                              said);
                 }
-        }
-        if (job.pool) {
                 feed.from = open("/dev/tty4", O_RDONLY | O_NOCTTY | O_CLOEXEC);
                 if (feed.from < 0)
                         fail("open /dev/tty4: %s", strerror(errno));
@@ -1165,19 +1246,18 @@ int main(void)
                 await_take(feed.from, child_fd, keeper);
                 read_take(feed.from, &job);
                 set_caps(&job);
-                uint64_t taken = job.exec ? read_execution(feed.from, &job) : 0;
+                before = read_counters();
+                started = now_us();
+                /* An exec entry's files are written here, as a loader writes them on its clock;
+                 * then its program execs. */
+                uint64_t taken = job.exec ? read_execution(feed.from, &job, execution_to) : 0;
                 if (taken > job.input)
                         fail("the execution is larger than the take's input");
-                before = read_counters();
                 feed.left = job.input - taken;
                 if (feed.left == 0)
                         feed_stop(&feed);
                 fcntl(feed.from, F_SETFL, O_NONBLOCK);
-                if (feed.to >= 0)
-                        fcntl(feed.to, F_SETFL, O_NONBLOCK);
-                started = now_us();
-                if (job.exec)
-                        keeper = start_keeper(&job, inits, stdio, status[1], feed.to);
+                fcntl(feed.to, F_SETFL, O_NONBLOCK);
         }
         fcntl(out[0], F_SETFL, O_NONBLOCK);
         fcntl(err[0], F_SETFL, O_NONBLOCK);
