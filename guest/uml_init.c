@@ -346,6 +346,20 @@ static void write_all(int fd, const void *data, size_t size, const char *what)
         }
 }
 
+/* A record of the host's (the take, an execution): a u32 little-endian length (1 to capacity),
+ * then that many bytes into data. Returns the length. */
+static uint32_t read_record(int fd, char *data, uint32_t capacity, const char *what)
+{
+        uint8_t prefix[4];
+        read_exactly(fd, prefix, sizeof prefix, what);
+        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
+                        (uint32_t)prefix[3] << 24;
+        if (size == 0 || size > capacity)
+                fail("%s's length is %" PRIu32, what, size);
+        read_exactly(fd, data, size, what);
+        return size;
+}
+
 /* Pool mode: the take, on console 4 once init said "R" (uml.c's make_input): a u32
  * little-endian length, then NUL-terminated strings, "sandboxd-uml-take 1" and every one of the
  * request's memory, pids, cpu_quota_us, cpu_period_us, wall_ms, and input (how many bytes follow:
@@ -353,13 +367,7 @@ static void write_all(int fd, const void *data, size_t size, const char *what)
 static void read_take(int fd, struct job *job)
 {
         static char data[MAX_TAKE_BYTES + 1];
-        uint8_t prefix[4];
-        read_exactly(fd, prefix, sizeof prefix, "the take's length");
-        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
-                        (uint32_t)prefix[3] << 24;
-        if (size == 0 || size > MAX_TAKE_BYTES)
-                fail("the take's length is %" PRIu32, size);
-        read_exactly(fd, data, size, "the take");
+        uint32_t size = read_record(fd, data, MAX_TAKE_BYTES, "the take");
         data[size] = '\0';
         if (data[size - 1] != '\0' || strcmp(data, "sandboxd-uml-take 1") != 0)
                 fail("the take's header is not sandboxd-uml-take 1");
@@ -491,15 +499,9 @@ static uint64_t read_execution(int fd, struct job *job, int program_fd)
         static char header[MAX_JOB_BYTES + 1];
         static struct request_file files[MAX_FILES];
         static char buffer[65536];
-        uint8_t prefix[4];
-        read_exactly(fd, prefix, sizeof prefix, "the execution's length");
-        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
-                        (uint32_t)prefix[3] << 24;
-        if (size == 0 || size > MAX_JOB_BYTES)
-                fail("the execution's length is %" PRIu32, size);
-        read_exactly(fd, header, size, "the execution");
+        uint32_t size = read_record(fd, header, MAX_JOB_BYTES, "the execution");
         uint64_t n_files = parse_execution(header, size, job, files);
-        uint64_t taken = sizeof prefix + size;
+        uint64_t taken = sizeof size + size;
         for (uint64_t i = 0; i < n_files; i++) {
                 char path[PATH_MAX];
                 make_parents(files[i].path);
@@ -519,8 +521,9 @@ static uint64_t read_execution(int fd, struct job *job, int program_fd)
                 close(out);
                 taken += files[i].size;
         }
-        /* The files are there before the program may look (the header's copy is its go). */
-        write_all(program_fd, prefix, sizeof prefix, "the program's execution");
+        /* The files are there before the program may look (the header's copy is its go): its
+         * length in host order first (a pipe of this guest's). */
+        write_all(program_fd, &size, sizeof size, "the program's execution");
         write_all(program_fd, header, size, "the program's execution");
         close(program_fd);
         return taken;
@@ -717,12 +720,10 @@ static void keep_capabilities(void)
 static void start_execution(struct job *job)
 {
         static char header[MAX_JOB_BYTES + 1];
-        uint8_t prefix[4];
+        uint32_t size = 0;
         if (write(1, "R", 1) != 1)
                 die("say ready");
-        read_exactly(execution_fd, prefix, sizeof prefix, "the execution's length");
-        uint32_t size = (uint32_t)prefix[0] | (uint32_t)prefix[1] << 8 | (uint32_t)prefix[2] << 16 |
-                        (uint32_t)prefix[3] << 24;
+        read_exactly(execution_fd, &size, sizeof size, "the execution's length");
         if (size == 0 || size > MAX_JOB_BYTES)
                 fail("the execution's length is %" PRIu32, size);
         read_exactly(execution_fd, header, size, "the execution");
