@@ -47,9 +47,10 @@
  * the cgroup's, and the UML process's rlimits (its stubs forked already keep the boot's loose
  * ones: bound by the cgroup); the program's are the guest's, which its loader sets.
  *
- * An exec entry (spec.exec_on_acquire: a language without a loader, sh's and bash's) is the same
- * with nothing started in the guest: its init reads the execution itself, writes the files and
- * starts the program as a cold guest would (guest/uml_init.c's exec mode).
+ * An exec entry (spec.exec_on_acquire: a language without a loader, sh's and bash's) is the same,
+ * but no loader runs in the guest: the program's process waits at its exec from the boot, and
+ * init reads the execution itself, writes the files and hands the program its header (argv,
+ * environment, rlimits: guest/uml_init.c's exec mode).
  *
  * Not yet: sessions, compile stages, read-only files (create refuses them). */
 #define _GNU_SOURCE
@@ -113,7 +114,7 @@ struct sbx_sandbox {
          * before its acquire (sbx_pool_entry_execute). */
         const struct sbx_spec *spec;
         bool pool;              /* spec.agent: a warm entry, whose guest waits for its take */
-        bool exec;              /* spec.exec_on_acquire: its init starts the program itself */
+        bool exec;              /* spec.exec_on_acquire: init reads the execution itself */
         struct sbx_spec kernel; /* the native sandbox's: linux.uml */
         struct sbx_sandbox *native;
         const char *argv[20];
