@@ -45,11 +45,9 @@
  *
  * The job: NUL-terminated strings. "sandboxd-uml-job 1", then "KEY VALUE" pairs (every one of
  * memory, pids, cpu_quota_us, cpu_period_us, wall_ms, disk, stdin 0|1, pool 0|1, exec 0|1; a
- * memory, pids
- * or CPU cap of 0 is none) and "rlimit RESOURCE SOFT
- * HARD" entries (the native plan's, in order), then "argv N" and N strings, then "env N" and N
- * strings. The seccomp filter: the BPF program
- * as an array of struct sock_filter (/workspace/.sbx-uml/seccomp).
+ * memory, pids or CPU cap of 0 is none) and "rlimit RESOURCE SOFT HARD" entries (the native
+ * plan's, in order), then "argv N" and N strings, then "env N" and N strings. The seccomp filter:
+ * the BPF program as an array of struct sock_filter (/workspace/.sbx-uml/seccomp).
  *
  * The report: "sandboxd-uml-report 1" and KEY=VALUE fields (uml.c reads them); on a failure of
  * init itself, "sandboxd-uml-failed WHY".
@@ -521,9 +519,11 @@ static uint64_t read_execution(int fd, struct job *job, int program_fd)
                 close(out);
                 taken += files[i].size;
         }
-        /* The files are there before the program may look (the header's copy is its go): its
-         * length in host order first (a pipe of this guest's). */
-        write_all(program_fd, &size, sizeof size, "the program's execution");
+        /* The files are there before the program may look: the header's record, as it came, is
+         * its go (start_execution). */
+        const uint8_t prefix[4] = {(uint8_t)size, (uint8_t)(size >> 8), (uint8_t)(size >> 16),
+                                   (uint8_t)(size >> 24)};
+        write_all(program_fd, prefix, sizeof prefix, "the program's execution");
         write_all(program_fd, header, size, "the program's execution");
         close(program_fd);
         return taken;
@@ -720,13 +720,9 @@ static void keep_capabilities(void)
 static void start_execution(struct job *job)
 {
         static char header[MAX_JOB_BYTES + 1];
-        uint32_t size = 0;
         if (write(1, "R", 1) != 1)
                 die("say ready");
-        read_exactly(execution_fd, &size, sizeof size, "the execution's length");
-        if (size == 0 || size > MAX_JOB_BYTES)
-                fail("the execution's length is %" PRIu32, size);
-        read_exactly(execution_fd, header, size, "the execution");
+        uint32_t size = read_record(execution_fd, header, MAX_JOB_BYTES, "the execution");
         close(execution_fd);
         parse_execution(header, size, job, NULL);
         for (size_t i = 0; i < job->n_rlimits; i++)
@@ -1100,18 +1096,17 @@ static bool relay(int from, int to)
 }
 
 /* Starts the program's keeper (run_keeper) in new pid and mount namespaces with stdio as the
- * program's; inits are init's descriptors, closed in the keeper (with feed_to, the write end of
- * the program's stdin), and init closes its copies of the keeper's. */
-static pid_t start_keeper(struct job *job, int inits[9], const int stdio[3], int status_fd,
-                          int feed_to)
+ * program's; inits are init's n_inits descriptors (-1: none), closed in the keeper, and init
+ * closes its copies of the keeper's. */
+static pid_t start_keeper(struct job *job, const int *inits, size_t n_inits, const int stdio[3],
+                          int status_fd)
 {
-        inits[8] = feed_to;
         pid_t keeper = (pid_t)syscall(SYS_clone, CLONE_NEWPID | CLONE_NEWNS | SIGCHLD, NULL, NULL,
                                       NULL, 0);
         if (keeper < 0)
                 fail("clone the program's keeper: %s", strerror(errno));
         if (keeper == 0) {
-                for (size_t i = 0; i < 9; i++)
+                for (size_t i = 0; i < n_inits; i++)
                         if (inits[i] >= 0)
                                 close(inits[i]);
                 for (int fd = 0; fd < 3; fd++) /* kept across the program's exec */
@@ -1166,7 +1161,8 @@ int main(void)
                     chown(dirs[i].path, PROGRAM_UID, PROGRAM_UID) < 0)
                         fail("make %s: %s", dirs[i].path, strerror(errno));
         copy_tree(STAGING "/files", SCRATCH "/workspace");
-        /* A loader's stdin is init's to feed (struct feed); a program's is the staged file. */
+        /* A pool entry's program's stdin (a loader's, an exec entry's) is init's to feed (struct
+         * feed); a cold program's is the staged file. */
         static struct feed feed = {.from = -1, .to = -1};
         int stdin_fd = -1;
         if (job.pool) {
@@ -1216,11 +1212,11 @@ int main(void)
                 execution_to = fds[1];
         }
         /* Nothing of init's goes with the keeper: its report channel least of all. */
-        int inits[] = {report_fd, child_fd,  out_tty,      err_tty, out[0],
-                       err[0],    status[0], execution_to, -1};
+        const int inits[] = {report_fd, child_fd,  out_tty,      err_tty, out[0],
+                             err[0],    status[0], execution_to, feed.to};
         int stdio[3] = {stdin_fd, out[1], err[1]};
         uint64_t started = now_us();
-        pid_t keeper = start_keeper(&job, inits, stdio, status[1], feed.to);
+        pid_t keeper = start_keeper(&job, inits, sizeof inits / sizeof inits[0], stdio, status[1]);
         if (execution_fd >= 0)
                 close(execution_fd);
 

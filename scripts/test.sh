@@ -139,7 +139,8 @@ stage integration-asan-alone "integration-asan-alone:$integration_asan_alone_xml
         env SANDBOXD="$PWD/$ASAN_BUILD/sandboxd" SANDBOXD_SANITIZED=1 \
         $PYTEST -m alone --junit-xml "$integration_asan_alone_xml" tests/integration
 # Three payloads at once: they wait on deadlines, guests' boots and runsc more than they compute
-# (two kept these two CPUs ~60% busy); 232 s instead of ~290, every bound met.
+# (two kept these two CPUs ~60% busy): 237 and 275 s in two runs of make test, 311 s at two in
+# one before (with slower payloads since fixed), every bound met.
 stage hostile "hostile:$hostile_json" \
         /usr/bin/python3 tests/hostile/harness.py --sandboxd "$PWD/$BUILD/sandboxd" -j 3 \
         --report "$hostile_json"
@@ -151,7 +152,7 @@ stage hostile "hostile:$hostile_json" \
 # and cgroup v2 in qemu, and UML's run of them cost 240 s of a 25-minute budget.
 # The fuzz harnesses beside it, built then run one at a time: the UML guest runs on one CPU, and
 # the fuzzers' results do not depend on time (47 s less than on two CPUs before the UML stage,
-# and the build's 42 s on one CPU are no longer before every stage).
+# and the harnesses' build, 42 to 54 s on one CPU, is no longer before every stage).
 fuzz() {
         ${NINJA:-ninja} -j 1 -C "$FUZZ_BUILD" fuzzers >"$BUILD/fuzz-build.log" 2>&1 || {
                 tail -n 30 "$BUILD/fuzz-build.log"

@@ -436,7 +436,6 @@ static int make_input(struct sbx_sandbox *sandbox, const struct sbx_spec *reques
         uint8_t prefix[4];
         for (int i = 0; i < 4; i++)
                 prefix[i] = (uint8_t)(take_size >> (8 * i));
-        sbx_buffer_free(&sandbox->input); /* (empty: one acquire per entry) */
         sbx_buffer_init(&sandbox->input,
                         sizeof(prefix) + take_size + execution.len + request->stdin_size);
         int rc = sbx_buffer_append(&sandbox->input, prefix, sizeof(prefix));
