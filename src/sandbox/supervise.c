@@ -58,6 +58,23 @@ static bool drain_stream(struct stream *stream, char *chunk)
         return !was_over && stream->buffer->overflow;
 }
 
+/* end_is_final: reads what the stream holds now, then closes it. Returns true when the cap was
+ * passed. Bounded in time: a writer the sandbox's end has not stopped yet must not hold the
+ * supervisor (its caller kills it next). */
+static bool drain_held(struct stream *stream, char *chunk)
+{
+        uint64_t until = sbx_now_us() + DRAIN_BOUND_US;
+        bool over = false;
+        while (stream->fd >= 0 && !over && sbx_now_us() < until) {
+                struct pollfd pfd = {.fd = stream->fd, .events = POLLIN};
+                if (poll(&pfd, 1, 0) <= 0 || pfd.revents == 0)
+                        break;
+                over = drain_stream(stream, chunk);
+        }
+        sbx_closep(&stream->fd);
+        return over;
+}
+
 /* Hands the kept bytes not yet handed out to on_output: all of them when forced, else once a
  * batch is due (see STREAM_BATCH_BYTES). */
 static void stream_output(struct stream *stream, uint64_t now, bool force)
@@ -183,8 +200,12 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                                 }
                         }
                 }
-                if (end_slot >= 0 && fds[end_slot].revents != 0)
+                if (end_slot >= 0 && fds[end_slot].revents != 0) {
                         exited = true;
+                        for (int i = 0; params->end_is_final && i < 2; i++)
+                                if (drain_held(&streams[i], chunk) && !killed)
+                                        run->output_limit = true;
+                }
                 if (cancel_slot >= 0 && fds[cancel_slot].revents != 0 && !killed && !exited) {
                         /* Not read here: the fd stays readable, and it is not polled again. */
                         run->canceled = true;

@@ -18,7 +18,11 @@ struct sbx_supervise {
         bool stdin_held;
         int stdout_fd; /* read ends of the program's stdout and stderr; closed here */
         int stderr_fd;
-        int end_fd;           /* readable (data or end of file) once the run is over */
+        int end_fd; /* readable (data or end of file) once the run is over */
+        /* Once end_fd is readable, what the pipes hold is the whole output: they are read until
+         * empty, not to end of file (runsc holds its copies of them through its own teardown:
+         * gvisor.c, the Wait call). */
+        bool end_is_final;
         uint64_t deadline_us; /* CLOCK_MONOTONIC (sbx_now_us) at which the sandbox is killed */
         size_t output_cap;    /* bytes kept per stream; one more ends the run */
         /* Kills every process of the sandbox; called at the deadline and at the output cap. */
@@ -32,7 +36,8 @@ struct sbx_supervise {
         void *output_ctx;
 };
 
-/* Runs the loop until end_fd is readable and both output pipes are at end of file. Fills
+/* Runs the loop until end_fd is readable and both output pipes are at end of file (or empty,
+ * with end_is_final). Fills
  * run->out, run->err (initialised here), run->wall_timeout, run->output_limit and
  * run->canceled; the caller fills the exit status. */
 int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err);

@@ -1,7 +1,8 @@
 /* The supervisor's streamed output (on_output): every kept byte handed out once, in order, and
  * nothing past the cap; and in batches, so that a program writing a byte at a time does not cost
- * an event per write. Its stdin: fed whole, then closed, or held open (stdin_held). A forked
- * child plays the program: it writes into pipes and exits. */
+ * an event per write. Its stdin: fed whole, then closed, or held open (stdin_held). With
+ * end_is_final, the output is what the pipes hold at the end, not what comes to end of file. A
+ * forked child plays the program: it writes into pipes and exits. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
@@ -214,6 +215,61 @@ static void test_stdin_ends_once_written_unless_held(void **state)
         expect_stdin_end(true, "held");
 }
 
+/* gVisor's Wait answer (end_is_final): the run is over once end_fd is readable, and its output
+ * is what the pipes hold then, however long another holder of their write ends (runsc) keeps
+ * them open. Here the child ends the run after writing more than a pipe holds, then keeps the
+ * pipes open for 10 s. */
+static void test_end_is_final_takes_what_the_pipes_hold(void **state)
+{
+        (void)state;
+        enum { OUT_BYTES = 200000 };
+        int out[2], errp[2], end[2];
+        if (fork_program(out, errp, end) == 0) {
+                static char data[OUT_BYTES];
+                memset(data, 'x', sizeof(data));
+                size_t done = 0;
+                while (done < sizeof(data)) {
+                        ssize_t w = write(out[1], data + done, sizeof(data) - done);
+                        if (w <= 0)
+                                _exit(1);
+                        done += (size_t)w;
+                }
+                if (write(errp[1], "err", 3) != 3 || write(end[1], "E", 1) != 1)
+                        _exit(1);
+                sleep(10);
+                _exit(0);
+        }
+        close(out[1]);
+        close(errp[1]);
+        close(end[1]);
+        uint64_t start = sbx_now_us();
+        struct sbx_supervise params = {
+                .stdin_fd = -1,
+                .stdout_fd = out[0],
+                .stderr_fd = errp[0],
+                .end_fd = end[0],
+                .end_is_final = true,
+                .deadline_us = start + 20 * 1000 * 1000,
+                .output_cap = 1 << 20,
+                .kill = kill_child,
+        };
+        struct sbx_run run = {0};
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_supervise(&params, &run, &err), 0);
+        uint64_t elapsed = sbx_now_us() - start;
+        kill(child, SIGKILL);
+        waitpid(child, NULL, 0);
+        close(end[0]);
+        assert_true(elapsed < 5 * 1000 * 1000);
+        assert_false(run.wall_timeout);
+        assert_false(run.output_limit);
+        assert_int_equal(run.out.len, OUT_BYTES);
+        assert_int_equal(run.err.len, 3);
+        assert_memory_equal(run.err.data, "err", 3);
+        sbx_buffer_free(&run.out);
+        sbx_buffer_free(&run.err);
+}
+
 int main(void)
 {
         signal(SIGPIPE, SIG_IGN); /* the killed writer's pipes */
@@ -222,6 +278,7 @@ int main(void)
                 cmocka_unit_test(test_slow_writes_are_batched_not_delayed),
                 cmocka_unit_test(test_nothing_past_the_cap),
                 cmocka_unit_test(test_stdin_ends_once_written_unless_held),
+                cmocka_unit_test(test_end_is_final_takes_what_the_pipes_hold),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,6 +22,10 @@
  * Pool mode (spec.agent): the loader's execution comes on its stdin and it says "R" on its stdout
  * first (sandbox/agent.h: runsc passes no other fd into its sandbox); start returns once it did.
  * acquire sets the request's limits on the cgroup, and the loader sets the rlimits it is sent.
+ * A pool entry's run ends at the sentry's answer to a Wait call (control.h), made once its loader
+ * is ready: the program's exit status then, its output what the pipes hold; runsc's own exit,
+ * ~20 ms later, and the sandbox's removal come after the answer (destroy). A cold run ends at
+ * runsc's exit: its control server is not there to call when runsc starts.
  * Not yet: exec entries, sessions and compile stages (create refuses them), read-only files. */
 #define _GNU_SOURCE
 #include "sandbox/gvisor/gvisor.h"
@@ -40,6 +44,7 @@
 #include <unistd.h>
 
 #include "sandbox/agent.h"
+#include "sandbox/gvisor/control.h"
 #include "sandbox/gvisor/spec.h"
 #include "sandbox/native/cgroup.h"
 #include "sandbox/native/native.h"
@@ -86,6 +91,10 @@ void sbx_gvisor_set_platform(const char *platform)
  * under ptrace, ~0.3 s alone, several seconds on a loaded machine. */
 #define GVISOR_LOADER_READY_TIMEOUT_MS 30000
 
+/* How long the Wait call's answer may take to arrive whole once its first byte is there: one
+ * write of the sentry's, so at once; the bound only keeps a broken one from holding the run. */
+#define GVISOR_WAIT_ANSWER_TIMEOUT_MS 1000
+
 struct sbx_sandbox {
         /* The created one until acquire, then the request's: a pool entry's spec is freed
          * before its acquire (sbx_pool_entry_execute), so nothing of it is read after start. */
@@ -95,6 +104,8 @@ struct sbx_sandbox {
         char dir[64]; /* GVISOR_RUN_DIR/<slot> */
         pid_t pid;    /* runsc run; 0 before start and once reaped */
         int pidfd;
+        int wait_fd; /* a pool entry's Wait call (control.h), or -1: the run ends at runsc's exit */
+        bool ended;  /* the Wait call's answer came: the sentry is ending everything itself */
         int stdin_fd, stdout_fd, stderr_fd; /* the supervisor's ends */
         /* A cold run's stdin: the files' bytes for the stage script (spec.h), then the
          * program's; NULL without files. */
@@ -212,7 +223,8 @@ static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
         sandbox->spec = spec;
         sandbox->agent = spec->agent;
-        sandbox->pidfd = sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
+        sandbox->pidfd = sandbox->wait_fd = -1;
+        sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
         struct sbx_limits host = host_limits(&spec->limits);
         if (cgroup_create(GVISOR_MAX_SLOTS, &sandbox->cgroup, err) < 0 ||
             cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0) {
@@ -281,6 +293,24 @@ static int wait_for_loader(int stdout_fd, struct sbx_error *err)
         return 0;
 }
 
+/* The id runsc knows the sandbox and its one container by. */
+static void container_id(const struct sbx_sandbox *sandbox, char *id, size_t size)
+{
+        snprintf(id, size, "sandboxd-%u", cgroup_slot(sandbox->cgroup));
+}
+
+/* A ready pool entry's Wait call. Without it (another runsc's protocol), the run ends at runsc's
+ * exit, as a cold run's: slower, and as right. */
+static void send_wait_call(struct sbx_sandbox *sandbox)
+{
+        char id[32];
+        container_id(sandbox, id, sizeof(id));
+        sandbox->wait_fd = gvisor_control_send_wait(id);
+        if (sandbox->wait_fd < 0)
+                sbx_debug("gvisor: %s: no Wait call (%s): the run ends at runsc's exit", id,
+                          strerror(errno));
+}
+
 static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         char root[sizeof(sandbox->dir) + 16];
@@ -290,7 +320,7 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         snprintf(platform, sizeof(platform), "--platform=%s", runsc_platform);
         snprintf(root, sizeof(root), "--root=%s/state", sandbox->dir);
         snprintf(bundle, sizeof(bundle), "--bundle=%s/bundle", sandbox->dir);
-        snprintf(id, sizeof(id), "sandboxd-%u", cgroup_slot(sandbox->cgroup));
+        container_id(sandbox, id, sizeof(id));
         /* --ignore-cgroups: without it runsc moves its sentry and gofer out of the slot's
          * cgroups into /<id> of every v1 hierarchy, and leaves those behind. */
         char *const argv[] = {"runsc", root, platform, "--network=none", "--ignore-cgroups", "run",
@@ -336,6 +366,8 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         sandbox->stdout_fd = take_fd(&out[0]);
         sandbox->stderr_fd = take_fd(&errs[0]);
         rc = sandbox->agent ? wait_for_loader(sandbox->stdout_fd, err) : 0;
+        if (rc == 0 && sandbox->agent)
+                send_wait_call(sandbox);
 out:
         for (int i = 0; i < 2; i++) {
                 sbx_closep(&in[i]);
@@ -370,14 +402,42 @@ static int gvisor_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
         return rc;
 }
 
+/* Once the sentry has answered the Wait call, the program and everything it started are over
+ * (the container's init has exited, and the sentry has sent SIGKILL to every other process in its
+ * pid namespace, as Linux does): what remains is runsc's own wind-down, which destroy ends.
+ * Killing it here would only wait, before the answer, for the cgroup to empty. */
 static int gvisor_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
+        if (sandbox->ended)
+                return 0;
         return cgroup_kill_all(sandbox->cgroup, err);
 }
 
 static int kill_callback(void *ctx, struct sbx_error *err)
 {
         return gvisor_kill(ctx, err);
+}
+
+/* The program's exit from a wait status: runsc's, or the sentry's for the container's init (the
+ * stage shell, which exits with 128 + N for a program killed by signal N, as runsc does). */
+static void read_status(int status, struct sbx_run *run)
+{
+        if (WIFSIGNALED(status)) { /* killed with its sandbox: deadline, output cap, OOM */
+                run->exited = false;
+                run->exit_code = -1;
+                run->signal = WTERMSIG(status);
+                return;
+        }
+        int code = WEXITSTATUS(status);
+        if (code > GVISOR_SIGNAL_EXIT_BASE && code < GVISOR_SIGNAL_EXIT_BASE + 65) {
+                run->exited = false;
+                run->exit_code = -1;
+                run->signal = code - GVISOR_SIGNAL_EXIT_BASE;
+                return;
+        }
+        run->exited = true;
+        run->exit_code = code;
+        run->signal = 0;
 }
 
 /* Reaps runsc and reads the program's exit from its status. */
@@ -391,22 +451,7 @@ static int reap(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_err
         if (got < 0)
                 return sbx_error_set(err, errno, "wait for runsc");
         sandbox->pid = 0;
-        if (WIFSIGNALED(status)) { /* killed with its sandbox: deadline, output cap, OOM */
-                run->exited = false;
-                run->exit_code = -1;
-                run->signal = WTERMSIG(status);
-                return 0;
-        }
-        int code = WEXITSTATUS(status);
-        if (code > GVISOR_SIGNAL_EXIT_BASE && code < GVISOR_SIGNAL_EXIT_BASE + 65) {
-                run->exited = false;
-                run->exit_code = -1;
-                run->signal = code - GVISOR_SIGNAL_EXIT_BASE;
-                return 0;
-        }
-        run->exited = true;
-        run->exit_code = code;
-        run->signal = 0;
+        read_status(status, run);
         return 0;
 }
 
@@ -438,7 +483,9 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                                                           : sandbox->spec->stdin_size,
                 .stdout_fd = sandbox->stdout_fd,
                 .stderr_fd = sandbox->stderr_fd,
-                .end_fd = sandbox->pidfd, /* readable once runsc has exited */
+                /* The Wait call's answer, else runsc's exit (readable once it has exited). */
+                .end_fd = sandbox->wait_fd >= 0 ? sandbox->wait_fd : sandbox->pidfd,
+                .end_is_final = sandbox->wait_fd >= 0,
                 .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
                 .output_cap = sandbox->spec->limits.output_bytes,
                 .kill = kill_callback,
@@ -451,12 +498,31 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
         int rc = sbx_supervise(&params, run, err);
         run->wall_us = sbx_now_us() - started;
-        /* runsc is gone when it ends the run; what it started too, unless killed half-way. */
         struct sbx_error ignored = {0};
-        if (rc < 0 || run->wall_timeout || run->output_limit || run->canceled)
-                (void)cgroup_kill_all(sandbox->cgroup, &ignored);
-        if (reap(sandbox, run, rc == 0 ? err : &ignored) < 0)
-                rc = -1;
+        int status = 0;
+        if (sandbox->wait_fd >= 0 && rc == 0 && !run->wall_timeout && !run->output_limit &&
+            !run->canceled &&
+            gvisor_control_read_wait(sandbox->wait_fd, GVISOR_WAIT_ANSWER_TIMEOUT_MS, &status) ==
+                    0) {
+                /* The sentry's answer: the program is over, and the sandbox with it (the
+                 * container's init has exited: the sentry ends every process it started, and
+                 * then itself). runsc winds down meanwhile; destroy, after the answer, kills
+                 * what is left of it and reaps it (killing it here would wait for the cgroup to
+                 * empty, ~8 ms, before the answer). */
+                read_status(status, run);
+                sandbox->ended = true;
+                sbx_debug("gvisor: sandboxd-%u: the run ended at the sentry's answer (status %#x)",
+                          cgroup_slot(sandbox->cgroup), (unsigned)status);
+        } else {
+                /* runsc is gone when it ends the run; what it started too, unless killed
+                 * half-way. Without the Wait call's answer (killed, OOM, another runsc's
+                 * protocol), the status is runsc's exit's. */
+                if (rc < 0 || run->wall_timeout || run->output_limit || run->canceled)
+                        (void)cgroup_kill_all(sandbox->cgroup, &ignored);
+                if (reap(sandbox, run, rc == 0 ? err : &ignored) < 0)
+                        rc = -1;
+        }
+        sbx_closep(&sandbox->wait_fd);
         if (rc == 0 && run->exited && run->exit_code != 0)
                 oom_ended_sandbox(sandbox, run);
         return rc;
@@ -497,6 +563,7 @@ static void gvisor_destroy(struct sbx_sandbox *sandbox)
                         ;
         }
         sbx_closep(&sandbox->pidfd);
+        sbx_closep(&sandbox->wait_fd);
         sbx_closep(&sandbox->stdin_fd);
         sbx_closep(&sandbox->stdout_fd);
         sbx_closep(&sandbox->stderr_fd);

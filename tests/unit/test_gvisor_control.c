@@ -1,0 +1,122 @@
+/* The gVisor backend's Wait call to runsc's control server (sandbox/gvisor/control.h), against a
+ * server made here that speaks as runsc 2022-12's does: an abstract stream socket named
+ * runsc-sandbox.ID, bound with the name's NUL counted (or not, as later Go releases bind it), the
+ * call one JSON object, the answer another. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "sandbox/gvisor/control.h"
+
+/* A listening control server for id; with_nul: the name's NUL is part of the address. */
+static int listen_as_runsc(const char *id, bool with_nul)
+{
+        struct sockaddr_un address = {.sun_family = AF_UNIX};
+        int n = snprintf(address.sun_path + 1, sizeof(address.sun_path) - 1, "runsc-sandbox.%s",
+                         id);
+        socklen_t length = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n +
+                                       (with_nul ? 1 : 0));
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *)&address, length), 0);
+        assert_int_equal(listen(fd, 4), 0);
+        return fd;
+}
+
+/* Accepts the call, checks it is the Wait call for id's container, and answers with answer (NULL:
+ * hangs up instead). */
+static void serve_one_call(int server, const char *id, const char *answer)
+{
+        int conn = accept4(server, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(conn >= 0);
+        char call[512];
+        ssize_t n = read(conn, call, sizeof(call));
+        assert_true(n > 0);
+        json_error_t error;
+        json_t *object = json_loadb(call, (size_t)n, 0, &error);
+        assert_non_null(object);
+        const char *method = NULL, *arg = NULL;
+        assert_int_equal(json_unpack(object, "{s:s,s:s}", "method", &method, "arg", &arg), 0);
+        assert_string_equal(method, "containerManager.Wait");
+        assert_string_equal(arg, id);
+        json_decref(object);
+        if (answer != NULL)
+                assert_int_equal(write(conn, answer, strlen(answer)), (ssize_t)strlen(answer));
+        close(conn);
+}
+
+static int call_and_answer(bool with_nul, const char *answer, int *status)
+{
+        char id[64];
+        snprintf(id, sizeof(id), "sandboxd-test-%d-%d", (int)getpid(), with_nul);
+        int server = listen_as_runsc(id, with_nul);
+        int fd = gvisor_control_send_wait(id);
+        assert_true(fd >= 0);
+        serve_one_call(server, id, answer);
+        int rc = gvisor_control_read_wait(fd, 1000, status);
+        close(fd);
+        close(server);
+        return rc;
+}
+
+static void test_the_answer_is_the_init_s_wait_status(void **state)
+{
+        (void)state;
+        int status = -1;
+        /* exit 3 is 0x300: what the sentry's ExitStatus() says. */
+        assert_int_equal(
+                call_and_answer(true, "{\"success\":true,\"err\":\"\",\"result\":768}", &status),
+                0);
+        assert_int_equal(status, 768);
+        status = -1;
+        assert_int_equal(
+                call_and_answer(false, "{\"success\":true,\"err\":\"\",\"result\":0}", &status), 0);
+        assert_int_equal(status, 0);
+}
+
+static void test_no_usable_answer_is_none(void **state)
+{
+        (void)state;
+        int status = 7;
+        assert_int_equal(call_and_answer(true,
+                                         "{\"success\":false,\"err\":\"no such container\","
+                                         "\"result\":0}",
+                                         &status),
+                         -1);
+        assert_int_equal(call_and_answer(true, NULL, &status), -1); /* hung up */
+        assert_int_equal(call_and_answer(true, "{\"success\":true,\"res", &status), -1); /* cut */
+        assert_int_equal(
+                call_and_answer(true, "{\"success\":true,\"err\":\"\",\"result\":-1}", &status),
+                -1);
+        assert_int_equal(status, 7);
+}
+
+static void test_no_server_is_no_call(void **state)
+{
+        (void)state;
+        errno = 0;
+        assert_int_equal(gvisor_control_send_wait("sandboxd-test-nobody-listens"), -1);
+        assert_int_equal(errno, ECONNREFUSED);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_the_answer_is_the_init_s_wait_status),
+                cmocka_unit_test(test_no_usable_answer_is_none),
+                cmocka_unit_test(test_no_server_is_no_call),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
