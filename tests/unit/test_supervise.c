@@ -10,6 +10,7 @@
 #include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -61,6 +62,34 @@ static pid_t fork_program(int out[2], int errp[2], int end[2])
         return child;
 }
 
+/* Runs the supervisor over the child fork_program made (the parent's ends of its pipes), with
+ * stdout and stderr handed to c when it is not NULL; returns how long that took. */
+static uint64_t supervise_child(int out[2], int errp[2], int end[2], bool end_is_final, size_t cap,
+                                struct collected *c, struct sbx_run *run)
+{
+        close(out[1]);
+        close(errp[1]);
+        close(end[1]);
+        uint64_t start = sbx_now_us();
+        struct sbx_supervise params = {
+                .stdin_fd = -1,
+                .stdout_fd = out[0],
+                .stderr_fd = errp[0],
+                .end_fd = end[0],
+                .end_is_final = end_is_final,
+                .deadline_us = start + 20 * 1000 * 1000,
+                .output_cap = cap,
+                .kill = kill_child,
+                .on_output = c != NULL ? collect : NULL,
+                .output_ctx = c,
+        };
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_supervise(&params, run, &err), 0);
+        uint64_t elapsed = sbx_now_us() - start;
+        close(end[0]);
+        return elapsed;
+}
+
 /* Runs the supervisor over a child that writes n single bytes to stdout, each its own write()
  * (pause_us apart), and "err" to stderr. */
 static void supervise_writer(size_t n, unsigned pause_us, size_t cap, struct collected *c,
@@ -79,25 +108,7 @@ static void supervise_writer(size_t n, unsigned pause_us, size_t cap, struct col
                         _exit(1);
                 _exit(0); /* end[1] closes: the run is over */
         }
-        close(out[1]);
-        close(errp[1]);
-        close(end[1]);
-        uint64_t start = sbx_now_us();
-        struct sbx_supervise params = {
-                .stdin_fd = -1,
-                .stdout_fd = out[0],
-                .stderr_fd = errp[0],
-                .end_fd = end[0],
-                .deadline_us = start + 20 * 1000 * 1000,
-                .output_cap = cap,
-                .kill = kill_child,
-                .on_output = collect,
-                .output_ctx = c,
-        };
-        struct sbx_error err = {0};
-        assert_int_equal(sbx_supervise(&params, run, &err), 0);
-        *elapsed_us = sbx_now_us() - start;
-        close(end[0]);
+        *elapsed_us = supervise_child(out, errp, end, false, cap, c, run);
         waitpid(child, NULL, 0);
 }
 
@@ -239,27 +250,10 @@ static void test_end_is_final_takes_what_the_pipes_hold(void **state)
                 sleep(10);
                 _exit(0);
         }
-        close(out[1]);
-        close(errp[1]);
-        close(end[1]);
-        uint64_t start = sbx_now_us();
-        struct sbx_supervise params = {
-                .stdin_fd = -1,
-                .stdout_fd = out[0],
-                .stderr_fd = errp[0],
-                .end_fd = end[0],
-                .end_is_final = true,
-                .deadline_us = start + 20 * 1000 * 1000,
-                .output_cap = 1 << 20,
-                .kill = kill_child,
-        };
         struct sbx_run run = {0};
-        struct sbx_error err = {0};
-        assert_int_equal(sbx_supervise(&params, &run, &err), 0);
-        uint64_t elapsed = sbx_now_us() - start;
+        uint64_t elapsed = supervise_child(out, errp, end, true, 1 << 20, NULL, &run);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
-        close(end[0]);
         assert_true(elapsed < 5 * 1000 * 1000);
         assert_false(run.wall_timeout);
         assert_false(run.output_limit);
