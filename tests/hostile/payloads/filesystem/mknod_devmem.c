@@ -34,6 +34,18 @@ static const struct {
         {"sda", S_IFBLK, 8, 0},   {"loop0", S_IFBLK, 7, 0},
 };
 
+/* Opens each device read-only (nothing read or written) and reports it as op. */
+static void open_each(const char *op, const char *const *devices, size_t n)
+{
+        for (size_t i = 0; i < n; i++) {
+                errno = 0;
+                int fd = open(devices[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+                report(op, devices[i], fd, errno);
+                if (fd >= 0)
+                        close(fd);
+        }
+}
+
 int main(void)
 {
         /* The writable places first (where a node could be created at all), then /dev itself. */
@@ -69,23 +81,12 @@ int main(void)
                 "/dev/sda", "/dev/nvme0n1",   "/dev/loop-control", "/dev/console", "/dev/tty0",
                 "/dev/kvm", "/dev/dri/card0", "/dev/vsock",
         };
-        for (size_t i = 0; i < sizeof(devices) / sizeof(devices[0]); i++) {
-                errno = 0;
-                int fd = open(devices[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-                report("open_device", devices[i], fd, errno);
-                if (fd >= 0)
-                        close(fd);
-        }
+        open_each("open_device", devices, sizeof(devices) / sizeof(devices[0]));
         /* Devices a kernel may serve without any hardware (gVisor's sentry implements both
          * itself): reported apart, so that a backend's expectation can tell them from the
          * host's. */
         static const char *const virtual_devices[] = {"/dev/fuse", "/dev/net/tun"};
-        for (size_t i = 0; i < sizeof(virtual_devices) / sizeof(virtual_devices[0]); i++) {
-                errno = 0;
-                int fd = open(virtual_devices[i], O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-                report("open_virtual_device", virtual_devices[i], fd, errno);
-                if (fd >= 0)
-                        close(fd);
-        }
+        open_each("open_virtual_device", virtual_devices,
+                  sizeof(virtual_devices) / sizeof(virtual_devices[0]));
         return 0;
 }
