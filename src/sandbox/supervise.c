@@ -110,6 +110,8 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
         if (stdin_left == 0)
                 sbx_closep(&stdin_fd); /* the program sees end of file at once */
 
+        int end_fd = params->end_fd;
+        bool end_is_final = params->end_is_final;
         bool exited = false;
         bool killed = false;
         uint64_t drain_deadline_us = 0;
@@ -154,7 +156,7 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                 int end_slot = -1;
                 if (!exited) {
                         end_slot = (int)n;
-                        fds[n++] = (struct pollfd){.fd = params->end_fd, .events = POLLIN};
+                        fds[n++] = (struct pollfd){.fd = end_fd, .events = POLLIN};
                 }
 
                 uint64_t wake = drain_deadline_us != 0
@@ -201,10 +203,16 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                         }
                 }
                 if (end_slot >= 0 && fds[end_slot].revents != 0) {
-                        exited = true;
-                        for (int i = 0; params->end_is_final && i < 2; i++)
-                                if (drain_held(&streams[i], chunk) && !killed)
-                                        run->output_limit = true;
+                        if (end_is_final && params->end_confirm != NULL &&
+                            !params->end_confirm(params->end_ctx)) {
+                                end_fd = params->end_fallback_fd;
+                                end_is_final = false;
+                        } else {
+                                exited = true;
+                                for (int i = 0; end_is_final && i < 2; i++)
+                                        if (drain_held(&streams[i], chunk) && !killed)
+                                                run->output_limit = true;
+                        }
                 }
                 if (cancel_slot >= 0 && fds[cancel_slot].revents != 0 && !killed && !exited) {
                         /* Not read here: the fd stays readable, and it is not polled again. */

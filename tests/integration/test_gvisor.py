@@ -230,6 +230,14 @@ def test_a_tier_selects_it_over_http():
         assert result["stdout"] == "[]\n" and result["usage"]["cpu_ms"] > 0
         native = expect_json(srv.post_execution(dict(body, backend="native")))
         assert native["backend"] == "native" and native["status"] == "exit_nonzero"  # no /sys
+        # The request's environment reaches the program whole (the stage shell exports it
+        # last, after its own helpers ran with an environment of their own: spec.h).
+        greeting = "a b$c'\"\\ *"
+        with_env = {"language": "python", "env": {"GREETING": greeting, "LOCPATH": "/x"},
+                    "code": "import os\nprint(sorted(os.environ.items()))"}
+        outputs = [expect_json(srv.post_execution(dict(with_env, backend=b)))["stdout"]
+                   for b in ("native", "gvisor")]
+        assert outputs[0] == outputs[1] and repr(("GREETING", greeting)) in outputs[0], outputs
         expect_problem(srv.post_execution(body, tenant="initech"), 403, field="backend")
         compiled = {"language": "c", "code": "int main(void) { return 0; }", "backend": "gvisor"}
         expect_problem(srv.post_execution(compiled), 400, field="backend")

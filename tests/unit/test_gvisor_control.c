@@ -1,7 +1,7 @@
 /* The gVisor backend's Wait call to runsc's control server (sandbox/gvisor/control.h), against a
  * server made here that speaks as runsc 2022-12's does: an abstract stream socket named
  * runsc-sandbox.ID, bound with the name's NUL counted (or not, as later Go releases bind it), the
- * call one JSON object, the answer another. */
+ * call one JSON object, the answer another; and only to a server the caller accepts by its pid. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <jansson.h>
@@ -14,6 +14,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -57,12 +58,25 @@ static void serve_one_call(int server, const char *id, const char *answer)
         close(conn);
 }
 
+/* The listener here is this process: the server the tests accept. */
+static bool is_this_process(pid_t pid, void *ctx)
+{
+        (void)ctx;
+        return pid == getpid();
+}
+
+static bool is_another_process(pid_t pid, void *ctx)
+{
+        (void)ctx;
+        return pid != getpid();
+}
+
 static int call_and_answer(bool with_nul, const char *answer, int *status)
 {
         char id[64];
         snprintf(id, sizeof(id), "sandboxd-test-%d-%d", (int)getpid(), with_nul);
         int server = listen_as_runsc(id, with_nul);
-        int fd = gvisor_control_send_wait(id);
+        int fd = gvisor_control_send_wait(id, is_this_process, NULL);
         assert_true(fd >= 0);
         serve_one_call(server, id, answer);
         int rc = gvisor_control_read_wait(fd, 1000, status);
@@ -103,11 +117,58 @@ static void test_no_usable_answer_is_none(void **state)
         assert_int_equal(status, 7);
 }
 
+/* The answer in two writes 100 ms apart, with a space after it: read whole, as it came. */
+static void test_an_answer_in_pieces_is_read_whole(void **state)
+{
+        (void)state;
+        char id[64];
+        snprintf(id, sizeof(id), "sandboxd-test-%d-pieces", (int)getpid());
+        int server = listen_as_runsc(id, true);
+        int fd = gvisor_control_send_wait(id, is_this_process, NULL);
+        assert_true(fd >= 0);
+        int conn = accept4(server, NULL, NULL, SOCK_CLOEXEC);
+        assert_true(conn >= 0);
+        pid_t writer = fork();
+        assert_true(writer >= 0);
+        if (writer == 0) {
+                const char *first = "{\"success\":true,\"err\":\"\",";
+                const char *rest = "\"result\":9}\n";
+                if (write(conn, first, strlen(first)) < 0)
+                        _exit(1);
+                usleep(100 * 1000);
+                _exit(write(conn, rest, strlen(rest)) < 0);
+        }
+        close(conn);
+        int status = -1;
+        assert_int_equal(gvisor_control_read_wait(fd, 2000, &status), 0);
+        assert_int_equal(status, 9);
+        int exit_status = -1;
+        assert_int_equal(waitpid(writer, &exit_status, 0), writer);
+        assert_int_equal(exit_status, 0);
+        close(fd);
+        close(server);
+}
+
+/* A listener the caller does not accept (anyone may bind an abstract name) gets no call. */
+static void test_only_the_sandbox_s_server_gets_the_call(void **state)
+{
+        (void)state;
+        char id[64];
+        snprintf(id, sizeof(id), "sandboxd-test-%d-squatted", (int)getpid());
+        int server = listen_as_runsc(id, true);
+        errno = 0;
+        assert_int_equal(gvisor_control_send_wait(id, is_another_process, NULL), -1);
+        assert_int_equal(errno, EPERM);
+        close(server);
+}
+
 static void test_no_server_is_no_call(void **state)
 {
         (void)state;
         errno = 0;
-        assert_int_equal(gvisor_control_send_wait("sandboxd-test-nobody-listens"), -1);
+        assert_int_equal(
+                gvisor_control_send_wait("sandboxd-test-nobody-listens", is_this_process, NULL),
+                -1);
         assert_int_equal(errno, ECONNREFUSED);
 }
 
@@ -116,6 +177,8 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_the_answer_is_the_init_s_wait_status),
                 cmocka_unit_test(test_no_usable_answer_is_none),
+                cmocka_unit_test(test_an_answer_in_pieces_is_read_whole),
+                cmocka_unit_test(test_only_the_sandbox_s_server_gets_the_call),
                 cmocka_unit_test(test_no_server_is_no_call),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

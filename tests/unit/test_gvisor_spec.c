@@ -97,7 +97,8 @@ static void test_the_process(void **state)
 {
         const json_t *process = json_object_get(((struct fixture *)*state)->bundle, "process");
         const json_t *args = json_object_get(process, "args");
-        /* The files by path, size and flag, which the stage script reads from stdin. */
+        /* The files by path, size and flag, which the stage script reads from stdin, then the
+         * program's environment, which it exports last. */
         const char *const want[] = {"/bin/sh",
                                     "-c",
                                     GVISOR_STAGE_SCRIPT,
@@ -109,15 +110,19 @@ static void test_the_process(void **state)
                                     "bin/tool",
                                     "0",
                                     "x",
+                                    "2",
+                                    "PATH=/usr/bin:/bin",
+                                    "HOME=/workspace",
                                     "/usr/bin/python3",
                                     "main.py",
                                     "an arg"};
         assert_int_equal(json_array_size(args), sizeof(want) / sizeof(want[0]));
         for (size_t i = 0; i < json_array_size(args); i++)
                 assert_string_equal(json_string_value(json_array_get(args, i)), want[i]);
+        /* The stage's own environment: nothing of the request's reaches its helpers. */
         const json_t *env = json_object_get(process, "env");
-        assert_int_equal(json_array_size(env), 2);
-        assert_string_equal(json_string_value(json_array_get(env, 1)), "HOME=/workspace");
+        assert_int_equal(json_array_size(env), 1);
+        assert_string_equal(json_string_value(json_array_get(env, 0)), GVISOR_STAGE_ENVIRONMENT);
         assert_string_equal(json_string_value(json_object_get(process, "cwd")), "/workspace");
         assert_true(json_is_true(json_object_get(process, "noNewPrivileges")));
         assert_false(json_is_true(json_object_get(process, "terminal")));

@@ -228,8 +228,9 @@ static void test_stdin_ends_once_written_unless_held(void **state)
 
 /* gVisor's Wait answer (end_is_final): the run is over once end_fd is readable, and its output
  * is what the pipes hold then, however long another holder of their write ends (runsc) keeps
- * them open. Here the child ends the run after writing more than a pipe holds, then keeps the
- * pipes open for 10 s. */
+ * them open. Here the child ends the run after writing 200000 bytes into a stdout pipe made to
+ * hold them all (more than one read's worth is left there at the end), then keeps the pipes open
+ * for 10 s. */
 static void test_end_is_final_takes_what_the_pipes_hold(void **state)
 {
         (void)state;
@@ -238,6 +239,8 @@ static void test_end_is_final_takes_what_the_pipes_hold(void **state)
         if (fork_program(out, errp, end) == 0) {
                 static char data[OUT_BYTES];
                 memset(data, 'x', sizeof(data));
+                if (fcntl(out[1], F_SETPIPE_SZ, 1 << 20) < 0)
+                        _exit(1);
                 size_t done = 0;
                 while (done < sizeof(data)) {
                         ssize_t w = write(out[1], data + done, sizeof(data) - done);
@@ -264,6 +267,57 @@ static void test_end_is_final_takes_what_the_pipes_hold(void **state)
         sbx_buffer_free(&run.err);
 }
 
+static bool unconfirmed(void *ctx)
+{
+        (*(int *)ctx)++;
+        return false;
+}
+
+/* An end end_confirm does not confirm (no usable Wait answer) is not the run's: the loop goes on
+ * to end_fallback_fd's end (runsc's exit), reading the pipes to end of file, so that what the
+ * program writes after it is kept. */
+static void test_an_unconfirmed_end_waits_for_the_fallback(void **state)
+{
+        (void)state;
+        int out[2], errp[2], end[2], fallback[2];
+        assert_int_equal(pipe2(fallback, O_CLOEXEC), 0);
+        if (fork_program(out, errp, end) == 0) {
+                if (write(out[1], "a", 1) != 1 || write(end[1], "E", 1) != 1)
+                        _exit(1);
+                usleep(100 * 1000);
+                _exit(write(out[1], "b", 1) != 1); /* fallback[1] closes: runsc has exited */
+        }
+        close(fallback[1]);
+        close(out[1]);
+        close(errp[1]);
+        close(end[1]);
+        int asked = 0;
+        struct sbx_supervise params = {
+                .stdin_fd = -1,
+                .stdout_fd = out[0],
+                .stderr_fd = errp[0],
+                .end_fd = end[0],
+                .end_is_final = true,
+                .end_confirm = unconfirmed,
+                .end_ctx = &asked,
+                .end_fallback_fd = fallback[0],
+                .deadline_us = sbx_now_us() + 20 * 1000 * 1000,
+                .output_cap = 1 << 10,
+                .kill = kill_child,
+        };
+        struct sbx_run run = {0};
+        struct sbx_error err = {0};
+        assert_int_equal(sbx_supervise(&params, &run, &err), 0);
+        waitpid(child, NULL, 0);
+        close(end[0]);
+        close(fallback[0]);
+        assert_int_equal(asked, 1);
+        assert_int_equal(run.out.len, 2);
+        assert_memory_equal(run.out.data, "ab", 2);
+        sbx_buffer_free(&run.out);
+        sbx_buffer_free(&run.err);
+}
+
 int main(void)
 {
         signal(SIGPIPE, SIG_IGN); /* the killed writer's pipes */
@@ -273,6 +327,7 @@ int main(void)
                 cmocka_unit_test(test_nothing_past_the_cap),
                 cmocka_unit_test(test_stdin_ends_once_written_unless_held),
                 cmocka_unit_test(test_end_is_final_takes_what_the_pipes_hold),
+                cmocka_unit_test(test_an_unconfirmed_end_waits_for_the_fallback),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,27 +23,56 @@
  * text past this size is not worth waiting for (the call failed either way). */
 #define ANSWER_MAX 1024
 
-int gvisor_control_send_wait(const char *id)
+/* Connects fd to address (length bytes of it) if its listener is one is_server accepts. */
+static int connect_to_server(int fd, const struct sockaddr_un *address, socklen_t length,
+                             bool (*is_server)(pid_t pid, void *ctx), void *ctx)
+{
+        if (connect(fd, (const struct sockaddr *)address, length) < 0)
+                return -1;
+        struct ucred peer;
+        socklen_t size = sizeof(peer);
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) < 0)
+                return -1;
+        if (!is_server(peer.pid, ctx)) {
+                errno = EPERM;
+                return -1;
+        }
+        return 0;
+}
+
+int gvisor_control_send_wait(const char *id, bool (*is_server)(pid_t pid, void *ctx), void *ctx)
 {
         struct sockaddr_un address = {.sun_family = AF_UNIX};
-        /* Abstract: the name follows a NUL, and its length is the address's, with no NUL after. */
+        /* Abstract: the name follows a NUL in sun_path, and the address's length says where it
+         * ends. */
         int name_len = snprintf(address.sun_path + 1, sizeof(address.sun_path) - 1, "%s%s",
                                 CONTROL_SOCKET_PREFIX, id);
         if (name_len < 0 || (size_t)name_len >= sizeof(address.sun_path) - 1) {
                 errno = ENAMETOOLONG;
                 return -1;
         }
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -1;
         /* Debian's runsc (Go's syscall package of its day) binds the name with its terminating
          * NUL counted (ss shows @runsc-sandbox.ID@); Go's later releases do not: both are
-         * tried, in that order. */
+         * tried, in that order, each on a socket of its own. */
         socklen_t length =
                 (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)name_len);
-        if (connect(fd, (const struct sockaddr *)&address, length + 1) < 0 &&
-            connect(fd, (const struct sockaddr *)&address, length) < 0)
-                return -1;
+        _cleanup_close_ int fd = -1;
+        bool refused = false; /* a listener is_server did not accept: said over other errors */
+        for (int with_nul = 1;; with_nul--) {
+                sbx_closep(&fd);
+                fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                if (fd < 0)
+                        return -1;
+                if (connect_to_server(fd, &address, length + (socklen_t)with_nul, is_server, ctx) ==
+                    0)
+                        break;
+                refused = refused || errno == EPERM;
+                if (with_nul == 0) {
+                        if (refused)
+                                errno = EPERM;
+                        return -1;
+                }
+        }
         json_t *call = json_pack("{s:s,s:s}", "method", "containerManager.Wait", "arg", id);
         _cleanup_free_ char *text = call != NULL ? json_dumps(call, JSON_COMPACT) : NULL;
         json_decref(call);

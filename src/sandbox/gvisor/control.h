@@ -14,10 +14,16 @@
  * exit instead. */
 #pragma once
 
+#include <stdbool.h>
+#include <sys/types.h>
+
 /* Connects to the control server of the sandbox with id and sends the Wait call for its root
- * container (of the same id). Returns the connection (readable once the answer is there, or at
- * end of file when the sentry is gone without one), or -1 with errno. */
-int gvisor_control_send_wait(const char *id);
+ * container (of the same id). is_server(pid, ctx) must accept the listening process (the sentry),
+ * by the credentials the kernel gives for it: an abstract socket's name has no owner, and anyone
+ * on the host could have bound a name runsc does not use. Returns the connection (readable once
+ * the answer is there, or at end of file when the sentry is gone without one), or -1 with errno
+ * (EPERM: a server is_server refused). */
+int gvisor_control_send_wait(const char *id, bool (*is_server)(pid_t pid, void *ctx), void *ctx);
 
 /* Reads the Wait call's answer from fd (blocking, at most timeout_ms). Returns 0 with the
  * container init's wait status in *status, or -1 when there is none (end of file, an error

@@ -117,6 +117,7 @@ struct sbx_sandbox {
         int pidfd;
         int wait_fd; /* a pool entry's Wait call (control.h), or -1: the run ends at runsc's exit */
         bool ended;  /* the Wait call's answer came: the sentry is ending everything itself */
+        int wait_status;                    /* that answer's */
         int stdin_fd, stdout_fd, stderr_fd; /* the supervisor's ends */
         /* A cold run's stdin: the files' bytes for the stage script (spec.h), then the
          * program's; NULL without files. */
@@ -333,13 +334,30 @@ static void container_id(const struct sbx_sandbox *sandbox, char *id, size_t siz
         snprintf(id, size, "sandboxd-%u", cgroup_slot(sandbox->cgroup));
 }
 
+/* The Wait call's server check (control.h): the listener is a process of this sandbox's cgroup
+ * (the sentry), which nobody but sandboxd can put there. */
+static bool is_sandbox_process(pid_t pid, void *ctx)
+{
+        const struct sbx_sandbox *sandbox = ctx;
+        enum { MAX_LISTED = 1024 }; /* a sandbox just started: runsc, gofer, sentry, stubs */
+        _cleanup_free_ pid_t *pids = calloc(MAX_LISTED, sizeof(*pids));
+        size_t n = 0;
+        struct sbx_error err = {0};
+        if (pids == NULL || cgroup_processes(sandbox->cgroup, pids, MAX_LISTED, &n, &err) < 0)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (pids[i] == pid)
+                        return true;
+        return false;
+}
+
 /* A ready pool entry's Wait call. Without it (another runsc's protocol), the run ends at runsc's
  * exit, as a cold run's: slower, and as right. */
 static void send_wait_call(struct sbx_sandbox *sandbox)
 {
         char id[32];
         container_id(sandbox, id, sizeof(id));
-        sandbox->wait_fd = gvisor_control_send_wait(id);
+        sandbox->wait_fd = gvisor_control_send_wait(id, is_sandbox_process, sandbox);
         if (sandbox->wait_fd < 0)
                 sbx_debug("gvisor: %s: no Wait call (%s): the run ends at runsc's exit", id,
                           strerror(errno));
@@ -355,22 +373,27 @@ static int start_cold(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         size_t ahead = files_size(sandbox->spec) - 1;
         uint64_t until = sbx_now_us() + (uint64_t)GVISOR_LOADER_READY_TIMEOUT_MS * 1000;
+        bool up = false; /* the stage has read every byte written */
         for (uint64_t now = sbx_now_us(); now < until; now = sbx_now_us()) {
                 int unread = 0;
                 if (sandbox->stdin_sent == ahead &&
-                    (ioctl(sandbox->stdin_fd, FIONREAD, &unread) < 0 || unread == 0))
+                    ioctl(sandbox->stdin_fd, FIONREAD, &unread) == 0 && unread == 0) {
+                        up = true;
                         break;
+                }
                 /* The pipe, when there is more to write; else a millisecond's wait for the stage
-                 * to read. runsc's exit ends the wait either way. */
-                struct pollfd fds[2] = {{.fd = sandbox->pidfd, .events = POLLIN},
+                 * to read. runsc's exit, or a cancel, ends the wait either way. */
+                int cancel_fd = sandbox->spec->cancel_fd > 0 ? sandbox->spec->cancel_fd : -1;
+                struct pollfd fds[3] = {{.fd = sandbox->pidfd, .events = POLLIN},
+                                        {.fd = cancel_fd, .events = POLLIN},
                                         {.fd = sandbox->stdin_fd, .events = POLLOUT}};
                 bool writing = sandbox->stdin_sent < ahead;
-                int ready = poll(fds, writing ? 2 : 1, writing ? (int)((until - now) / 1000) : 1);
+                int ready = poll(fds, writing ? 3 : 2, writing ? (int)((until - now) / 1000) : 1);
                 if (ready < 0 && errno != EINTR)
                         return sbx_error_set(err, errno, "setup step 'exec': poll");
-                if (ready > 0 && fds[0].revents != 0)
-                        break; /* runsc is gone: the supervisor reads what it said */
-                if (writing && ready > 0 && fds[1].revents != 0) {
+                if (ready > 0 && (fds[0].revents != 0 || fds[1].revents != 0))
+                        break; /* runsc is gone, or the run canceled: the supervisor sees it */
+                if (writing && ready > 0 && fds[2].revents != 0) {
                         ssize_t n =
                                 write(sandbox->stdin_fd, sandbox->stdin_data + sandbox->stdin_sent,
                                       ahead - sandbox->stdin_sent);
@@ -381,10 +404,11 @@ static int start_cold(struct sbx_sandbox *sandbox, struct sbx_error *err)
                 }
         }
         /* From here the counters are the program's, as a warm entry's are from its acquire:
-         * runsc's start-up is the sandbox's, not the program's. */
+         * runsc's start-up is the sandbox's, not the program's. Not when the start-up did not
+         * end as it should: what happened then (an OOM kill writing the files, say) is kept. */
         struct sbx_limits host = host_limits(&sandbox->spec->limits, false);
         if (cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0 ||
-            cgroup_reset_baseline(sandbox->cgroup, err) < 0)
+            (up && cgroup_reset_baseline(sandbox->cgroup, err) < 0))
                 return sbx_error_prefix(err, "setup step 'cgroup'");
         sandbox->starting_quota = false;
         return 0;
@@ -555,6 +579,21 @@ static void oom_ended_sandbox(struct sbx_sandbox *sandbox, struct sbx_run *run)
         run->signal = SIGKILL;
 }
 
+/* The supervisor's end_confirm for the Wait call: whether the sentry answered it. Without a
+ * usable answer (the sentry is gone: killed, OOM; another runsc's protocol), the run goes on to
+ * runsc's exit. */
+static bool wait_answered(void *ctx)
+{
+        struct sbx_sandbox *sandbox = ctx;
+        sandbox->ended = gvisor_control_read_wait(sandbox->wait_fd, GVISOR_WAIT_ANSWER_TIMEOUT_MS,
+                                                  &sandbox->wait_status) == 0;
+        if (!sandbox->ended)
+                sbx_debug("gvisor: sandboxd-%u: no answer to the Wait call: the run ends at "
+                          "runsc's exit",
+                          cgroup_slot(sandbox->cgroup));
+        return sandbox->ended;
+}
+
 static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
 {
         uint64_t started = sbx_now_us();
@@ -571,6 +610,9 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 /* The Wait call's answer, else runsc's exit (readable once it has exited). */
                 .end_fd = sandbox->wait_fd >= 0 ? sandbox->wait_fd : sandbox->pidfd,
                 .end_is_final = sandbox->wait_fd >= 0,
+                .end_confirm = wait_answered,
+                .end_ctx = sandbox,
+                .end_fallback_fd = sandbox->pidfd,
                 .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
                 .output_cap = sandbox->spec->limits.output_bytes,
                 .kill = kill_callback,
@@ -584,20 +626,15 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         int rc = sbx_supervise(&params, run, err);
         run->wall_us = sbx_now_us() - started;
         struct sbx_error ignored = {0};
-        int status = 0;
-        if (sandbox->wait_fd >= 0 && rc == 0 && !run->wall_timeout && !run->output_limit &&
-            !run->canceled &&
-            gvisor_control_read_wait(sandbox->wait_fd, GVISOR_WAIT_ANSWER_TIMEOUT_MS, &status) ==
-                    0) {
+        if (sandbox->ended) {
                 /* The sentry's answer: the program is over, and the sandbox with it (the
-                 * container's init has exited: the sentry ends every process it started, and
-                 * then itself). runsc winds down meanwhile; destroy, after the answer, kills
-                 * what is left of it and reaps it (killing it here would wait for the cgroup to
+                 * container's init has exited: the sentry sends SIGKILL to every process it
+                 * started, and then ends). runsc winds down meanwhile; destroy, after the answer,
+                 * kills what is left and reaps it (killing it here would wait for the cgroup to
                  * empty, ~8 ms, before the answer). */
-                read_status(status, run);
-                sandbox->ended = true;
+                read_status(sandbox->wait_status, run);
                 sbx_debug("gvisor: sandboxd-%u: the run ended at the sentry's answer (status %#x)",
-                          cgroup_slot(sandbox->cgroup), (unsigned)status);
+                          cgroup_slot(sandbox->cgroup), (unsigned)sandbox->wait_status);
         } else {
                 /* runsc is gone when it ends the run; what it started too, unless killed
                  * half-way. Without the Wait call's answer (killed, OOM, another runsc's

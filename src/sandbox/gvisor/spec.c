@@ -236,7 +236,18 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
                                           json_string(spec->files[i].executable ? "x" : "-")) < 0)
                         json_decref(steal_pointer(&args));
         }
-        json_t *env = json_array();
+        /* The program's environment, which the stage exports last (spec.h); its own is
+         * GVISOR_STAGE_ENVIRONMENT. */
+        size_t n_env = 0;
+        while (spec->envp[n_env] != NULL)
+                n_env++;
+        snprintf(number, sizeof(number), "%zu", n_env);
+        if (args != NULL && json_array_append_new(args, json_string(number)) < 0)
+                json_decref(steal_pointer(&args));
+        for (size_t i = 0; args != NULL && i < n_env; i++)
+                if (json_array_append_new(args, json_string(spec->envp[i])) < 0)
+                        json_decref(steal_pointer(&args));
+        json_t *env = json_pack("[s]", GVISOR_STAGE_ENVIRONMENT);
         json_t *rlimits = rlimits_json(&spec->limits);
         for (size_t i = 0; args != NULL && spec->argv[i] != NULL; i++)
                 if (json_array_append_new(args, json_string(spec->argv[i])) < 0)
@@ -244,9 +255,6 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
         /* A pool entry's loader takes its execution on stdin (sandbox/agent.h). */
         if (args != NULL && spec->agent && json_array_append_new(args, json_string("stdio")) < 0)
                 json_decref(steal_pointer(&args));
-        for (size_t i = 0; env != NULL && spec->envp[i] != NULL; i++)
-                if (json_array_append_new(env, json_string(spec->envp[i])) < 0)
-                        json_decref(steal_pointer(&env));
         json_t *none = json_array();
         json_t *root_set = json_array();
         for (size_t i = 0; root_set != NULL && i < GVISOR_ROOT_CAPABILITIES; i++)

@@ -15,21 +15,30 @@
 #include "util/error.h"
 
 /* The stage script: the container's process is /bin/sh -c GVISOR_STAGE_SCRIPT sandboxd-stage N
- * PATH SIZE FLAG ... ARGV..., which writes the N files into /workspace from its stdin, in order
- * (head -c reads exactly SIZE bytes each: the rest of stdin is the program's; FLAG "x" makes one
- * executable), and runs ARGV there with the environment it was given (the shell's own PWD unset)
- * and no_new_privs (runsc 2022-12 does not set it from
- * the spec's noNewPrivileges; its exec honours setuid bits all the same, inside its own kernel:
- * hostile payload setuid_filecaps). The shell stays pid 1, the sandbox's init, as the native
- * backend's init is: the program is not pid 1 (kill(-1), ptrace and signals to pid 1 see what they
- * see natively), and when it exits, the shell exits with its status and the sandbox ends with
- * everything it started. */
+ * PATH SIZE FLAG ... E NAME=VALUE ... ARGV..., which writes the N files into /workspace from its
+ * stdin, in order (head -c reads exactly SIZE bytes each: the rest of stdin is the program's;
+ * FLAG "x" makes one executable), then exports the E variables of the program's environment and
+ * runs ARGV there (the shell's own PWD unset) under no_new_privs (runsc 2022-12 does not set it
+ * from the spec's noNewPrivileges; its exec honours setuid bits all the same, inside its own
+ * kernel: hostile payload setuid_filecaps). The shell and its helpers run with
+ * GVISOR_STAGE_ENVIRONMENT only: none of the request's variables (GCONV_PATH, LOCPATH, LC_ALL,
+ * ...) reaches mkdir, head or chmod, whose code must be the host's alone while the files come in
+ * (gvisor.c's start_cold holds the CPU quota open until then). The shell stays pid 1, the
+ * sandbox's init, as the native backend's init is: the program is not pid 1 (kill(-1), ptrace
+ * and signals to pid 1 see what they see natively), and when it exits, the shell exits with its
+ * status and the sandbox ends with everything it started. */
 #define GVISOR_STAGE_SCRIPT                                                                        \
         "n=$1; shift; while [ \"$n\" -gt 0 ]; do "                                                 \
         "case $1 in */*) mkdir -p -- \"${1%/*}\" || exit 125;; esac; "                             \
         "head -c \"$2\" > \"$1\" || exit 125; "                                                    \
         "if [ \"$3\" = x ]; then chmod +x -- \"$1\" || exit 125; fi; "                             \
-        "shift 3; n=$((n - 1)); done; unset PWD; setpriv --no-new-privs -- \"$@\"; exit $?"
+        "shift 3; n=$((n - 1)); done; "                                                            \
+        "e=$1; shift; unset PATH PWD; while [ \"$e\" -gt 0 ]; do "                                 \
+        "export \"$1\" || exit 125; shift; e=$((e - 1)); done; "                                   \
+        "/usr/bin/setpriv --no-new-privs -- \"$@\"; exit $?"
+
+/* The stage shell's own environment (GVISOR_STAGE_SCRIPT). */
+#define GVISOR_STAGE_ENVIRONMENT "PATH=/usr/bin:/bin"
 
 /* The capabilities the sandbox's root keeps, by their OCI names: the native backend's set
  * (native/caps.h, CAPS_ROOT_SET_MASK; a unit test checks they agree), so that chown and
