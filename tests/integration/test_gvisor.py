@@ -132,10 +132,10 @@ def test_the_cpu_quota_binds_the_program_not_runscs_start_up(run, gvisor):
     # runsc's start-up (runsc, gofer, sentry: ~0.45 s of CPU in parallel) runs under the quota
     # plus one CPU; the request's quota is set, and the counters' baseline taken, before the
     # program can run (a cold run's stage waits for the last byte of its files, a warm loader
-    # for its execution). A program that spins for 3 s at half a CPU is throttled, and its
+    # for its execution). A program that spins for 1.5 s at half a CPU is throttled, and its
     # CPU is at most half its run's wall time and one 100 ms period at full tilt on 2 CPUs (at
-    # the start-up's quota it would be ~3 s; with the start-up counted, 0.45 s more).
-    code = ("import time\nend = time.monotonic() + 3\n"
+    # the start-up's quota it would be ~1.5 s; with the start-up counted, 0.45 s more).
+    code = ("import time\nend = time.monotonic() + 1.5\n"
             "while time.monotonic() < end: pass\nprint('spun')")
     r = run(code, "python", *gvisor, "--cpus", "0.5", "--timeout", "30s")
     r.expect("ok", rc=0)
