@@ -42,7 +42,6 @@ struct sbx_supervise {
 };
 
 /* Runs the loop until end_fd is readable and both output pipes are at end of file (or empty,
- * with end_is_final). Fills
- * run->out, run->err (initialised here), run->wall_timeout, run->output_limit and
- * run->canceled; the caller fills the exit status. */
+ * with end_is_final). Fills run->out, run->err (initialised here), run->wall_timeout,
+ * run->output_limit and run->canceled; the caller fills the exit status. */
 int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err);

@@ -124,9 +124,6 @@ struct sbx_sandbox {
         char *stdin_data;
         size_t stdin_size;
         size_t stdin_sent; /* of stdin_data, by start_cold */
-        /* The cgroup's CPU quota is the start-up's (GVISOR_START_MILLICORES more) until
-         * start_cold or acquire sets the request's. */
-        bool starting_quota;
 };
 
 /* The bytes of spec's files: what a cold run's stage shell reads from stdin before the
@@ -137,6 +134,14 @@ static size_t files_size(const struct sbx_spec *spec)
         for (size_t i = 0; i < spec->n_files; i++)
                 size += spec->files[i].size;
         return size;
+}
+
+/* Whether runsc starts under the start-up's CPU quota (GVISOR_START_MILLICORES more), which
+ * start_cold or acquire lowers to the request's before the program can run. A cold run without a
+ * file byte has nothing its stage shell waits for: its program may start as soon as runsc does. */
+static bool start_quota_raised(const struct sbx_spec *spec)
+{
+        return spec->agent || files_size(spec) > 0;
 }
 
 /* Puts the files' bytes before the program's stdin (spec.h's stage script writes them). */
@@ -256,10 +261,7 @@ static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                 free(sandbox);
                 return sbx_error_prefix(err, "setup step 'bundle'");
         }
-        /* A cold run without a file byte has nothing its stage shell waits for (start_cold):
-         * its program may start as soon as runsc does. */
-        sandbox->starting_quota = spec->agent || files_size(spec) > 0;
-        struct sbx_limits host = host_limits(&spec->limits, sandbox->starting_quota);
+        struct sbx_limits host = host_limits(&spec->limits, start_quota_raised(spec));
         if (cgroup_create(GVISOR_MAX_SLOTS, &sandbox->cgroup, err) < 0 ||
             cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0) {
                 cgroup_destroy(sandbox->cgroup);
@@ -410,7 +412,6 @@ static int start_cold(struct sbx_sandbox *sandbox, struct sbx_error *err)
         if (cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0 ||
             (up && cgroup_reset_baseline(sandbox->cgroup, err) < 0))
                 return sbx_error_prefix(err, "setup step 'cgroup'");
-        sandbox->starting_quota = false;
         return 0;
 }
 
@@ -471,7 +472,7 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         if (sandbox->agent)
                 rc = wait_for_loader(sandbox->stdout_fd, err);
         else
-                rc = sandbox->starting_quota ? start_cold(sandbox, err) : 0;
+                rc = start_quota_raised(sandbox->spec) ? start_cold(sandbox, err) : 0;
         if (rc == 0 && sandbox->agent)
                 send_wait_call(sandbox);
 out:
@@ -494,7 +495,6 @@ static int gvisor_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
                         return sbx_error_set(err, EOPNOTSUPP,
                                              "the gvisor backend has no read-only files yet");
         sandbox->spec = request;
-        sandbox->starting_quota = false;
         struct sbx_limits host = host_limits(&request->limits, false);
         if (cgroup_set_limits(sandbox->cgroup, &host, true, err) < 0 ||
             cgroup_reset_baseline(sandbox->cgroup, err) < 0)
