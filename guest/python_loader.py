@@ -9,10 +9,11 @@
 #   is executable.
 #
 # Under the gVisor backend no fd but 0, 1 and 2 reaches the sandbox, and sandboxd starts it with
-# the argument "stdio": the channel is stdin, "R" goes to stdout before anything else, and the
-# header ends with the rlimits to set, which the loader sets itself (no prlimit reaches into
-# gVisor's kernel): their count, then each resource's number, soft and hard value. The rest of
-# stdin is the program's.
+# the argument "stdio": the channel is stdin; "R", the loader's pid and a newline go to stdout
+# before anything else (sandboxd waits for this process's exit by that pid); and the header ends
+# with the rlimits to set, which the loader sets itself (no prlimit reaches into gVisor's
+# kernel): their count, then each resource's number, soft and hard value. The rest of stdin is
+# the program's.
 #
 # It writes the files into /workspace, closes fd 3 and runs the program as `python3 main.py`
 # would: as __main__, with sys.argv, __file__, sys.path[0], stdin, exceptions (traceback on
@@ -20,8 +21,8 @@
 # program compile() refuses is handed to the interpreter itself (exec python3 main.py).
 #
 # It imports nothing beyond what the interpreter has loaded at start-up (os, sys and the frozen
-# import machinery) and atexit (built in): every module imported here would be paid for by each
-# pool entry and would sit in its memory. One execution per loader: the sandbox is destroyed
+# import machinery), atexit (built in) and, under gVisor, resource: every module imported here
+# would be paid for by each pool entry and would sit in its memory. One execution per loader: the sandbox is destroyed
 # afterwards, never reused. Standard library only.
 #
 # As a template (src/sandbox/native/template.h), the engine starts it outside any sandbox with
@@ -35,6 +36,10 @@ import sys
 
 STDIO = sys.argv[1:] == ["stdio"]
 AGENT_FD = 0 if STDIO else 3
+if STDIO:
+    # Only gVisor's entries set their own rlimits (a native entry's came by prlimit). Imported
+    # before "R": under gVisor, finding and loading the extension took 5-7 ms of every warm run.
+    import resource
 
 
 def read_exactly(size):
@@ -82,10 +87,8 @@ def receive():
 
 
 def set_rlimits(numbers):
-    # resource is imported here only: a native entry's limits came by prlimit. A limit already
-    # as asked is left alone: gVisor refuses (EPERM) any setrlimit of SIGPENDING, which the
-    # entry's spec has set as every execution's.
-    import resource
+    # A limit already as asked is left alone: gVisor refuses (EPERM) any setrlimit of
+    # SIGPENDING, which the entry's spec has set as every execution's.
     for i in range(0, len(numbers), 3):
         limit = tuple(n if n < 1 << 63 else resource.RLIM_INFINITY for n in numbers[i + 1:i + 3])
         if resource.getrlimit(numbers[i]) != limit:
@@ -187,5 +190,8 @@ if sys.argv[1:2] == ["template"]:
     become_program(*sys.argv[2:4])
 warm_up()
 
-os.write(1 if STDIO else AGENT_FD, b"R")
+if STDIO:
+    os.write(1, b"R%d\n" % os.getpid())
+else:
+    os.write(AGENT_FD, b"R")
 finish(run(*receive()))

@@ -188,22 +188,29 @@ def test_files_outside_workspace_are_read_only(run, gvisor):
 
 
 def test_a_warm_run_ends_at_the_sentrys_answer(cli):
-    """A pool entry's run ends when the sentry answers the Wait call on runsc's control server
-    (sandbox/gvisor/control.h), not at runsc's own exit some 20 ms later: the exit status is the
-    sentry's, the output what the pipes hold then, whole. The debug log says which end a run took
-    (a runsc whose protocol differs would end every run at its exit, as right and slower)."""
+    """A pool entry's run ends when the sentry answers the WaitPID call for the loader's pid on
+    runsc's control server (sandbox/gvisor/control.h), not at the stage shell's exit nor at runsc's
+    own some 25 ms later: the exit status is the sentry's for the program's own process (137 is an
+    exit code, as natively, not the shell's "killed by signal 9"), the output what the pipes hold
+    then, whole. A child the program leaves behind does not hold the run. The debug log says which
+    end a run took (a runsc whose protocol differs would end every run at its exit, as right and
+    slower)."""
     env = {**os.environ, "SANDBOXD_LOG": "debug"}
     cases = (("import sys; print('out'); sys.stdout.flush(); print('err', file=sys.stderr); "
               "sys.exit(3)", 3, None),
              ("import os, sys; sys.stdout.write('x' * 300000); sys.stdout.flush(); "
-              "os.kill(os.getpid(), 9)", None, signal.SIGKILL))
+              "os.kill(os.getpid(), 9)", None, signal.SIGKILL),
+             ("import subprocess, sys; subprocess.Popen(['sleep', '30']); sys.exit(137)", 137,
+              None))
     for code, exit_code, signo in cases:
         proc = cli("run", "--json", *GVISOR, "--pooled", "--lang", "python", "-c", code, env=env)
         r = json.loads(proc.stdout)
         assert b"the run ended at the sentry's answer" in proc.stderr, proc.stderr[-2000:]
         assert r["pooled"] and r["exit_code"] == exit_code, r
         assert r["signal"] == signo
-        if signo is None:
+        if exit_code == 137:
+            assert r["status"] == "exit_nonzero" and not r["evidence"]["wall_timeout"], r
+        elif signo is None:
             assert (r["stdout"], r["stderr"]) == ("out\n", "err\n")
         else:
             assert r["stdout"] == "x" * 300000 and not r["truncated"]["stdout"]

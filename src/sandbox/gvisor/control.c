@@ -40,7 +40,8 @@ static int connect_to_server(int fd, const struct sockaddr_un *address, socklen_
         return 0;
 }
 
-int gvisor_control_send_wait(const char *id, bool (*is_server)(pid_t pid, void *ctx), void *ctx)
+int gvisor_control_send_wait(const char *id, pid_t pid, bool (*is_server)(pid_t pid, void *ctx),
+                             void *ctx)
 {
         struct sockaddr_un address = {.sun_family = AF_UNIX};
         /* Abstract: the name follows a NUL in sun_path, and the address's length says where it
@@ -73,7 +74,11 @@ int gvisor_control_send_wait(const char *id, bool (*is_server)(pid_t pid, void *
                         return -1;
                 }
         }
-        json_t *call = json_pack("{s:s,s:s}", "method", "containerManager.Wait", "arg", id);
+        /* WaitPIDArgs has no JSON tags: its fields go by their Go names. */
+        json_t *call =
+                pid > 0 ? json_pack("{s:s,s:{s:I,s:s}}", "method", "containerManager.WaitPID",
+                                    "arg", "PID", (json_int_t)pid, "CID", id)
+                        : json_pack("{s:s,s:s}", "method", "containerManager.Wait", "arg", id);
         _cleanup_free_ char *text = call != NULL ? json_dumps(call, JSON_COMPACT) : NULL;
         json_decref(call);
         if (text == NULL) {

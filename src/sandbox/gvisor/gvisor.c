@@ -25,13 +25,14 @@
  *            0.47 s of wall time against 0.34 s without the bound. Like a warm entry's, a cold
  *            run's counters start there: the start-up is the sandbox's, not the program's
  *
- * Pool mode (spec.agent): the loader's execution comes on its stdin and it says "R" on its stdout
- * first (sandbox/agent.h: runsc passes no other fd into its sandbox); start returns once it did.
- * acquire sets the request's limits on the cgroup, and the loader sets the rlimits it is sent.
- * A pool entry's run ends at the sentry's answer to a Wait call (control.h), made once its loader
- * is ready: the program's exit status then, its output what the pipes hold; runsc's own exit,
- * ~20 ms later, and the sandbox's removal come after the answer (destroy). A cold run ends at
- * runsc's exit: its control server is not there to call when runsc starts.
+ * Pool mode (spec.agent): the loader's execution comes on its stdin and it says "R" and its pid on
+ * its stdout first (sandbox/agent.h: runsc passes no other fd into its sandbox); start returns
+ * once it did. acquire sets the request's limits on the cgroup, and the loader sets the rlimits it
+ * is sent. A pool entry's run ends at the sentry's answer to a Wait call for the loader's pid
+ * (control.h), made once it is ready: the program's exit status then, its output what the pipes
+ * hold; the stage shell's exit, runsc's ~25 ms later, and the sandbox's removal come after the
+ * answer (destroy). A cold run ends at runsc's exit: its control server is not there to call when
+ * runsc starts.
  * Not yet: exec entries, sessions and compile stages (create refuses them), read-only files. */
 #define _GNU_SOURCE
 #include "sandbox/gvisor/gvisor.h"
@@ -41,6 +42,7 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,9 +95,9 @@ void sbx_gvisor_set_platform(const char *platform)
  * may die). */
 #define GVISOR_HOST_PIDS(pids) ((pids)*16 + 512)
 
-/* runsc's exit status for a program killed by signal N is 128 + N, the shell's convention: a
- * program that exits with such a code itself reads the same (a difference from the native
- * backend, which has init's wait status). */
+/* runsc's exit status for a program killed by signal N is 128 + N, the shell's convention: a cold
+ * run's program that exits with such a code itself reads the same (a difference from the native
+ * backend and from a pool entry's run, which have the program's own wait status). */
 #define GVISOR_SIGNAL_EXIT_BASE 128
 
 /* How long a pool entry's loader may take to say "R": runsc's start-up and an interpreter's
@@ -115,8 +117,9 @@ struct sbx_sandbox {
         char dir[64]; /* GVISOR_RUN_DIR/<slot> */
         pid_t pid;    /* runsc run; 0 before start and once reaped */
         int pidfd;
+        pid_t loader_pid; /* a pool entry's loader's, in the container's pid namespace */
         int wait_fd; /* a pool entry's Wait call (control.h), or -1: the run ends at runsc's exit */
-        bool ended;  /* the Wait call's answer came: the sentry is ending everything itself */
+        bool ended;  /* the Wait call's answer came: the program has exited */
         int wait_status;                    /* that answer's */
         int stdin_fd, stdout_fd, stderr_fd; /* the supervisor's ends */
         /* A cold run's stdin: the files' bytes for the stage script (spec.h), then the
@@ -315,19 +318,38 @@ static int set_blocking(int fd, bool blocking)
         return fcntl(fd, F_SETFL, blocking ? flags & ~O_NONBLOCK : flags | O_NONBLOCK);
 }
 
-/* Pool mode: the loader's "R", the first byte of its stdout. */
-static int wait_for_loader(int stdout_fd, struct sbx_error *err)
+/* Pool mode: the loader's "R" and its pid in the container's pid namespace, "R<pid>\n", the
+ * first bytes of its stdout, read a byte at a time: what follows is the program's. Said before
+ * any of the program's code is in the sandbox, the pid is the loader's word, and the loader is
+ * sandboxd's own. */
+static int wait_for_loader(int stdout_fd, pid_t *loader_pid, struct sbx_error *err)
 {
-        struct pollfd pfd = {.fd = stdout_fd, .events = POLLIN};
-        int ready;
-        do
-                ready = poll(&pfd, 1, GVISOR_LOADER_READY_TIMEOUT_MS);
-        while (ready < 0 && errno == EINTR);
-        char byte = 0;
-        if (ready <= 0 || read(stdout_fd, &byte, 1) != 1 || byte != 'R')
-                return sbx_error_set(err, ready < 0 ? errno : EPROTO,
-                                     "setup step 'exec': the pool loader did not become ready");
-        return 0;
+        uint64_t until = sbx_now_us() + (uint64_t)GVISOR_LOADER_READY_TIMEOUT_MS * 1000;
+        char line[16];
+        size_t len = 0;
+        while (len < sizeof(line)) {
+                uint64_t now = sbx_now_us();
+                struct pollfd pfd = {.fd = stdout_fd, .events = POLLIN};
+                int ready = now < until ? poll(&pfd, 1, (int)((until - now + 999) / 1000)) : 0;
+                if (ready < 0 && errno == EINTR)
+                        continue;
+                ssize_t n = ready > 0 ? read(stdout_fd, &line[len], 1) : -1;
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n != 1)
+                        break;
+                if (line[len++] != '\n')
+                        continue;
+                line[len - 1] = '\0';
+                char *end = NULL;
+                long pid = line[0] == 'R' ? strtol(line + 1, &end, 10) : 0;
+                if (pid <= 0 || pid > INT32_MAX || end == line + 1 || *end != '\0')
+                        break;
+                *loader_pid = (pid_t)pid;
+                return 0;
+        }
+        return sbx_error_set(err, EPROTO,
+                             "setup step 'exec': the pool loader did not become ready");
 }
 
 /* The id runsc knows the sandbox and its one container by. */
@@ -353,13 +375,15 @@ static bool is_sandbox_process(pid_t pid, void *ctx)
         return false;
 }
 
-/* A ready pool entry's Wait call. Without it (another runsc's protocol), the run ends at runsc's
- * exit, as a cold run's: slower, and as right. */
+/* A ready pool entry's Wait call, for its loader (the process that becomes the program). Without
+ * it (another runsc's protocol), the run ends at runsc's exit, as a cold run's: slower, and as
+ * right. */
 static void send_wait_call(struct sbx_sandbox *sandbox)
 {
         char id[32];
         container_id(sandbox, id, sizeof(id));
-        sandbox->wait_fd = gvisor_control_send_wait(id, is_sandbox_process, sandbox);
+        sandbox->wait_fd =
+                gvisor_control_send_wait(id, sandbox->loader_pid, is_sandbox_process, sandbox);
         if (sandbox->wait_fd < 0)
                 sbx_debug("gvisor: %s: no Wait call (%s): the run ends at runsc's exit", id,
                           strerror(errno));
@@ -470,7 +494,7 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         sandbox->stdout_fd = take_fd(&out[0]);
         sandbox->stderr_fd = take_fd(&errs[0]);
         if (sandbox->agent)
-                rc = wait_for_loader(sandbox->stdout_fd, err);
+                rc = wait_for_loader(sandbox->stdout_fd, &sandbox->loader_pid, err);
         else
                 rc = start_quota_raised(sandbox->spec) ? start_cold(sandbox, err) : 0;
         if (rc == 0 && sandbox->agent)
@@ -509,10 +533,11 @@ static int gvisor_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
         return rc;
 }
 
-/* Once the sentry has answered the Wait call, the program and everything it started are over
- * (the container's init has exited, and the sentry has sent SIGKILL to every other process in its
- * pid namespace, as Linux does): what remains is runsc's own wind-down, which destroy ends.
- * Killing it here would only wait, before the answer, for the cgroup to empty. */
+/* Once the sentry has answered the Wait call, the program has exited: the run is over, as a native
+ * run is at its program's exit. The container's init (the stage shell) then exits with its status
+ * within milliseconds, and the sentry sends SIGKILL to every other process in its pid namespace,
+ * as Linux does; runsc winds down, and destroy, after the answer, kills and reaps whatever is
+ * left. Killing it here would only wait, before the answer, for the cgroup to empty (~8 ms). */
 static int gvisor_kill(struct sbx_sandbox *sandbox, struct sbx_error *err)
 {
         if (sandbox->ended)
@@ -525,18 +550,19 @@ static int kill_callback(void *ctx, struct sbx_error *err)
         return gvisor_kill(ctx, err);
 }
 
-/* The program's exit from a wait status: runsc's, or the sentry's for the container's init (the
- * stage shell, which exits with 128 + N for a program killed by signal N, as runsc does). */
-static void read_status(int status, struct sbx_run *run)
+/* The program's exit from a wait status: runsc's (shell_convention: 128 + N is a program killed by
+ * signal N), or the sentry's for the program's own process. */
+static void read_status(int status, bool shell_convention, struct sbx_run *run)
 {
-        if (WIFSIGNALED(status)) { /* killed with its sandbox: deadline, output cap, OOM */
+        if (WIFSIGNALED(status)) { /* by a signal; runsc's: with its sandbox (deadline, cap) */
                 run->exited = false;
                 run->exit_code = -1;
                 run->signal = WTERMSIG(status);
                 return;
         }
         int code = WEXITSTATUS(status);
-        if (code > GVISOR_SIGNAL_EXIT_BASE && code < GVISOR_SIGNAL_EXIT_BASE + 65) {
+        if (shell_convention && code > GVISOR_SIGNAL_EXIT_BASE &&
+            code < GVISOR_SIGNAL_EXIT_BASE + 65) {
                 run->exited = false;
                 run->exit_code = -1;
                 run->signal = code - GVISOR_SIGNAL_EXIT_BASE;
@@ -558,7 +584,7 @@ static int reap(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_err
         if (got < 0)
                 return sbx_error_set(err, errno, "wait for runsc");
         sandbox->pid = 0;
-        read_status(status, run);
+        read_status(status, true, run);
         return 0;
 }
 
@@ -627,12 +653,8 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         run->wall_us = sbx_now_us() - started;
         struct sbx_error ignored = {0};
         if (sandbox->ended) {
-                /* The sentry's answer: the program is over, and the sandbox with it (the
-                 * container's init has exited: the sentry sends SIGKILL to every process it
-                 * started, and then ends). runsc winds down meanwhile; destroy, after the answer,
-                 * kills what is left and reaps it (killing it here would wait for the cgroup to
-                 * empty, ~8 ms, before the answer). */
-                read_status(sandbox->wait_status, run);
+                /* The sentry's answer: the program has exited (see gvisor_kill for the rest). */
+                read_status(sandbox->wait_status, false, run);
                 sbx_debug("gvisor: sandboxd-%u: the run ended at the sentry's answer (status %#x)",
                           cgroup_slot(sandbox->cgroup), (unsigned)sandbox->wait_status);
         } else {
