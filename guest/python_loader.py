@@ -5,15 +5,16 @@
 #
 #   u32 (little-endian) header length, then the header: NUL-terminated fields
 #     count, argv..., count, "NAME=value"..., count, (path, size, flags)..., main path
-#   then each file's bytes in order. argv[0] is this interpreter; flags hold "x" when the file
-#   is executable.
+#   then each file's bytes in order. argv[0] is this interpreter (an exec entry's: its
+#   program); flags hold "x" when the file is executable.
 #
-# Under the gVisor backend no fd but 0, 1 and 2 reaches the sandbox, and sandboxd starts it with
-# the argument "stdio": the channel is stdin; "R", the loader's pid and a newline go to stdout
-# before anything else (sandboxd waits for this process's exit by that pid); and the header ends
-# with the rlimits to set, which the loader sets itself (no prlimit reaches into gVisor's
-# kernel): their count, then each resource's number, soft and hard value. The rest of stdin is
-# the program's.
+# Under the gVisor and uml backends no fd but 0, 1 and 2 reaches the loader, and sandboxd starts
+# it with the argument "stdio": the channel is stdin, "R" goes to stdout before anything else,
+# and the header ends with the rlimits to set, which the loader sets itself (no prlimit reaches
+# into those kernels): their count, then each resource's number, soft and hard value. The rest
+# of stdin is the program's. Further arguments, gVisor's: "pid", its pid and a newline follow the
+# "R" (sandboxd waits for this process's exit by that pid); "exec" (an exec entry, for a language
+# without a loader: sh, bash), it executes the execution's argv in its own place instead.
 #
 # It writes the files into /workspace, closes fd 3 and runs the program as `python3 main.py`
 # would: as __main__, with sys.argv, __file__, sys.path[0], stdin, exceptions (traceback on
@@ -21,9 +22,9 @@
 # program compile() refuses is handed to the interpreter itself (exec python3 main.py).
 #
 # It imports nothing beyond what the interpreter has loaded at start-up (os, sys and the frozen
-# import machinery), atexit (built in) and, under gVisor, resource: every module imported here
-# would be paid for by each pool entry and would sit in its memory. One execution per loader: the sandbox is destroyed
-# afterwards, never reused. Standard library only.
+# import machinery), atexit and _signal (built in) and, under gVisor, resource: every module
+# imported here would be paid for by each pool entry and would sit in its memory. One execution
+# per loader: the sandbox is destroyed afterwards, never reused. Standard library only.
 #
 # As a template (src/sandbox/native/template.h), the engine starts it outside any sandbox with
 # the arguments "template MODULE FD": it loads sandboxd's shared module MODULE and serves
@@ -34,12 +35,18 @@ import atexit
 import os
 import sys
 
-STDIO = sys.argv[1:] == ["stdio"]
+STDIO = sys.argv[1:2] == ["stdio"]
+SAY_PID = STDIO and "pid" in sys.argv[2:]
+# An exec entry's (gVisor's: stdin is the only way into its sandbox): the execution's program
+# takes this process's place, as an exec entry's init starts it on the other backends.
+EXEC = STDIO and "exec" in sys.argv[2:]
 AGENT_FD = 0 if STDIO else 3
 if STDIO:
     # Only gVisor's entries set their own rlimits (a native entry's came by prlimit). Imported
     # before "R": under gVisor, finding and loading the extension took 5-7 ms of every warm run.
     import resource
+if EXEC:
+    import _signal  # built in: the dispositions the interpreter changed, put back before exec
 
 
 def read_exactly(size):
@@ -62,7 +69,8 @@ def receive():
     def items(count_field):
         return [next(fields) for _ in range(int(count_field))]
 
-    argv = [os.fsdecode(a) for a in items(next(fields))][1:]  # without the interpreter
+    argv = [os.fsdecode(a) for a in items(next(fields))]  # argv[0]: the interpreter, or an
+    # exec entry's program
     env = [os.fsdecode(e).split("=", 1) for e in items(next(fields))]
     files = [(next(fields), int(next(fields)), b"x" in next(fields))
              for _ in range(int(next(fields)))]
@@ -132,8 +140,24 @@ def finish(code):
     os._exit(code)
 
 
+def exec_program(argv, env):
+    """An exec entry's execution: its program in this process's place (the pid sandboxd waits
+    for), with exactly its environment, found on that environment's PATH as a cold run's setpriv
+    finds it, with the signal dispositions an exec from sandboxd's stage shell would leave. The
+    rlimits are set, the files written, and no_new_privs holds from the stage."""
+    for name in ("SIGPIPE", "SIGXFSZ"):  # the interpreter ignores these; a shell does not
+        _signal.signal(getattr(_signal, name), _signal.SIG_DFL)
+    try:
+        os.execvpe(argv[0], argv, dict(env))
+    except OSError as exc:
+        os.write(2, f"sandboxd: {argv[0]}: {exc.strerror}\n".encode())
+        os._exit(127)  # as the shell and setpriv say "not found"
+
+
 def run(argv, env, main, source):
-    """Runs source as the __main__ module, the way `python3 main.py` sets it up."""
+    """Runs source as the __main__ module, the way `python3 main.py` sets it up (argv[0] is
+    the interpreter)."""
+    argv = argv[1:]
     for name, value in env:
         os.environ[name] = value
     sys.argv = argv
@@ -190,8 +214,11 @@ if sys.argv[1:2] == ["template"]:
     become_program(*sys.argv[2:4])
 warm_up()
 
-if STDIO:
+if SAY_PID:
     os.write(1, b"R%d\n" % os.getpid())
 else:
-    os.write(AGENT_FD, b"R")
-finish(run(*receive()))
+    os.write(1 if STDIO else AGENT_FD, b"R")
+execution = receive()
+if EXEC:
+    exec_program(*execution[:2])
+finish(run(*execution))

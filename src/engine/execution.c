@@ -11,6 +11,7 @@
 #include "engine/compile_cache.h"
 #include "model/backend.h"
 #include "model/language.h"
+#include "sandbox/agent.h"
 #include "util/cleanup.h"
 #include "util/log.h"
 #include "util/time.h"
@@ -512,10 +513,6 @@ int sbx_execute(const struct sbx_request *request, struct sbx_result *result, st
 
 /* ---- Warm pools ------------------------------------------------------------------------ */
 
-/* The loaders' sources, embedded at build time from guest/. */
-extern const char sbx_python_loader_source[];
-extern const char sbx_node_loader_source[];
-
 /* The warm-pool loaders a language row may name: how its interpreter runs one (`-c SOURCE`, or
  * a file of the entry's /workspace that the loader removes at once), and the smallest memory cap
  * a request may have to use one (the waiting interpreter's own use must fit under it with room
@@ -532,12 +529,17 @@ static const struct loader {
          96ull << 20}, /* ~40 MiB idle */
 };
 
-static const struct loader *loader_of(const struct sbx_language *language)
+static const struct loader *loader_named(const char *name)
 {
-        for (size_t i = 0; language->loader != NULL && i < SBX_ARRAY_SIZE(loaders); i++)
-                if (strcmp(loaders[i].name, language->loader) == 0)
+        for (size_t i = 0; name != NULL && i < SBX_ARRAY_SIZE(loaders); i++)
+                if (strcmp(loaders[i].name, name) == 0)
                         return &loaders[i];
         return NULL;
+}
+
+static const struct loader *loader_of(const struct sbx_language *language)
+{
+        return loader_named(language->loader);
 }
 
 struct sbx_pool_entry {
@@ -646,8 +648,11 @@ static bool eligible_for(const struct sbx_request *request, const struct sbx_tes
              request_input_bytes(request) > UML_POOL_INPUT_MAX_BYTES))
                 return false;
         const struct loader *loader = loader_of(language);
+        /* An exec entry: init waits, nothing of the program runs yet; on gVisor, Python's loader
+         * waits (gvisor/spec.h), whose own memory a smaller cap could not hold. */
         if (loader == NULL)
-                return true; /* an exec entry: init waits, nothing of the program runs yet */
+                return strcmp(backend, "gvisor") != 0 || request->limits.memory_bytes == 0 ||
+                       request->limits.memory_bytes >= loader_named("python")->min_memory_bytes;
         /* The waiting interpreter's own memory: a smaller cap could not be applied to it (and
          * would not leave the program room anyway); such a request runs cold. */
         if (request->limits.memory_bytes != 0 &&

@@ -48,7 +48,7 @@ bool sbx_backend_pools_language(const char *name, const struct sbx_language *lan
         if (strcmp(name, NATIVE) == 0)
                 return true;
         bool python = language->loader != NULL && strcmp(language->loader, "python") == 0;
-        /* uml's exec entries: a language without a loader that compiles nothing (sh, bash). */
+        /* Exec entries: a language without a loader that compiles nothing (sh, bash). */
         bool exec = language->loader == NULL && !sbx_language_compiles(language);
-        return python || (strcmp(name, UML) == 0 && exec);
+        return python || exec;
 }

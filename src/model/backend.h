@@ -30,6 +30,6 @@ bool sbx_backend_runs_language(const char *name, const struct sbx_language *lang
 
 /* Whether the backend called name (a name of this list) has warm-pool entries for language: the
  * native backend for every language; the gvisor and uml backends for the languages whose loader
- * takes its execution on stdin (sandbox/agent.h), Python's; and the uml backend's exec entries
- * for the languages without a loader that compile nothing (sh, bash): none on gVisor yet. */
+ * takes its execution on stdin (sandbox/agent.h), Python's, and, as exec entries, for the
+ * languages without a loader that compile nothing (sh, bash). */
 bool sbx_backend_pools_language(const char *name, const struct sbx_language *language);

@@ -25,6 +25,11 @@
 #include "sandbox/sandbox.h"
 #include "util/error.h"
 
+/* The warm-pool loaders' sources (guest/), embedded at build time: the engine starts Python's and
+ * node's in pool entries, and a gVisor exec entry waits in Python's (gvisor/spec.h). */
+extern const char sbx_python_loader_source[];
+extern const char sbx_node_loader_source[];
+
 /* The channel's kind: the native backend's socket (the sandbox's fd 3), or a gVisor sandbox's
  * stdin, a pipe, which is all that reaches into runsc's sandbox (no fd passes with the prefix;
  * the rlimits travel in the header, as no prlimit reaches into gVisor's kernel). */

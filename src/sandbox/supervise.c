@@ -203,10 +203,11 @@ int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struc
                         }
                 }
                 if (end_slot >= 0 && fds[end_slot].revents != 0) {
-                        if (end_is_final && params->end_confirm != NULL &&
-                            !params->end_confirm(params->end_ctx)) {
-                                end_fd = params->end_fallback_fd;
-                                end_is_final = false;
+                        int next = end_is_final && params->end_next != NULL
+                                           ? params->end_next(params->end_ctx, &end_is_final)
+                                           : -1;
+                        if (next >= 0) {
+                                end_fd = next;
                         } else {
                                 exited = true;
                                 for (int i = 0; end_is_final && i < 2; i++)

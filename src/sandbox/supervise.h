@@ -21,13 +21,12 @@ struct sbx_supervise {
         int end_fd; /* readable (data or end of file) once the run is over */
         /* Once end_fd is readable, what the pipes hold is the whole output: they are read until
          * empty, not to end of file (runsc holds its copies of them through its own teardown:
-         * gvisor.c, the Wait call). end_confirm, when set, is asked first: false means that
-         * end_fd's end was not the run's (no usable Wait answer), and the loop goes on without
-         * end_is_final, its end then end_fallback_fd's. */
+         * gvisor.c, the Wait calls). end_next, when set, is asked first what that end was: -1,
+         * the run's; else (no usable Wait answer) the fd whose readiness ends the run instead,
+         * for which it sets end_is_final's value in *final. */
         bool end_is_final;
-        bool (*end_confirm)(void *ctx);
+        int (*end_next)(void *ctx, bool *final);
         void *end_ctx;
-        int end_fallback_fd;
         uint64_t deadline_us; /* CLOCK_MONOTONIC (sbx_now_us) at which the sandbox is killed */
         size_t output_cap;    /* bytes kept per stream; one more ends the run */
         /* Kills every process of the sandbox; called at the deadline and at the output cap. */

@@ -273,7 +273,8 @@ static void test_pools(void **state)
         assert_int_equal(config.pools[1].min_idle, 2);
         assert_int_equal(config.pools[1].max_idle, 3);
         sbx_config_free(&config);
-        assert_load_error("[pool.bash.gvisor]\n", "t:1: [pool.bash.gvisor]: no warm pool exists");
+        assert_load_error("[pool.javascript.gvisor]\n",
+                          "t:1: [pool.javascript.gvisor]: no warm pool exists");
         assert_load_error("[pool.python.firecracker]\n",
                           "t:1: [pool.python.firecracker]: no warm pool exists");
         assert_load_error("[session_pool.python.gvisor]\n",

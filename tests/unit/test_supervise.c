@@ -62,10 +62,28 @@ static pid_t fork_program(int out[2], int errp[2], int end[2])
         return child;
 }
 
+/* end_next's script: the fds it names in turn (each with its finality), then -1. */
+struct end_script {
+        int asked;
+        int next[2];
+        bool final[2];
+};
+
+static int scripted_end_next(void *ctx, bool *final)
+{
+        struct end_script *script = ctx;
+        int i = script->asked++;
+        if (i >= 2 || script->next[i] < 0)
+                return -1;
+        *final = script->final[i];
+        return script->next[i];
+}
+
 /* Runs the supervisor over the child fork_program made (the parent's ends of its pipes), with
- * stdout and stderr handed to c when it is not NULL; returns how long that took. */
+ * stdout and stderr handed to c when it is not NULL and the run's end told by script when that
+ * is not NULL; returns how long that took. */
 static uint64_t supervise_child(int out[2], int errp[2], int end[2], bool end_is_final, size_t cap,
-                                struct collected *c, struct sbx_run *run)
+                                struct collected *c, struct end_script *script, struct sbx_run *run)
 {
         close(out[1]);
         close(errp[1]);
@@ -82,6 +100,8 @@ static uint64_t supervise_child(int out[2], int errp[2], int end[2], bool end_is
                 .kill = kill_child,
                 .on_output = c != NULL ? collect : NULL,
                 .output_ctx = c,
+                .end_next = script != NULL ? scripted_end_next : NULL,
+                .end_ctx = script,
         };
         struct sbx_error err = {0};
         assert_int_equal(sbx_supervise(&params, run, &err), 0);
@@ -108,7 +128,7 @@ static void supervise_writer(size_t n, unsigned pause_us, size_t cap, struct col
                         _exit(1);
                 _exit(0); /* end[1] closes: the run is over */
         }
-        *elapsed_us = supervise_child(out, errp, end, false, cap, c, run);
+        *elapsed_us = supervise_child(out, errp, end, false, cap, c, NULL, run);
         waitpid(child, NULL, 0);
 }
 
@@ -254,7 +274,7 @@ static void test_end_is_final_takes_what_the_pipes_hold(void **state)
                 _exit(0);
         }
         struct sbx_run run = {0};
-        uint64_t elapsed = supervise_child(out, errp, end, true, 1 << 20, NULL, &run);
+        uint64_t elapsed = supervise_child(out, errp, end, true, 1 << 20, NULL, NULL, &run);
         kill(child, SIGKILL);
         waitpid(child, NULL, 0);
         assert_true(elapsed < 5 * 1000 * 1000);
@@ -267,51 +287,61 @@ static void test_end_is_final_takes_what_the_pipes_hold(void **state)
         sbx_buffer_free(&run.err);
 }
 
-static bool unconfirmed(void *ctx)
-{
-        (*(int *)ctx)++;
-        return false;
-}
-
-/* An end end_confirm does not confirm (no usable Wait answer) is not the run's: the loop goes on
- * to end_fallback_fd's end (runsc's exit), reading the pipes to end of file, so that what the
- * program writes after it is kept. */
-static void test_an_unconfirmed_end_waits_for_the_fallback(void **state)
+/* An end that end_next does not take as the run's (no usable WaitPID answer) hands the run to
+ * another final end (the Wait call for the container's init), and that one's to a last one that
+ * is not final (runsc's exit): the loop goes on to it, reading the pipes to end of file, so that
+ * what the program writes after the first two is kept. */
+static void test_an_end_not_taken_hands_over_to_the_next(void **state)
 {
         (void)state;
-        int out[2], errp[2], end[2], fallback[2];
+        int out[2], errp[2], end[2], second[2], fallback[2];
+        assert_int_equal(pipe2(second, O_CLOEXEC), 0);
         assert_int_equal(pipe2(fallback, O_CLOEXEC), 0);
         if (fork_program(out, errp, end) == 0) {
-                if (write(out[1], "a", 1) != 1 || write(end[1], "E", 1) != 1)
+                if (write(out[1], "a", 1) != 1 || write(end[1], "E", 1) != 1 ||
+                    write(second[1], "E", 1) != 1)
                         _exit(1);
                 usleep(100 * 1000);
                 _exit(write(out[1], "b", 1) != 1); /* fallback[1] closes: runsc has exited */
         }
+        close(second[1]);
         close(fallback[1]);
-        close(out[1]);
-        close(errp[1]);
-        close(end[1]);
-        int asked = 0;
-        struct sbx_supervise params = {
-                .stdin_fd = -1,
-                .stdout_fd = out[0],
-                .stderr_fd = errp[0],
-                .end_fd = end[0],
-                .end_is_final = true,
-                .end_confirm = unconfirmed,
-                .end_ctx = &asked,
-                .end_fallback_fd = fallback[0],
-                .deadline_us = sbx_now_us() + 20 * 1000 * 1000,
-                .output_cap = 1 << 10,
-                .kill = kill_child,
-        };
+        struct end_script script = {.next = {second[0], fallback[0]}, .final = {true, false}};
         struct sbx_run run = {0};
-        struct sbx_error err = {0};
-        assert_int_equal(sbx_supervise(&params, &run, &err), 0);
+        supervise_child(out, errp, end, true, 1 << 10, NULL, &script, &run);
         waitpid(child, NULL, 0);
-        close(end[0]);
+        close(second[0]);
         close(fallback[0]);
-        assert_int_equal(asked, 1);
+        assert_int_equal(script.asked, 2);
+        assert_int_equal(run.out.len, 2);
+        assert_memory_equal(run.out.data, "ab", 2);
+        sbx_buffer_free(&run.out);
+        sbx_buffer_free(&run.err);
+}
+
+/* A final end that end_next takes (the init's answer after the WaitPID call found nothing) ends
+ * the run with what the pipes hold then: what comes later is not the program's. */
+static void test_a_handed_over_final_end_ends_the_run(void **state)
+{
+        (void)state;
+        int out[2], errp[2], end[2], second[2];
+        assert_int_equal(pipe2(second, O_CLOEXEC), 0);
+        if (fork_program(out, errp, end) == 0) {
+                if (write(out[1], "a", 1) != 1 || write(end[1], "E", 1) != 1)
+                        _exit(1);
+                usleep(50 * 1000);
+                if (write(out[1], "b", 1) != 1 || write(second[1], "E", 1) != 1)
+                        _exit(1);
+                usleep(100 * 1000);
+                _exit(write(out[1], "c", 1) != 1);
+        }
+        close(second[1]);
+        struct end_script script = {.next = {second[0], -1}, .final = {true, false}};
+        struct sbx_run run = {0};
+        supervise_child(out, errp, end, true, 1 << 10, NULL, &script, &run);
+        waitpid(child, NULL, 0);
+        close(second[0]);
+        assert_int_equal(script.asked, 2);
         assert_int_equal(run.out.len, 2);
         assert_memory_equal(run.out.data, "ab", 2);
         sbx_buffer_free(&run.out);
@@ -327,7 +357,8 @@ int main(void)
                 cmocka_unit_test(test_nothing_past_the_cap),
                 cmocka_unit_test(test_stdin_ends_once_written_unless_held),
                 cmocka_unit_test(test_end_is_final_takes_what_the_pipes_hold),
-                cmocka_unit_test(test_an_unconfirmed_end_waits_for_the_fallback),
+                cmocka_unit_test(test_an_end_not_taken_hands_over_to_the_next),
+                cmocka_unit_test(test_a_handed_over_final_end_ends_the_run),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -29,11 +29,14 @@
  * its stdout first (sandbox/agent.h: runsc passes no other fd into its sandbox); start returns
  * once it did. acquire sets the request's limits on the cgroup, and the loader sets the rlimits it
  * is sent. A pool entry's run ends at the sentry's answer to a Wait call for the loader's pid
- * (control.h), made once it is ready: the program's exit status then, its output what the pipes
- * hold; the stage shell's exit, runsc's ~25 ms later, and the sandbox's removal come after the
- * answer (destroy). A cold run ends at runsc's exit: its control server is not there to call when
- * runsc starts.
- * Not yet: exec entries, sessions and compile stages (create refuses them), read-only files. */
+ * (control.h), made once it is ready (or, when the sentry took that call too late to find the
+ * loader, at its answer for the container's init): the program's exit status then, its output
+ * what the pipes hold; the stage shell's exit, runsc's ~25 ms later, and the sandbox's removal
+ * come after the answer (destroy). A cold run ends at runsc's exit: its control server is not
+ * there to call when runsc starts.
+ * An exec entry (spec.exec_on_acquire: sh's, bash's) is a pool entry whose loader, Python's, execs
+ * the execution's program in its own place (spec.h): the same start, acquire and end.
+ * Not yet: sessions and compile stages (create refuses them), read-only files. */
 #define _GNU_SOURCE
 #include "sandbox/gvisor/gvisor.h"
 
@@ -118,9 +121,14 @@ struct sbx_sandbox {
         pid_t pid;    /* runsc run; 0 before start and once reaped */
         int pidfd;
         pid_t loader_pid; /* a pool entry's loader's, in the container's pid namespace */
-        int wait_fd; /* a pool entry's Wait call (control.h), or -1: the run ends at runsc's exit */
-        bool ended;  /* the Wait call's answer came: the program has exited */
-        int wait_status;                    /* that answer's */
+        /* A pool entry's Wait calls (control.h): WaitPID for its loader, and Wait for the
+         * container's init, whose answer stands in for the first's when the sentry takes that
+         * call only after the loader is gone and reaped (it answers then: no such process).
+         * Both -1: the run ends at runsc's exit. */
+        int wait_fd, init_wait_fd;
+        bool ended;         /* a Wait call's answer came: the program has exited */
+        bool ended_at_init; /* that answer was the init's (the stage shell's status) */
+        int wait_status;    /* that answer's */
         int stdin_fd, stdout_fd, stderr_fd; /* the supervisor's ends */
         /* A cold run's stdin: the files' bytes for the stage script (spec.h), then the
          * program's; NULL without files. */
@@ -169,10 +177,9 @@ static int make_stdin(struct sbx_sandbox *sandbox, struct sbx_error *err)
 
 static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
 {
-        if (spec->session || spec->exec_on_acquire || spec->artifact_fd > 0)
+        if (spec->session || spec->artifact_fd > 0)
                 return sbx_error_set(err, EOPNOTSUPP,
-                                     "the gvisor backend has no session, exec pool entry or "
-                                     "compile stage yet");
+                                     "the gvisor backend has no session or compile stage yet");
         for (size_t i = 0; i < spec->n_files; i++)
                 if (spec->files[i].read_only)
                         return sbx_error_set(err, EOPNOTSUPP,
@@ -258,7 +265,7 @@ static int gvisor_create(const struct sbx_spec *spec, struct sbx_sandbox **out,
                 return sbx_error_set(err, ENOMEM, "allocate sandbox");
         sandbox->spec = spec;
         sandbox->agent = spec->agent;
-        sandbox->pidfd = sandbox->wait_fd = -1;
+        sandbox->pidfd = sandbox->wait_fd = sandbox->init_wait_fd = -1;
         sandbox->stdin_fd = sandbox->stdout_fd = sandbox->stderr_fd = -1;
         if (make_stdin(sandbox, err) < 0) {
                 free(sandbox);
@@ -375,16 +382,17 @@ static bool is_sandbox_process(pid_t pid, void *ctx)
         return false;
 }
 
-/* A ready pool entry's Wait call, for its loader (the process that becomes the program). Without
- * it (another runsc's protocol), the run ends at runsc's exit, as a cold run's: slower, and as
- * right. */
-static void send_wait_call(struct sbx_sandbox *sandbox)
+/* A ready pool entry's Wait calls: for its loader (the process that becomes the program), and for
+ * the container's init (see struct sbx_sandbox). Without them (another runsc's protocol), the run
+ * ends at runsc's exit, as a cold run's: slower, and as right. */
+static void send_wait_calls(struct sbx_sandbox *sandbox)
 {
         char id[32];
         container_id(sandbox, id, sizeof(id));
         sandbox->wait_fd =
                 gvisor_control_send_wait(id, sandbox->loader_pid, is_sandbox_process, sandbox);
-        if (sandbox->wait_fd < 0)
+        sandbox->init_wait_fd = gvisor_control_send_wait(id, 0, is_sandbox_process, sandbox);
+        if (sandbox->wait_fd < 0 && sandbox->init_wait_fd < 0)
                 sbx_debug("gvisor: %s: no Wait call (%s): the run ends at runsc's exit", id,
                           strerror(errno));
 }
@@ -498,7 +506,7 @@ static int gvisor_start(struct sbx_sandbox *sandbox, struct sbx_error *err)
         else
                 rc = start_quota_raised(sandbox->spec) ? start_cold(sandbox, err) : 0;
         if (rc == 0 && sandbox->agent)
-                send_wait_call(sandbox);
+                send_wait_calls(sandbox);
 out:
         for (int i = 0; i < 2; i++) {
                 sbx_closep(&in[i]);
@@ -533,7 +541,7 @@ static int gvisor_acquire(struct sbx_sandbox *sandbox, const struct sbx_spec *re
         return rc;
 }
 
-/* Once the sentry has answered the Wait call, the program has exited: the run is over, as a native
+/* Once the sentry has answered a Wait call, the program has exited: the run is over, as a native
  * run is at its program's exit. The container's init (the stage shell) then exits with its status
  * within milliseconds, and the sentry sends SIGKILL to every other process in its pid namespace,
  * as Linux does; runsc winds down, and destroy, after the answer, kills and reaps whatever is
@@ -550,8 +558,8 @@ static int kill_callback(void *ctx, struct sbx_error *err)
         return gvisor_kill(ctx, err);
 }
 
-/* The program's exit from a wait status: runsc's (shell_convention: 128 + N is a program killed by
- * signal N), or the sentry's for the program's own process. */
+/* The program's exit from a wait status: runsc's or the stage shell's (shell_convention: 128 + N
+ * is a program killed by signal N), or the sentry's for the program's own process. */
 static void read_status(int status, bool shell_convention, struct sbx_run *run)
 {
         if (WIFSIGNALED(status)) { /* by a signal; runsc's: with its sandbox (deadline, cap) */
@@ -605,19 +613,33 @@ static void oom_ended_sandbox(struct sbx_sandbox *sandbox, struct sbx_run *run)
         run->signal = SIGKILL;
 }
 
-/* The supervisor's end_confirm for the Wait call: whether the sentry answered it. Without a
- * usable answer (the sentry is gone: killed, OOM; another runsc's protocol), the run goes on to
- * runsc's exit. */
-static bool wait_answered(void *ctx)
+/* The supervisor's end_next: the run's end is the first usable answer of the WaitPID call, then
+ * of the Wait call for init, then runsc's exit (the sentry is gone without one: killed, OOM;
+ * another runsc's protocol). An answered call's connection is closed at once: the sentry's
+ * control server, stopping, waits up to seconds for its clients to hang up. */
+static int next_end(void *ctx, bool *final)
 {
         struct sbx_sandbox *sandbox = ctx;
-        sandbox->ended = gvisor_control_read_wait(sandbox->wait_fd, GVISOR_WAIT_ANSWER_TIMEOUT_MS,
-                                                  &sandbox->wait_status) == 0;
-        if (!sandbox->ended)
-                sbx_debug("gvisor: sandboxd-%u: no answer to the Wait call: the run ends at "
-                          "runsc's exit",
-                          cgroup_slot(sandbox->cgroup));
-        return sandbox->ended;
+        int *fds[] = {&sandbox->wait_fd, &sandbox->init_wait_fd};
+        for (size_t i = 0; i < 2; i++) {
+                if (*fds[i] < 0)
+                        continue;
+                sandbox->ended = gvisor_control_read_wait(*fds[i], GVISOR_WAIT_ANSWER_TIMEOUT_MS,
+                                                          &sandbox->wait_status) == 0;
+                sandbox->ended_at_init = i == 1;
+                sbx_closep(fds[i]);
+                if (sandbox->ended)
+                        return -1;
+                if (i == 0 && sandbox->init_wait_fd >= 0) {
+                        *final = true;
+                        return sandbox->init_wait_fd;
+                }
+                break;
+        }
+        sbx_debug("gvisor: sandboxd-%u: no answer to the Wait calls: the run ends at runsc's exit",
+                  cgroup_slot(sandbox->cgroup));
+        *final = false;
+        return sandbox->pidfd;
 }
 
 static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
@@ -633,12 +655,14 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                                       : sandbox->spec->stdin_size,
                 .stdout_fd = sandbox->stdout_fd,
                 .stderr_fd = sandbox->stderr_fd,
-                /* The Wait call's answer, else runsc's exit (readable once it has exited). */
-                .end_fd = sandbox->wait_fd >= 0 ? sandbox->wait_fd : sandbox->pidfd,
-                .end_is_final = sandbox->wait_fd >= 0,
-                .end_confirm = wait_answered,
+                /* A Wait call's answer (next_end), else runsc's exit (readable once it has
+                 * exited). */
+                .end_fd = sandbox->wait_fd >= 0        ? sandbox->wait_fd
+                          : sandbox->init_wait_fd >= 0 ? sandbox->init_wait_fd
+                                                       : sandbox->pidfd,
+                .end_is_final = sandbox->wait_fd >= 0 || sandbox->init_wait_fd >= 0,
+                .end_next = next_end,
                 .end_ctx = sandbox,
-                .end_fallback_fd = sandbox->pidfd,
                 .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
                 .output_cap = sandbox->spec->limits.output_bytes,
                 .kill = kill_callback,
@@ -654,12 +678,15 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         struct sbx_error ignored = {0};
         if (sandbox->ended) {
                 /* The sentry's answer: the program has exited (see gvisor_kill for the rest). */
-                read_status(sandbox->wait_status, false, run);
-                sbx_debug("gvisor: sandboxd-%u: the run ended at the sentry's answer (status %#x)",
-                          cgroup_slot(sandbox->cgroup), (unsigned)sandbox->wait_status);
+                read_status(sandbox->wait_status, sandbox->ended_at_init, run);
+                sbx_debug("gvisor: sandboxd-%u: the run ended at the sentry's answer for %s "
+                          "(status %#x)",
+                          cgroup_slot(sandbox->cgroup),
+                          sandbox->ended_at_init ? "the init" : "the loader",
+                          (unsigned)sandbox->wait_status);
         } else {
                 /* runsc is gone when it ends the run; what it started too, unless killed
-                 * half-way. Without the Wait call's answer (killed, OOM, another runsc's
+                 * half-way. Without a Wait call's answer (killed, OOM, another runsc's
                  * protocol), the status is runsc's exit's. */
                 if (rc < 0 || run->wall_timeout || run->output_limit || run->canceled)
                         (void)cgroup_kill_all(sandbox->cgroup, &ignored);
@@ -667,6 +694,7 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                         rc = -1;
         }
         sbx_closep(&sandbox->wait_fd);
+        sbx_closep(&sandbox->init_wait_fd);
         if (rc == 0 && run->exited && run->exit_code != 0)
                 oom_ended_sandbox(sandbox, run);
         return rc;
@@ -708,6 +736,7 @@ static void gvisor_destroy(struct sbx_sandbox *sandbox)
         }
         sbx_closep(&sandbox->pidfd);
         sbx_closep(&sandbox->wait_fd);
+        sbx_closep(&sandbox->init_wait_fd);
         sbx_closep(&sandbox->stdin_fd);
         sbx_closep(&sandbox->stdout_fd);
         sbx_closep(&sandbox->stderr_fd);

@@ -13,6 +13,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "model/language.h"
+#include "sandbox/agent.h"
 #include "sandbox/native/rlimit.h"
 #include "sandbox/view.h"
 #include "util/cleanup.h"
@@ -249,11 +251,23 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
                         json_decref(steal_pointer(&args));
         json_t *env = json_pack("[s]", GVISOR_STAGE_ENVIRONMENT);
         json_t *rlimits = rlimits_json(&spec->limits);
-        for (size_t i = 0; args != NULL && spec->argv[i] != NULL; i++)
-                if (json_array_append_new(args, json_string(spec->argv[i])) < 0)
+        /* A pool entry's loader takes its execution on stdin (sandbox/agent.h); an exec entry's
+         * program is its execution's, and Python's loader waits for it (spec.h). */
+        const char *const exec_entry_argv[] = {sbx_language_find("python")->interpreter,
+                                               "-c",
+                                               sbx_python_loader_source,
+                                               "stdio",
+                                               "pid",
+                                               "exec",
+                                               NULL};
+        const char *const *argv = spec->exec_on_acquire ? exec_entry_argv : spec->argv;
+        for (size_t i = 0; args != NULL && argv[i] != NULL; i++)
+                if (json_array_append_new(args, json_string(argv[i])) < 0)
                         json_decref(steal_pointer(&args));
-        /* A pool entry's loader takes its execution on stdin (sandbox/agent.h). */
-        if (args != NULL && spec->agent && json_array_append_new(args, json_string("stdio")) < 0)
+        /* The loader's "R" is followed by its pid, which the Wait call is for (gvisor.c). */
+        if (args != NULL && spec->agent && !spec->exec_on_acquire &&
+            (json_array_append_new(args, json_string("stdio")) < 0 ||
+             json_array_append_new(args, json_string("pid")) < 0))
                 json_decref(steal_pointer(&args));
         json_t *none = json_array();
         json_t *root_set = json_array();

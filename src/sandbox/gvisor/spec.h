@@ -49,5 +49,10 @@ extern const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES];
 /* Makes the bundle's root directory in rootfs_fd (an empty directory): the mount points, the
  * host's top-level links into /usr, the /etc links and generated files; and returns the runtime
  * spec for spec's execution, whose files' bytes come first on its stdin (pool mode, spec->agent:
- * the loader of argv, given the argument "stdio"). NULL on failure. */
+ * the loader of argv, given the arguments "stdio pid"). An exec entry (spec->exec_on_acquire: a
+ * language without a loader, sh's and bash's) runs Python's loader instead, told by "exec" too
+ * to execute its execution's argv in its own place (the only way into runsc's sandbox is stdin,
+ * which the other backends' init reads instead): the program keeps the loader's pid, which the
+ * Wait call is for, its rlimits, files and no_new_privs; its argv, environment and signal
+ * dispositions are the execution's, as a cold run's. NULL on failure. */
 json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, struct sbx_error *err);
