@@ -217,6 +217,10 @@ def test_a_warm_run_ends_at_the_sentrys_answer(cli):
             exit_code, signo = None, signal.SIGKILL
         assert r["exit_code"] == exit_code and r["signal"] == signo, r
         assert (r["stdout"], r["stderr"]) == (stdout, stderr) and not r["truncated"]["stdout"]
+    # Nor does a cold run's stderr get the stage shell's "Killed" (spec.h), which a warm run
+    # would get too from the init's answer.
+    cold = json.loads(cli("run", "--json", *GVISOR, "--lang", "python", "-c", cases[1][0]).stdout)
+    assert (cold["signal"], cold["stdout"], cold["stderr"]) == (signal.SIGKILL, cases[1][3], "")
 
 
 @pytest.mark.parametrize("language", ["sh", "bash"])

@@ -26,7 +26,11 @@
  * (gvisor.c's start_cold holds the CPU quota open until then). The shell stays pid 1, the
  * sandbox's init, as the native backend's init is: the program is not pid 1 (kill(-1), ptrace
  * and signals to pid 1 see what they see natively), and when it exits, the shell exits with its
- * status and the sandbox ends with everything it started. */
+ * status and the sandbox ends with everything it started. While the program runs, the shell's
+ * own stderr is /dev/null: its report of a program killed by a signal ("Killed") is not the
+ * program's output, which has no such line natively. The program's stderr is set in a subshell
+ * that becomes it (exec): dash applies a command's redirections in the shell itself until the
+ * command ends, and would report on the program's stderr. */
 #define GVISOR_STAGE_SCRIPT                                                                        \
         "n=$1; shift; while [ \"$n\" -gt 0 ]; do "                                                 \
         "case $1 in */*) mkdir -p -- \"${1%/*}\" || exit 125;; esac; "                             \
@@ -35,7 +39,8 @@
         "shift 3; n=$((n - 1)); done; "                                                            \
         "e=$1; shift; unset PATH PWD; while [ \"$e\" -gt 0 ]; do "                                 \
         "export \"$1\" || exit 125; shift; e=$((e - 1)); done; "                                   \
-        "/usr/bin/setpriv --no-new-privs -- \"$@\"; exit $?"
+        "exec 3>&2 2>/dev/null; "                                                                  \
+        "(exec /usr/bin/setpriv --no-new-privs -- \"$@\" 2>&3 3>&-); exit $?"
 
 /* The stage shell's own environment (GVISOR_STAGE_SCRIPT). */
 #define GVISOR_STAGE_ENVIRONMENT "PATH=/usr/bin:/bin"
