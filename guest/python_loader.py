@@ -22,9 +22,9 @@
 # program compile() refuses is handed to the interpreter itself (exec python3 main.py).
 #
 # It imports nothing beyond what the interpreter has loaded at start-up (os, sys and the frozen
-# import machinery), atexit and _signal (built in) and, under gVisor, resource: every module
-# imported here would be paid for by each pool entry and would sit in its memory. One execution
-# per loader: the sandbox is destroyed afterwards, never reused. Standard library only.
+# import machinery), atexit and _signal (built in) and, on a stdio channel, resource: every
+# module imported here would be paid for by each pool entry and would sit in its memory. One
+# execution per loader: the sandbox is destroyed afterwards, never reused. Standard library only.
 #
 # As a template (src/sandbox/native/template.h), the engine starts it outside any sandbox with
 # the arguments "template MODULE FD": it loads sandboxd's shared module MODULE and serves
@@ -42,8 +42,9 @@ SAY_PID = STDIO and "pid" in sys.argv[2:]
 EXEC = STDIO and "exec" in sys.argv[2:]
 AGENT_FD = 0 if STDIO else 3
 if STDIO:
-    # Only gVisor's entries set their own rlimits (a native entry's came by prlimit). Imported
-    # before "R": under gVisor, finding and loading the extension took 5-7 ms of every warm run.
+    # Only a stdio loader (gVisor's, uml's) sets its own rlimits: a native entry's came by
+    # prlimit. Imported before "R": under gVisor, finding and loading the extension took 5-7 ms
+    # of every warm run.
     import resource
 if EXEC:
     import _signal  # built in: the dispositions the interpreter changed, put back before exec

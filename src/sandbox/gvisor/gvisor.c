@@ -620,25 +620,20 @@ static void oom_ended_sandbox(struct sbx_sandbox *sandbox, struct sbx_run *run)
 static int next_end(void *ctx, bool *final)
 {
         struct sbx_sandbox *sandbox = ctx;
-        int *fds[] = {&sandbox->wait_fd, &sandbox->init_wait_fd};
-        for (size_t i = 0; i < 2; i++) {
-                if (*fds[i] < 0)
-                        continue;
-                sandbox->ended = gvisor_control_read_wait(*fds[i], GVISOR_WAIT_ANSWER_TIMEOUT_MS,
-                                                          &sandbox->wait_status) == 0;
-                sandbox->ended_at_init = i == 1;
-                sbx_closep(fds[i]);
-                if (sandbox->ended)
-                        return -1;
-                if (i == 0 && sandbox->init_wait_fd >= 0) {
-                        *final = true;
-                        return sandbox->init_wait_fd;
-                }
-                break;
-        }
+        /* The end being asked about: WaitPID's while its connection is open, then init's. */
+        bool at_init = sandbox->wait_fd < 0;
+        int *fd = at_init ? &sandbox->init_wait_fd : &sandbox->wait_fd;
+        sandbox->ended = gvisor_control_read_wait(*fd, GVISOR_WAIT_ANSWER_TIMEOUT_MS,
+                                                  &sandbox->wait_status) == 0;
+        sandbox->ended_at_init = at_init;
+        sbx_closep(fd);
+        if (sandbox->ended)
+                return -1;
+        *final = sandbox->init_wait_fd >= 0;
+        if (*final)
+                return sandbox->init_wait_fd;
         sbx_debug("gvisor: sandboxd-%u: no answer to the Wait calls: the run ends at runsc's exit",
                   cgroup_slot(sandbox->cgroup));
-        *final = false;
         return sandbox->pidfd;
 }
 

@@ -251,24 +251,20 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
                         json_decref(steal_pointer(&args));
         json_t *env = json_pack("[s]", GVISOR_STAGE_ENVIRONMENT);
         json_t *rlimits = rlimits_json(&spec->limits);
-        /* A pool entry's loader takes its execution on stdin (sandbox/agent.h); an exec entry's
-         * program is its execution's, and Python's loader waits for it (spec.h). */
-        const char *const exec_entry_argv[] = {sbx_language_find("python")->interpreter,
-                                               "-c",
-                                               sbx_python_loader_source,
-                                               "stdio",
-                                               "pid",
-                                               "exec",
-                                               NULL};
-        const char *const *argv = spec->exec_on_acquire ? exec_entry_argv : spec->argv;
+        /* A pool entry's loader takes its execution on stdin (sandbox/agent.h) and follows its
+         * "R" with its pid, which the Wait call is for (gvisor.c); an exec entry's program is its
+         * execution's, and Python's loader waits for it, told "exec" (spec.h). */
+        const char *const exec_entry_loader[] = {sbx_language_find("python")->interpreter, "-c",
+                                                 sbx_python_loader_source, NULL};
+        const char *const *argv = spec->exec_on_acquire ? exec_entry_loader : spec->argv;
         for (size_t i = 0; args != NULL && argv[i] != NULL; i++)
                 if (json_array_append_new(args, json_string(argv[i])) < 0)
                         json_decref(steal_pointer(&args));
-        /* The loader's "R" is followed by its pid, which the Wait call is for (gvisor.c). */
-        if (args != NULL && spec->agent && !spec->exec_on_acquire &&
-            (json_array_append_new(args, json_string("stdio")) < 0 ||
-             json_array_append_new(args, json_string("pid")) < 0))
-                json_decref(steal_pointer(&args));
+        const char *const pool_arguments[] = {"stdio", "pid", spec->exec_on_acquire ? "exec" : NULL,
+                                              NULL};
+        for (size_t i = 0; args != NULL && spec->agent && pool_arguments[i] != NULL; i++)
+                if (json_array_append_new(args, json_string(pool_arguments[i])) < 0)
+                        json_decref(steal_pointer(&args));
         json_t *none = json_array();
         json_t *root_set = json_array();
         for (size_t i = 0; root_set != NULL && i < GVISOR_ROOT_CAPABILITIES; i++)
