@@ -181,7 +181,12 @@ static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, struct sb
         for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_points) && rc == 0; i++)
                 rc = make_directory_at(rootfs_fd, mount_points[i], err);
         uint64_t disk = spec->limits.disk_bytes;
-        if (rc < 0 || add_mount(mounts, "/proc", "proc", "proc", json_array(), err) < 0 ||
+        /* /proc read-only: gVisor's procfs has no subset=pid, and no Landlock keeps the program
+         * from opening its knobs (/proc/sys, /proc/self/oom_score_adj, uid_map, comm) for writing,
+         * as the native backend's does: the hostile payload proc_sys_write. */
+        if (rc < 0 ||
+            add_mount(mounts, "/proc", "proc", "proc",
+                      json_pack("[s,s,s,s]", "ro", "nosuid", "nodev", "noexec"), err) < 0 ||
             /* No /sys, as under the native backend: an empty read-only tmpfs over runsc's. */
             add_mount(mounts, "/sys", "tmpfs", "tmpfs",
                       json_pack("[s,s,s,s,s]", "ro", "size=4096", "nosuid", "nodev", "noexec"),

@@ -5,16 +5,19 @@
  * from a nested user + mount namespace after remounting /usr read-write, and last as in the CVE:
  * an O_PATH descriptor taken while the file is in use, reopened for writing through
  * /proc/self/fd/N once no process runs the payload binary any more (after an exec). Nothing is
- * actually written: a successful open is reported and closed. One JSON line per attempt on stdout.
- */
+ * actually written: a successful open is reported and closed (the running binary's, which is the
+ * sandbox's own file, with what it is: see try_running_binary). One JSON line per attempt on
+ * stdout. */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const targets[] = {
@@ -43,6 +46,46 @@ static void report(const char *op, const char *target, const char *how, long ret
         fflush(stdout);
 }
 
+/* Whether fd is a file of the sandbox's own workspace (the payload's binary is put there). */
+static bool in_workspace(int fd)
+{
+        struct stat file, workspace;
+        return fstat(fd, &file) == 0 && stat("/workspace", &workspace) == 0 &&
+               file.st_dev == workspace.st_dev;
+}
+
+/* The running binary opened for writing: ETXTBSY under Linux. A kernel without that check
+ * (gVisor's) opens it: it is then the sandbox's own file in its workspace, reported as
+ * "SANDBOX_OWN" when it is (anything else would be a host file), and not opened again with
+ * O_TRUNC, which would cut the pages this process still runs from (SIGBUS). */
+static void try_running_binary(void)
+{
+        static const struct {
+                const char *how;
+                int flags;
+        } modes[] = {
+                {"O_WRONLY", O_WRONLY},
+                {"O_RDWR", O_RDWR},
+                {"O_WRONLY|O_TRUNC", O_WRONLY | O_TRUNC},
+        };
+        for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+                errno = 0;
+                int fd = open("/proc/self/exe", modes[m].flags | O_CLOEXEC);
+                if (fd < 0) {
+                        report("open_running_binary", "/proc/self/exe", modes[m].how, fd, errno);
+                        continue;
+                }
+                bool own = in_workspace(fd);
+                close(fd);
+                printf("{\"op\": \"open_running_binary\", \"target\": \"/proc/self/exe\", "
+                       "\"how\": \"%s\", \"ret\": %d, \"errno\": %s}\n",
+                       modes[m].how, fd, own ? "\"SANDBOX_OWN\"" : "null");
+                fflush(stdout);
+                if (own)
+                        return;
+        }
+}
+
 static void try_open(const char *op, const char *path, const char *label)
 {
         static const struct {
@@ -64,7 +107,7 @@ static void try_open(const char *op, const char *path, const char *label)
 
 static void direct(const char *op)
 {
-        for (size_t i = 0; i < N_TARGETS; i++)
+        for (size_t i = 1; i < N_TARGETS; i++)
                 try_open(op, targets[i], targets[i]);
 }
 
@@ -103,6 +146,7 @@ static _Noreturn void reopen_after_exec(void)
 
 int main(void)
 {
+        try_running_binary();
         direct("open_for_write");
         /* The route to remounting the runtime read-write: a nested user + mount namespace. */
         errno = 0;

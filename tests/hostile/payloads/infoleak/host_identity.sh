@@ -37,6 +37,48 @@ read_file() { # op path
     report "$1" "$2" $? "$out"
 }
 
+# A file of the list below that a kernel of the sandbox's own serves (gVisor's) holds that
+# kernel's facts, not the host's: when the content says so, the verdict names how, in place of
+# the content (a host kernel's file never reads so: it has routes, neighbours, interfaces, tasks,
+# an uptime since the host booted, a CPU's model name, the host's memory in use).
+#   NO_ROUTES, NO_NEIGHBOURS  /proc/net/route, arp: the header alone
+#   LOOPBACK_ONLY             /proc/net/dev: no interface but lo
+#   SANDBOX_UPTIME            /proc/uptime: under a minute (the sandbox's kernel started with the run)
+#   NO_HOST_TASKS             /proc/loadavg: no task at all (a host's counts the reader's)
+#   CPUID_ONLY                /proc/cpuinfo: no model name (only what the cpuid instruction tells
+#                             any program, sandboxed or not)
+#   SANDBOX_MEMORY            /proc/meminfo: at most 256 MiB in use (the run's memory cap; its
+#                             MemTotal is the host's, as sysinfo(2) tells a native sandbox's program)
+own_kernel_file() { # path content: prints the verdict, or nothing
+    case "$1" in
+        /proc/net/route|/proc/net/arp)
+            [ "$(printf '%s\n' "$2" | awk 'NR > 1' | wc -l)" = 0 ] || return
+            [ "$1" = /proc/net/route ] && echo NO_ROUTES || echo NO_NEIGHBOURS ;;
+        /proc/net/dev)
+            [ -z "$(printf '%s\n' "$2" | awk -F: 'NR > 2 { gsub(/ /, "", $1); if ($1 != "lo") print $1 }')" ] &&
+                echo LOOPBACK_ONLY ;;
+        /proc/uptime)
+            [ "${2%%.*}" -lt 60 ] 2>/dev/null && echo SANDBOX_UPTIME ;;
+        /proc/loadavg)
+            case "$2" in *" "*/0" "*) echo NO_HOST_TASKS ;; esac ;;
+        /proc/cpuinfo)
+            printf '%s\n' "$2" | grep -q '^model name[[:space:]]*: unknown$' &&
+                ! printf '%s\n' "$2" | grep -q '^model name[[:space:]]*: [^u]' && echo CPUID_ONLY ;;
+        /proc/meminfo)
+            printf '%s\n' "$2" | awk '/^MemTotal:/ { t = $2 } /^MemFree:/ { f = $2 }
+                END { exit !(t > 0 && f > 0 && t - f <= 262144) }' && echo SANDBOX_MEMORY ;;
+    esac
+}
+
+read_host_file() { # path
+    if out=$(cat "$1" 2>&1) && verdict=$(own_kernel_file "$1" "$out") && [ -n "$verdict" ]; then
+        printf '{"op": "host_file", "target": "%s", "ret": 0, "errno": "%s", "detail": ""}\n' \
+            "$1" "$verdict"
+        return
+    fi
+    read_file host_file "$1"
+}
+
 for path in /etc/machine-id /var/lib/dbus/machine-id /proc/sys/kernel/random/boot_id \
         /sys/class/dmi/id/product_uuid /sys/class/dmi/id/product_serial \
         /sys/class/dmi/id/board_serial /sys/devices/virtual/dmi/id/product_name \
@@ -48,7 +90,7 @@ done
 for path in /etc/resolv.conf /proc/net/route \
         /proc/net/arp /proc/net/dev /sys/class/net/eth0/address /sys/class/net/lo/address \
         /proc/partitions /proc/swaps /proc/cpuinfo /proc/meminfo /proc/loadavg /proc/uptime; do
-    read_file host_file "$path"
+    read_host_file "$path"
 done
 # The sandbox writes its own /etc/passwd, /etc/group and /etc/hosts (root, sandbox, nobody,
 # localhost): any other name in them is the host's file showing through.
@@ -86,10 +128,14 @@ if [ -r /proc/self/net/dev ]; then
     printf '{"op": "net_interfaces", "target": "/proc/self/net/dev", "ret": 0, "errno": %s, "detail": "%s"}\n' \
         "$verdict" "$ifaces"
 fi
+# gVisor's kernel answers syslog(2) with a log of its own making, the same in every sandbox
+# ("Starting gVisor...", then jokes): GVISOR_LOG, not the host's kernel log.
 out=$(dmesg 2>&1 | head -c 300)
 case "$out" in
     *"Operation not permitted"*) report dmesg dmesg 1 "$out" ;;
     *"No such file"*) report dmesg dmesg 1 "$out" ;;
+    "[    0.000000] Starting gVisor..."*)
+        printf '{"op": "dmesg", "target": "dmesg", "ret": 0, "errno": "GVISOR_LOG", "detail": ""}\n' ;;
     *) report dmesg dmesg 0 "$out" ;;
 esac
 exit 0

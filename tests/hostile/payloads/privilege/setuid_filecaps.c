@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <sys/xattr.h>
@@ -116,7 +117,10 @@ static const char *judge(const struct creds *c)
         for (int i = 0; i < 4; i++)
                 if (c->uid[i] != self.uid[i] || c->gid[i] != self.gid[i])
                         return "ESCALATED";
-        if (caps_beyond(c, &self) || c->no_new_privs != 1)
+        /* No NoNewPrivs line (gVisor's status): the payload's own, which every exec inherits
+         * and nothing can clear. */
+        int no_new_privs = c->no_new_privs >= 0 ? c->no_new_privs : self.no_new_privs;
+        if (caps_beyond(c, &self) || no_new_privs != 1)
                 return "ESCALATED";
         return "UNCHANGED";
 }
@@ -270,6 +274,10 @@ int main(int argc, char **argv)
         }
         signal(SIGPIPE, SIG_IGN);
         read_creds(getpid(), &self);
+        /* A kernel whose status has no NoNewPrivs line (gVisor's): the flag from prctl. An exec'd
+         * child without the line has the payload's (see judge). */
+        if (self.no_new_privs < 0)
+                self.no_new_privs = prctl(PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0);
         printf("{\"op\": \"no_new_privs\", \"ret\": %d, \"errno\": \"%s\"}\n", self.no_new_privs,
                self.no_new_privs == 1 ? "SET" : "CLEAR");
         print_creds("capability_sets", "self", caps_verdict(&self), &self);
