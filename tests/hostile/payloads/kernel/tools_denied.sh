@@ -18,6 +18,7 @@ errno_of() { # $1 = exit code, $2 = stderr text
         *"function not implemented"*) errno=ENOSYS ;;
         *"permission denied"*) errno=EACCES ;; # mount(8) says "permission denied" for EPERM too
         *"no such file"*) errno=ENOENT ;;
+        *"read-only file system"*) errno=EROFS ;;
         *) errno=OTHER ;;
     esac
 }
