@@ -37,9 +37,13 @@ def listing(r):
 
 
 def test_the_same_view_as_the_native_backend(run):
-    code = ("import json, os\n"
+    # (/etc's files: the host's, bound natively, copied into gVisor's root: spec.c.)
+    code = ("import hashlib, json, os\n"
             "print(json.dumps({'root': sorted(os.listdir('/')), 'cwd': os.getcwd(),\n"
             "  'etc': sorted(os.listdir('/etc')), 'uid': os.getuid(),\n"
+            "  'etc_files': {n: hashlib.sha256(open('/etc/' + n, 'rb').read()).hexdigest()\n"
+            "                for n in os.listdir('/etc') if os.path.isfile('/etc/' + n)\n"
+            "                and not os.path.islink('/etc/' + n)},\n"
             "  'sys': os.listdir('/sys') if os.path.isdir('/sys') else None,\n"
             "  'home': os.environ.get('HOME'), 'usr': sorted(os.listdir('/usr'))}))")
     native, gvisor = listing(run(code)), listing(run(code, "python", *GVISOR))
@@ -47,7 +51,8 @@ def test_the_same_view_as_the_native_backend(run):
     assert set(gvisor["root"]) - set(native["root"]) <= {"sys"}, (native, gvisor)
     assert set(native["root"]) <= set(gvisor["root"])
     assert gvisor["sys"] == []
-    for key in ("cwd", "etc", "uid", "home", "usr"):
+    assert {"ld.so.cache", "services", "passwd"} <= set(native["etc_files"])
+    for key in ("cwd", "etc", "etc_files", "uid", "home", "usr"):
         assert gvisor[key] == native[key], key
     assert "shadow" not in gvisor["etc"] and "local" not in gvisor["usr"]
 
@@ -178,7 +183,8 @@ def test_no_network_but_loopback_and_nothing_of_the_host(run, canary_dir, gvisor
 
 
 def test_files_outside_workspace_are_read_only(run, gvisor):
-    code = ("import errno\nfor path in ('/usr/bin/python3', '/etc/passwd', '/sys/x', '/newfile'):\n"
+    code = ("import errno\nfor path in ('/usr/bin/python3', '/etc/passwd', '/etc/services', '/sys/x',\n"
+            "             '/newfile'):\n"
             "    try:\n        open(path, 'ab').close(); print(path, 'writable')\n"
             "    except OSError as e:\n        print(path, errno.errorcode[e.errno])\n")
     r = run(code, "python", *gvisor)
