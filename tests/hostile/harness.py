@@ -234,8 +234,8 @@ BACKEND_DEFAULT_CLASSES = {"uml": ("kernel", "privilege", "filesystem", "infolea
 # payloads run pooled there too, as BACKEND-pooled. uml's sh and bash entries are exec entries
 # whose guest init starts the program itself, as a cold guest's does (the same kernel, the same
 # init, after the boot): tests/integration/test_uml_backend.py runs them against cold; their 14
-# payloads' second guest boots and runs cost the hostile stage ~55 s of two CPUs' wall time for
-# nothing a cold run does not show. uml's Python entries run the program in the guest's loader.
+# payloads' second guest boots and runs took ~55 s of payload wall time (at -j 4) for nothing a
+# cold run does not show. uml's Python entries run the program in the guest's loader.
 BACKEND_POOLED_LANGUAGES = {"gvisor": ("python", "sh", "bash"), "uml": ("python",)}
 # A gVisor entry waits in Python's loader, sh's and bash's exec entries too (gvisor/spec.h): a
 # payload asking for less memory than the loader's minimum (execution.c) runs cold only.

@@ -63,22 +63,22 @@ static int make_directory_at(int dirfd, const char *path, struct sbx_error *err)
  * as current as a bind made for it (a bind holds the inode the host had then, too). */
 #define MIRROR_COPY_MAX_BYTES (1 << 20)
 
-/* Copies the host file source_fd (st its stat) to path in the root, read-only. */
-static int copy_host_file(int source_fd, const struct stat *st, int rootfs_fd, const char *path,
-                          struct sbx_error *err)
+/* Copies the host file source into fd (its copy in the root), opened without following a link
+ * swapped in since the caller's lstat. */
+static int copy_host_file(const char *source, int fd, struct sbx_error *err)
 {
-        _cleanup_close_ int fd =
-                openat(rootfs_fd, path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
-        if (fd < 0)
-                return sbx_error_set(err, errno, "gvisor rootfs: create %s", path);
+        _cleanup_close_ int source_fd = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (source_fd < 0 || fstat(source_fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return sbx_error_set(err, source_fd < 0 ? errno : EINVAL, "gvisor rootfs: open %s",
+                                     source);
         off_t offset = 0;
-        while (offset < st->st_size) {
-                ssize_t n = sendfile(fd, source_fd, &offset, (size_t)(st->st_size - offset));
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0) /* 0: the file shrank while copied; what was read is kept */
-                        return n < 0 ? sbx_error_set(err, errno, "gvisor rootfs: copy %s", path)
-                                     : 0;
+        while (offset < st.st_size) {
+                ssize_t n = sendfile(fd, source_fd, &offset, (size_t)(st.st_size - offset));
+                if (n == 0)
+                        break; /* the file shrank while copied: what was read is kept */
+                if (n < 0 && errno != EINTR)
+                        return sbx_error_set(err, errno, "gvisor rootfs: copy %s", source);
         }
         return 0;
 }
@@ -111,20 +111,14 @@ static int mirror_host_entry(json_t *mounts, int rootfs_fd, const char *source, 
         if (S_ISDIR(st.st_mode)) {
                 if (make_directory_at(rootfs_fd, path, err) < 0)
                         return -1;
-        } else if (S_ISREG(st.st_mode) && st.st_size <= MIRROR_COPY_MAX_BYTES) {
-                /* Opened without following a link swapped in since the lstat, and checked again. */
-                _cleanup_close_ int source_fd = open(source, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-                struct stat opened;
-                if (source_fd < 0 || fstat(source_fd, &opened) < 0 || !S_ISREG(opened.st_mode))
-                        return sbx_error_set(err, source_fd < 0 ? errno : EINVAL,
-                                             "gvisor rootfs: open %s", source);
-                return copy_host_file(source_fd, &opened, rootfs_fd, path, err);
         } else if (S_ISREG(st.st_mode)) {
                 _cleanup_close_ int fd =
                         openat(rootfs_fd, path,
                                O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
                 if (fd < 0)
                         return sbx_error_set(err, errno, "gvisor rootfs: create %s", path);
+                if (st.st_size <= MIRROR_COPY_MAX_BYTES)
+                        return copy_host_file(source, fd, err);
         } else {
                 return sbx_error_set(err, EINVAL, "%s is neither a file, a directory nor a link",
                                      source);

@@ -20,8 +20,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* targets[RUNNING_BINARY] is the payload's own binary: opened directly by try_running_binary,
+ * not direct, and reopened after the exec as an op of its own. */
+enum { RUNNING_BINARY = 0 };
 static const char *const targets[] = {
-        "/proc/self/exe",
+        [RUNNING_BINARY] = "/proc/self/exe",
         "/lib64/ld-linux-x86-64.so.2",
         "/usr/lib/x86_64-linux-gnu/libc.so.6",
         "/bin/sh",
@@ -31,6 +34,17 @@ static const char *const targets[] = {
         "/proc/1/exe",
 };
 #define N_TARGETS (sizeof(targets) / sizeof(targets[0]))
+
+/* Each target is opened for writing in these modes. */
+static const struct {
+        const char *how;
+        int flags;
+} modes[] = {
+        {"O_WRONLY", O_WRONLY},
+        {"O_RDWR", O_RDWR},
+        {"O_WRONLY|O_TRUNC", O_WRONLY | O_TRUNC},
+};
+#define N_MODES (sizeof(modes) / sizeof(modes[0]))
 
 static void report(const char *op, const char *target, const char *how, long ret, int err)
 {
@@ -60,26 +74,19 @@ static bool in_workspace(int fd)
  * O_TRUNC, which would cut the pages this process still runs from (SIGBUS). */
 static void try_running_binary(void)
 {
-        static const struct {
-                const char *how;
-                int flags;
-        } modes[] = {
-                {"O_WRONLY", O_WRONLY},
-                {"O_RDWR", O_RDWR},
-                {"O_WRONLY|O_TRUNC", O_WRONLY | O_TRUNC},
-        };
-        for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        const char *path = targets[RUNNING_BINARY];
+        for (size_t m = 0; m < N_MODES; m++) {
                 errno = 0;
-                int fd = open("/proc/self/exe", modes[m].flags | O_CLOEXEC);
+                int fd = open(path, modes[m].flags | O_CLOEXEC);
                 if (fd < 0) {
-                        report("open_running_binary", "/proc/self/exe", modes[m].how, fd, errno);
+                        report("open_running_binary", path, modes[m].how, fd, errno);
                         continue;
                 }
                 bool own = in_workspace(fd);
                 close(fd);
-                printf("{\"op\": \"open_running_binary\", \"target\": \"/proc/self/exe\", "
+                printf("{\"op\": \"open_running_binary\", \"target\": \"%s\", "
                        "\"how\": \"%s\", \"ret\": %d, \"errno\": %s}\n",
-                       modes[m].how, fd, own ? "\"SANDBOX_OWN\"" : "null");
+                       path, modes[m].how, fd, own ? "\"SANDBOX_OWN\"" : "null");
                 fflush(stdout);
                 if (own)
                         return;
@@ -88,15 +95,7 @@ static void try_running_binary(void)
 
 static void try_open(const char *op, const char *path, const char *label)
 {
-        static const struct {
-                const char *how;
-                int flags;
-        } modes[] = {
-                {"O_WRONLY", O_WRONLY},
-                {"O_RDWR", O_RDWR},
-                {"O_WRONLY|O_TRUNC", O_WRONLY | O_TRUNC},
-        };
-        for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
+        for (size_t m = 0; m < N_MODES; m++) {
                 errno = 0;
                 int fd = open(path, modes[m].flags | O_CLOEXEC);
                 report(op, label, modes[m].how, fd, errno);
@@ -107,8 +106,9 @@ static void try_open(const char *op, const char *path, const char *label)
 
 static void direct(const char *op)
 {
-        for (size_t i = 1; i < N_TARGETS; i++)
-                try_open(op, targets[i], targets[i]);
+        for (size_t i = 0; i < N_TARGETS; i++)
+                if (i != RUNNING_BINARY)
+                        try_open(op, targets[i], targets[i]);
 }
 
 /* The CVE's trick: O_PATH needs no write permission and is allowed while the file runs; once
@@ -127,7 +127,7 @@ static _Noreturn void reopen_after_exec(void)
                 }
                 /* The payload's own binary lives in the sandbox's workspace: once nothing runs
                  * it, writing it is the sandbox's own business, so it gets an op of its own. */
-                const char *op = i == 0 ? "reopen_own_binary" : "reopen_for_write";
+                const char *op = i == RUNNING_BINARY ? "reopen_own_binary" : "reopen_for_write";
                 len += (size_t)snprintf(
                         script + len, sizeof(script) - len,
                         "e=$( (: >> /proc/self/fd/%d) 2>&1 ) && n=null || case \"$e\" in "
