@@ -446,7 +446,7 @@ int cli_run(int argc, char **argv)
         if (request.backend != NULL &&
             !sbx_backend_runs_language(request.backend, sbx_language_find(request.language))) {
                 fprintf(stderr,
-                        "sandboxd run: the %s backend does not run %s (no compile stage yet)\n",
+                        "sandboxd run: the %s backend does not run %s (it has no compile stage)\n",
                         request.backend, request.language);
                 return CLI_EXIT_USAGE;
         }

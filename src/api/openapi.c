@@ -1023,7 +1023,7 @@ static const char openapi_template[] = JSON_TEXT(
                 "pooled": {"type": "boolean", "description": "This server keeps warm sandboxes of it."},
                 "version": {"type": ["string", "null"], "description": "The toolchain's version, as it prints it; null when it is not installed."},
                 "allowed": {"type": "boolean", "description": "The caller's tier allows it."},
-                "backends": {"type": "array", "items": {"type": "string", "enum": null}, "description": "The backends that run it (gvisor and uml have no compile stage yet)."}
+                "backends": {"type": "array", "items": {"type": "string", "enum": null}, "description": "The backends that run it (uml has no compile stage)."}
               }
             }
           }

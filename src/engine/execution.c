@@ -112,6 +112,9 @@ static void plan_free(struct execution_plan *plan)
         free(steal_pointer(&plan->run_files));
 }
 
+/* Where a compile builds its artifact ($SBX_ARTIFACT), before its script copies it to fd 3. */
+#define COMPILE_ARTIFACT_PATH "/tmp/.sandboxd-artifact"
+
 /* The compile stage of plan (a compiled language): the sources the run's spec delivers, the
  * language's script with the artifact copied to fd 3 at its end, and the compile limits. */
 static int plan_compile(const struct sbx_request *request, struct execution_plan *plan,
@@ -161,7 +164,7 @@ static int plan_compile(const struct sbx_request *request, struct execution_plan
                            n < SBX_ARRAY_SIZE(compile->envp) - 2;
              i++)
                 compile->envp[n++] = language->compile_env[i];
-        compile->envp[n++] = "SBX_ARTIFACT=/tmp/.sandboxd-artifact";
+        compile->envp[n++] = "SBX_ARTIFACT=" COMPILE_ARTIFACT_PATH;
         compile->envp[n] = NULL;
 
         compile->spec = plan->spec;
@@ -172,6 +175,7 @@ static int plan_compile(const struct sbx_request *request, struct execution_plan
         compile->spec.on_output = NULL; /* a stream carries the run's output only */
         compile->spec.output_ctx = NULL;
         compile->spec.artifact_fd = compile->artifact_fd;
+        compile->spec.artifact_path = COMPILE_ARTIFACT_PATH;
         /* The service's, as its settings made them for the tier; else the language's. */
         if (request->compile_limits.wall_ms != 0)
                 compile->spec.limits = request->compile_limits;

@@ -40,7 +40,7 @@ const char *sbx_backend_names(void)
 
 bool sbx_backend_runs_language(const char *name, const struct sbx_language *language)
 {
-        return strcmp(name, NATIVE) == 0 || !sbx_language_compiles(language);
+        return strcmp(name, UML) != 0 || !sbx_language_compiles(language);
 }
 
 bool sbx_backend_pools_language(const char *name, const struct sbx_language *language)

@@ -24,8 +24,8 @@ const char *sbx_backend_names(void);
 
 struct sbx_language;
 
-/* Whether the backend called name (a name of this list) runs language: the gvisor and uml
- * backends have no compile stage yet, so they run the interpreted languages only. */
+/* Whether the backend called name (a name of this list) runs language: the uml backend has no
+ * compile stage, so it runs the interpreted languages only; native and gvisor run every one. */
 bool sbx_backend_runs_language(const char *name, const struct sbx_language *language);
 
 /* Whether the backend called name (a name of this list) has warm-pool entries for language: the

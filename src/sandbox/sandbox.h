@@ -71,6 +71,9 @@ struct sbx_spec {
          * with agent. A compile that acquires an exec-mode entry sends it to init with the
          * execution (sandbox/agent.h). */
         int artifact_fd;
+        /* With artifact_fd: the file the program copies to its fd 3 at its end, whose size a
+         * backend that can pass no fd sends after it (gvisor/spec.h). */
+        const char *artifact_path;
         /* Native: the program is the uml backend's user-mode-linux kernel, whose seccomp filter
          * lets it trace its own processes (seccomp.h's profiles): how it runs its guest's; and
          * which holds no capability (it needs none of the root set). */

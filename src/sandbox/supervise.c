@@ -95,7 +95,7 @@ static void stream_output(struct stream *stream, uint64_t now, bool force)
 
 int sbx_supervise(const struct sbx_supervise *params, struct sbx_run *run, struct sbx_error *err)
 {
-        sbx_buffer_init(&run->out, params->output_cap);
+        sbx_buffer_init(&run->out, params->output_cap + params->stdout_extra);
         sbx_buffer_init(&run->err, params->output_cap);
         _cleanup_free_ char *chunk = malloc(READ_CHUNK);
         if (chunk == NULL)

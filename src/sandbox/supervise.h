@@ -29,6 +29,9 @@ struct sbx_supervise {
         void *end_ctx;
         uint64_t deadline_us; /* CLOCK_MONOTONIC (sbx_now_us) at which the sandbox is killed */
         size_t output_cap;    /* bytes kept per stream; one more ends the run */
+        /* Bytes stdout may carry past output_cap: a compile's artifact from a backend that can
+         * pass it no fd (gvisor.c), which takes it back out before the cap is judged. */
+        size_t stdout_extra;
         /* Kills every process of the sandbox; called at the deadline and at the output cap. */
         int (*kill)(void *ctx, struct sbx_error *err);
         void *kill_ctx;

@@ -624,7 +624,7 @@ static int step_check_cross_fields(struct pipeline *p)
         }
         if (p->language != NULL && p->backend_name != NULL &&
             !sbx_backend_runs_language(p->backend_name, p->language))
-                report(p, "backend", "backend '%s' does not run %s (it has no compile stage yet)",
+                report(p, "backend", "backend '%s' does not run %s (it has no compile stage)",
                        p->backend_name, p->language->name);
         if (finish_step(p, 400) != 0)
                 return -1;

@@ -1808,17 +1808,20 @@ def scaled_deadline(payload, limits):
 
 
 def backend_eligible(payload, backend, classes=None):
-    """Whether the payload runs on backend too, and why not: a session, a setup step forced to
-    fail (the native backend's steps) and sandboxd's compile stage are the native backend's
-    alone today; a payload may say it cannot apply ([backend.NAME] skip); classes, when given,
-    are the ones that backend runs (BACKEND_DEFAULT_CLASSES)."""
+    """Whether the payload runs on backend too, and why not: a session and a setup step forced
+    to fail (the native backend's steps) are the native backend's alone today, and uml has no
+    compile stage (sbx_backend_runs_language); a payload may say it cannot apply
+    ([backend.NAME] skip); classes, when given, are the ones that backend runs
+    (BACKEND_DEFAULT_CLASSES)."""
     variant = payload.backends.get(backend, {})
     if variant.get("skip"):
         return False, variant["reason"]
     if classes is not None and payload.klass not in classes:
         return False, f"not one of the classes {backend} runs by default ({', '.join(classes)})"
-    if payload.session or payload.fail_step or payload.language in SANDBOXD_COMPILED:
-        return False, "sessions, fail steps and compile stages are the native backend's alone"
+    if payload.session or payload.fail_step:
+        return False, "sessions and fail steps are the native backend's alone"
+    if payload.language in SANDBOXD_COMPILED and backend == "uml":
+        return False, "the uml backend has no compile stage"
     return True, None
 
 

@@ -5,6 +5,7 @@
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +24,8 @@
 
 struct fixture {
         char dir[64];
-        int rootfs_fd;
+        char files_dir[80];
+        int rootfs_fd, files_fd;
         json_t *bundle;
 };
 
@@ -33,19 +35,31 @@ static int setup(void **state)
         assert_non_null(f);
         snprintf(f->dir, sizeof(f->dir), "/tmp/test-gvisor-spec-XXXXXX");
         assert_non_null(mkdtemp(f->dir));
-        f->rootfs_fd = open(f->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        assert_true(f->rootfs_fd >= 0);
+        char rootfs[80];
+        snprintf(rootfs, sizeof(rootfs), "%s/rootfs", f->dir);
+        snprintf(f->files_dir, sizeof(f->files_dir), "%s/files", f->dir);
+        assert_int_equal(mkdir(rootfs, 0755), 0);
+        assert_int_equal(mkdir(f->files_dir, 0755), 0);
+        f->rootfs_fd = open(rootfs, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        f->files_fd = open(f->files_dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(f->rootfs_fd >= 0 && f->files_fd >= 0);
         static const char *const argv[] = {"/usr/bin/python3", "main.py", "an arg", NULL};
         static const char *const envp[] = {"PATH=/usr/bin:/bin", "HOME=/workspace", NULL};
         static const struct sbx_file files[] = {
                 {.path = "main.py", .data = "print(1)", .size = 8},
                 {.path = "bin/tool", .data = "", .size = 0, .executable = true},
+                {.path = "app/main",
+                 .data = "\x7f"
+                         "ELF",
+                 .size = 4,
+                 .executable = true,
+                 .read_only = true},
         };
         struct sbx_spec spec = {
                 .argv = argv,
                 .envp = envp,
                 .files = files,
-                .n_files = 2,
+                .n_files = 3,
                 .limits = {.wall_ms = 1000,
                            .cpu_ms = 2500,
                            .memory_bytes = 64 * MIB,
@@ -55,7 +69,8 @@ static int setup(void **state)
                            .open_files = 64},
         };
         struct sbx_error err = {0};
-        f->bundle = gvisor_bundle(&spec, f->rootfs_fd, &err);
+        f->bundle = gvisor_bundle(&spec, f->rootfs_fd,
+                                  &(struct gvisor_files){f->files_fd, f->files_dir}, &err);
         if (f->bundle == NULL)
                 fail_msg("gvisor_bundle: %s", err.message);
         *state = f;
@@ -67,6 +82,7 @@ static int teardown(void **state)
         struct fixture *f = *state;
         json_decref(f->bundle);
         close(f->rootfs_fd);
+        close(f->files_fd);
         struct sbx_error err = {0};
         assert_int_equal(sbx_remove_tree_at(AT_FDCWD, f->dir, &err), 0);
         free(f);
@@ -97,8 +113,9 @@ static void test_the_process(void **state)
 {
         const json_t *process = json_object_get(((struct fixture *)*state)->bundle, "process");
         const json_t *args = json_object_get(process, "args");
-        /* The files by path, size and flag, which the stage script reads from stdin, then the
-         * program's environment, which it exports last. */
+        /* The files by path, size and flag, which the stage script reads from stdin (not the
+         * read-only one: a mount), then the program's environment, which it exports, and the
+         * stage's mode. */
         const char *const want[] = {"/bin/sh",
                                     "-c",
                                     GVISOR_STAGE_SCRIPT,
@@ -113,6 +130,7 @@ static void test_the_process(void **state)
                                     "2",
                                     "PATH=/usr/bin:/bin",
                                     "HOME=/workspace",
+                                    "-",
                                     "/usr/bin/python3",
                                     "main.py",
                                     "an arg"};
@@ -174,7 +192,8 @@ static void test_rlimits_are_the_native_plan(void **state)
 
 static void test_what_it_may_write(void **state)
 {
-        const json_t *bundle = ((struct fixture *)*state)->bundle;
+        const struct fixture *f = *state;
+        const json_t *bundle = f->bundle;
         const json_t *root = json_object_get(bundle, "root");
         assert_true(json_is_true(json_object_get(root, "readonly")));
         const char *const scratch[] = {"/workspace", "/tmp", "/dev/shm"};
@@ -182,7 +201,8 @@ static void test_what_it_may_write(void **state)
                 const json_t *mount = mount_at(bundle, scratch[i]);
                 assert_non_null(mount);
                 assert_string_equal(json_string_value(json_object_get(mount, "type")), "tmpfs");
-                assert_true(has_option(mount, "size=8388608"));
+                /* /workspace holds the read-only file's page outside its tmpfs. */
+                assert_true(has_option(mount, i == 0 ? "size=8384512" : "size=8388608"));
                 assert_true(has_option(mount, "nosuid") && has_option(mount, "nodev"));
         }
         /* Every host path is bound read-only, nosuid, nodev, and none is a secret's. */
@@ -197,6 +217,14 @@ static void test_what_it_may_write(void **state)
                 const char *source = json_string_value(json_object_get(mount, "source"));
                 assert_true(has_option(mount, "ro") && has_option(mount, "nosuid") &&
                             has_option(mount, "nodev"));
+                if (strncmp(source, f->files_dir, strlen(f->files_dir)) == 0) {
+                        /* The read-only file, by its index, at its path. */
+                        assert_string_equal(source + strlen(f->files_dir), "/2");
+                        assert_string_equal(
+                                json_string_value(json_object_get(mount, "destination")),
+                                "/workspace/app/main");
+                        continue;
+                }
                 assert_true(strncmp(source, "/usr/", 5) == 0 || strncmp(source, "/etc/", 5) == 0 ||
                             strcmp(source, "/bin") == 0 || strcmp(source, "/lib") == 0 ||
                             strcmp(source, "/lib64") == 0 || strcmp(source, "/sbin") == 0);
@@ -210,6 +238,12 @@ static void test_what_it_may_write(void **state)
         assert_true(has_option(sys, "ro"));
         assert_non_null(mount_at(bundle, "/usr/bin"));
         assert_null(mount_at(bundle, "/.sandboxd/input"));
+        /* The read-only file's bytes, read-only and executable as asked. */
+        struct stat st;
+        assert_int_equal(fstatat(f->files_fd, "2", &st, AT_SYMLINK_NOFOLLOW), 0);
+        assert_int_equal(st.st_mode & 07777, 0555);
+        assert_int_equal(st.st_size, 4);
+        assert_int_equal(fstatat(f->files_fd, "0", &st, AT_SYMLINK_NOFOLLOW), -1);
 }
 
 static void test_namespaces_and_no_cgroups(void **state)
@@ -249,6 +283,48 @@ static void test_the_root_directory(void **state)
         assert_int_equal(fstatat(f->rootfs_fd, "etc/shadow", &st, AT_SYMLINK_NOFOLLOW), -1);
 }
 
+/* The trailer as the stage shell prints it: /bin/sh's printf of GVISOR_ARTIFACT_TRAILER_FORMAT
+ * with size, appended to out at n. Returns the new length. */
+static int shell_trailer(char *out, int n, size_t room, int size)
+{
+        char command[128];
+        snprintf(command, sizeof(command), "printf '%s' %d", GVISOR_ARTIFACT_TRAILER_FORMAT, size);
+        FILE *shell = popen(command, "r");
+        assert_non_null(shell);
+        size_t got = fread(out + n, 1, room - (size_t)n, shell);
+        assert_int_equal(pclose(shell), 0);
+        return n + (int)got;
+}
+
+/* A compile's stdout of program output, artifact and trailer, split back (gvisor.c). */
+static void test_the_artifact_comes_off_the_end_of_stdout(void **state)
+{
+        (void)state;
+        char out[256];
+        size_t program = 0, size = 0;
+        /* Output that looks like a trailer, then the artifact, then the stage's trailer. */
+        int n = snprintf(out, sizeof(out), "\n" GVISOR_ARTIFACT_MARKER "%020d\nARTIFACT", 999);
+        n = shell_trailer(out, n, sizeof(out), 8);
+        assert_int_equal(gvisor_artifact_split(out, (size_t)n, &program, &size), 0);
+        assert_int_equal(size, 8);
+        assert_int_equal(program, GVISOR_ARTIFACT_TRAILER_BYTES);
+        assert_memory_equal(out + program, "ARTIFACT", 8);
+        /* An empty artifact and no output at all. */
+        n = shell_trailer(out, 0, sizeof(out), 0);
+        assert_int_equal(n, GVISOR_ARTIFACT_TRAILER_BYTES);
+        assert_int_equal(gvisor_artifact_split(out, (size_t)n, &program, &size), 0);
+        assert_true(program == 0 && size == 0);
+        /* A size past what came, no trailer, a cut one, and one that is not digits. */
+        n = shell_trailer(out, snprintf(out, sizeof(out), "ab"), sizeof(out), 3);
+        assert_int_equal(gvisor_artifact_split(out, (size_t)n, &program, &size), -1);
+        assert_int_equal(gvisor_artifact_split("plain output\n", 13, &program, &size), -1);
+        assert_int_equal(gvisor_artifact_split(out, (size_t)n - 1, &program, &size), -1);
+        n = snprintf(out, sizeof(out), "\n" GVISOR_ARTIFACT_MARKER "-0000000000000000001\n");
+        assert_int_equal(gvisor_artifact_split(out, (size_t)n, &program, &size), -1);
+        n = snprintf(out, sizeof(out), "\n" GVISOR_ARTIFACT_MARKER "99999999999999999999\n");
+        assert_int_equal(gvisor_artifact_split(out, (size_t)n, &program, &size), -1);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -257,6 +333,7 @@ int main(void)
                 cmocka_unit_test_setup_teardown(test_what_it_may_write, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_namespaces_and_no_cgroups, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_the_root_directory, setup, teardown),
+                cmocka_unit_test(test_the_artifact_comes_off_the_end_of_stdout),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

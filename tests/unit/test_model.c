@@ -32,10 +32,11 @@ static void test_backend_names_have_backends(void **state)
         assert_null(sbx_backend_name_find(""));
         assert_null(sbx_backend_find("firecracker"));
         assert_string_equal(sbx_backend_names(), "native, gvisor, uml");
-        /* gVisor and UML have no compile stage yet: interpreted languages only; their pools are
-         * Python's loader's, and exec entries (sh, bash). */
+        /* UML has no compile stage: interpreted languages only; gVisor compiles in a fresh
+         * sandbox. Their pools are Python's loader's, and exec entries (sh, bash). */
         assert_true(sbx_backend_runs_language("gvisor", sbx_language_find("python")));
-        assert_false(sbx_backend_runs_language("gvisor", sbx_language_find("c")));
+        assert_true(sbx_backend_runs_language("gvisor", sbx_language_find("c")));
+        assert_false(sbx_backend_pools_language("gvisor", sbx_language_find("c")));
         assert_true(sbx_backend_runs_language("uml", sbx_language_find("bash")));
         assert_false(sbx_backend_runs_language("uml", sbx_language_find("go")));
         assert_true(sbx_backend_runs_language("native", sbx_language_find("c")));

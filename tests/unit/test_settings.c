@@ -263,9 +263,9 @@ static void test_program_shape(void **state)
                        "only \"none\"");
         assert_refused("{\"language\":\"sh\",\"code\":\"\",\"backend\":\"firecracker\"}", 400,
                        "backend", "unknown backend 'firecracker' (known: native, gvisor, uml)");
-        /* gVisor has no compile stage yet: a compiled language there is the request's fault. */
-        assert_refused("{\"language\":\"c\",\"code\":\"\",\"backend\":\"gvisor\"}", 400, "backend",
-                       "backend 'gvisor' does not run c");
+        /* uml has no compile stage: a compiled language there is the request's fault. */
+        assert_refused("{\"language\":\"c\",\"code\":\"\",\"backend\":\"uml\"}", 400, "backend",
+                       "backend 'uml' does not run c");
 }
 
 static void assert_path_refused(const char *json_path, const char *message)

@@ -36,7 +36,10 @@
  * there to call when runsc starts.
  * An exec entry (spec.exec_on_acquire: sh's, bash's) is a pool entry whose loader, Python's, execs
  * the execution's program in its own place (spec.h): the same start, acquire and end.
- * Not yet: sessions and compile stages (create refuses them), read-only files. */
+ * A compile stage (spec.artifact_fd) runs cold: its artifact comes back at the end of its stdout
+ * (spec.h, take_artifact). Read-only files (the run stage's artifact) are bound from the bundle
+ * (spec.c), so a pool entry, whose mounts are made before its request, takes none.
+ * Not yet: sessions (create refuses them). */
 #define _GNU_SOURCE
 #include "sandbox/gvisor/gvisor.h"
 
@@ -143,7 +146,7 @@ static size_t files_size(const struct sbx_spec *spec)
 {
         size_t size = 0;
         for (size_t i = 0; i < spec->n_files; i++)
-                size += spec->files[i].size;
+                size += spec->files[i].read_only ? 0 : spec->files[i].size;
         return size;
 }
 
@@ -167,8 +170,9 @@ static int make_stdin(struct sbx_sandbox *sandbox, struct sbx_error *err)
                 return sbx_error_set(err, ENOMEM, "the files for stdin (%zu bytes)", size);
         char *at = sandbox->stdin_data;
         for (size_t i = 0; i < spec->n_files; i++)
-                at = (char *)memcpy(at, spec->files[i].data, spec->files[i].size) +
-                     spec->files[i].size;
+                if (!spec->files[i].read_only) /* mounts: spec.c */
+                        at = (char *)memcpy(at, spec->files[i].data, spec->files[i].size) +
+                             spec->files[i].size;
         if (spec->stdin_size > 0)
                 memcpy(at, spec->stdin_data, spec->stdin_size);
         sandbox->stdin_size = size;
@@ -177,13 +181,11 @@ static int make_stdin(struct sbx_sandbox *sandbox, struct sbx_error *err)
 
 static int check_supported(const struct sbx_spec *spec, struct sbx_error *err)
 {
-        if (spec->session || spec->artifact_fd > 0)
+        if (spec->session)
+                return sbx_error_set(err, EOPNOTSUPP, "the gvisor backend has no session yet");
+        if (spec->agent && spec->artifact_fd > 0)
                 return sbx_error_set(err, EOPNOTSUPP,
-                                     "the gvisor backend has no session or compile stage yet");
-        for (size_t i = 0; i < spec->n_files; i++)
-                if (spec->files[i].read_only)
-                        return sbx_error_set(err, EOPNOTSUPP,
-                                             "the gvisor backend has no read-only files yet");
+                                     "the gvisor backend compiles in a fresh sandbox only");
         if (access(GVISOR_RUNSC, X_OK) < 0)
                 return sbx_error_set(err, errno,
                                      "%s: gVisor's runsc is not installed (Debian's runsc)",
@@ -211,13 +213,19 @@ static int make_directory(struct sbx_sandbox *sandbox, struct sbx_error *err)
         _cleanup_close_ int dir_fd =
                 openat(run_fd, slot, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (dir_fd < 0 || mkdirat(dir_fd, "bundle", 0755) < 0 ||
-            mkdirat(dir_fd, "bundle/rootfs", 0755) < 0 || mkdirat(dir_fd, "state", 0700) < 0)
+            mkdirat(dir_fd, "bundle/rootfs", 0755) < 0 ||
+            mkdirat(dir_fd, "bundle/files", 0755) < 0 || mkdirat(dir_fd, "state", 0700) < 0)
                 return sbx_error_set(err, errno, "make %s", sandbox->dir);
         _cleanup_close_ int rootfs_fd =
                 openat(dir_fd, "bundle/rootfs", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-        if (rootfs_fd < 0)
+        _cleanup_close_ int files_fd =
+                openat(dir_fd, "bundle/files", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rootfs_fd < 0 || files_fd < 0)
                 return sbx_error_set(err, errno, "open %s", sandbox->dir);
-        json_t *bundle = gvisor_bundle(sandbox->spec, rootfs_fd, err);
+        char files_path[sizeof(sandbox->dir) + 16];
+        snprintf(files_path, sizeof(files_path), "%s/bundle/files", sandbox->dir);
+        json_t *bundle = gvisor_bundle(sandbox->spec, rootfs_fd,
+                                       &(struct gvisor_files){files_fd, files_path}, err);
         if (bundle == NULL)
                 return -1;
         _cleanup_free_ char *text = json_dumps(bundle, JSON_COMPACT);
@@ -637,6 +645,33 @@ static int next_end(void *ctx, bool *final)
         return sandbox->pidfd;
 }
 
+/* A compile stage's run (MODE "artifact", spec.h): the artifact is the bytes before the trailer
+ * that ends stdout when the program exited 0; they go to the spec's artifact fd, and stdout is the
+ * program's alone again, under the output cap (past it: output_limit, as natively, where the
+ * program is stopped at the cap itself). */
+static int take_artifact(const struct sbx_spec *spec, struct sbx_run *run, struct sbx_error *err)
+{
+        struct sbx_buffer *out = &run->out;
+        if (run->exited && run->exit_code == 0 && !out->overflow) {
+                size_t program = 0;
+                size_t size = 0;
+                if (gvisor_artifact_split(out->data, out->len, &program, &size) < 0)
+                        return sbx_error_set(err, EPROTO,
+                                             "the compile's artifact did not come back whole");
+                if (sbx_write_all(spec->artifact_fd, out->data + program, size) < 0)
+                        return sbx_error_set(err, errno, "write the artifact");
+                out->len = program;
+        }
+        if (out->len > spec->limits.output_bytes) {
+                out->len = spec->limits.output_bytes;
+                out->overflow = true;
+                run->output_limit = true;
+        }
+        if (out->data != NULL)
+                out->data[out->len] = '\0';
+        return 0;
+}
+
 static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct sbx_error *err)
 {
         uint64_t started = sbx_now_us();
@@ -660,6 +695,11 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 .end_ctx = sandbox,
                 .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
                 .output_cap = sandbox->spec->limits.output_bytes,
+                /* A compile's artifact: at most its own disk's worth (spec.h's /dev/shm copy). */
+                .stdout_extra =
+                        sandbox->spec->artifact_fd > 0
+                                ? sandbox->spec->limits.disk_bytes + GVISOR_ARTIFACT_TRAILER_BYTES
+                                : 0,
                 .kill = kill_callback,
                 .kill_ctx = sandbox,
                 .cancel_fd = sandbox->spec->cancel_fd,
@@ -692,6 +732,8 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
         sbx_closep(&sandbox->init_wait_fd);
         if (rc == 0 && run->exited && run->exit_code != 0)
                 oom_ended_sandbox(sandbox, run);
+        if (rc == 0 && sandbox->spec->artifact_fd > 0)
+                rc = take_artifact(sandbox->spec, run, err);
         return rc;
 }
 

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/sendfile.h>
@@ -199,7 +200,54 @@ static int add_etc(json_t *mounts, int rootfs_fd, struct sbx_error *err)
         return 0;
 }
 
-static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, struct sbx_error *err)
+/* The read-only files (the run stage's artifact among them): each written by sandboxd into the
+ * bundle's files directory as "<index>", 0444 (0555 executable), and bound read-only onto its
+ * path under /workspace, which runsc makes in the sandbox's tmpfs. The program, its sandbox's
+ * root, can neither write nor remove it: a mount (no CAP_SYS_ADMIN to undo it), served by the
+ * gofer read-only, as the native backend's read-only bind. The files' bytes are held on the
+ * host's /run until the sandbox is destroyed; the tmpfs is smaller by them (ro_bytes), as the
+ * native one holds them. */
+static int add_read_only_files(json_t *mounts, const struct sbx_spec *spec,
+                               const struct gvisor_files *files, struct sbx_error *err)
+{
+        for (size_t i = 0; i < spec->n_files; i++) {
+                const struct sbx_file *file = &spec->files[i];
+                if (!file->read_only)
+                        continue;
+                char name[24];
+                snprintf(name, sizeof(name), "%zu", i);
+                _cleanup_close_ int fd = openat(
+                        files->fd, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                        file->executable ? 0555 : 0444);
+                if (fd < 0 || sbx_write_all(fd, file->data, file->size) < 0)
+                        return sbx_error_set(err, errno, "gvisor bundle: write %s", file->path);
+                char source[PATH_MAX];
+                char destination[PATH_MAX];
+                if ((size_t)snprintf(source, sizeof(source), "%s/%s", files->path, name) >=
+                            sizeof(source) ||
+                    (size_t)snprintf(destination, sizeof(destination), "/workspace/%s",
+                                     file->path) >= sizeof(destination))
+                        return sbx_error_set(err, ENAMETOOLONG, "gvisor bundle: %s", file->path);
+                if (add_mount(mounts, destination, "bind", source,
+                              json_pack("[s,s,s,s]", "bind", "ro", "nosuid", "nodev"), err) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
+/* The bytes /workspace's tmpfs gives the read-only files (add_read_only_files): a page each at
+ * least, as a tmpfs counts them. */
+static uint64_t read_only_bytes(const struct sbx_spec *spec)
+{
+        uint64_t bytes = 0;
+        for (size_t i = 0; i < spec->n_files; i++)
+                if (spec->files[i].read_only)
+                        bytes += (spec->files[i].size + 4095) / 4096 * 4096;
+        return bytes;
+}
+
+static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd,
+                           const struct gvisor_files *files, struct sbx_error *err)
 {
         json_t *mounts = json_array();
         if (mounts == NULL) {
@@ -211,6 +259,9 @@ static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, struct sb
         for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_points) && rc == 0; i++)
                 rc = make_directory_at(rootfs_fd, mount_points[i], err);
         uint64_t disk = spec->limits.disk_bytes;
+        /* size=0 would be no bound at all: a page is the least left. */
+        uint64_t ro_bytes = read_only_bytes(spec);
+        uint64_t workspace = disk > ro_bytes + 4096 ? disk - ro_bytes : 4096;
         /* /proc read-only: gVisor's procfs has no subset=pid, and no Landlock keeps the program
          * from opening its knobs (/proc/sys, /proc/self/oom_score_adj, uid_map, comm) for writing,
          * as the native backend's does: the hostile payload proc_sys_write. */
@@ -222,7 +273,8 @@ static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd, struct sb
                       json_pack("[s,s,s,s,s]", "ro", "size=4096", "nosuid", "nodev", "noexec"),
                       err) < 0 ||
             add_runtime(mounts, rootfs_fd, err) < 0 || add_etc(mounts, rootfs_fd, err) < 0 ||
-            add_tmpfs(mounts, "/workspace", disk, "0755", err) < 0 ||
+            add_tmpfs(mounts, "/workspace", disk == 0 ? 0 : workspace, "0755", err) < 0 ||
+            add_read_only_files(mounts, spec, files, err) < 0 ||
             add_tmpfs(mounts, "/tmp", disk, "1777", err) < 0 ||
             add_tmpfs(mounts, "/dev/shm", disk, "1777", err) < 0) {
                 json_decref(mounts);
@@ -262,10 +314,15 @@ const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES] = {
 static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
 {
         char number[24];
-        snprintf(number, sizeof(number), "%zu", spec->n_files);
+        size_t n_written = 0; /* the files the stage writes: the read-only ones are mounts */
+        for (size_t i = 0; i < spec->n_files; i++)
+                n_written += !spec->files[i].read_only;
+        snprintf(number, sizeof(number), "%zu", n_written);
         json_t *args = json_pack("[s,s,s,s,s]", "/bin/sh", "-c", GVISOR_STAGE_SCRIPT,
                                  "sandboxd-stage", number);
         for (size_t i = 0; args != NULL && i < spec->n_files; i++) {
+                if (spec->files[i].read_only)
+                        continue;
                 snprintf(number, sizeof(number), "%zu", spec->files[i].size);
                 if (json_array_append_new(args, json_string(spec->files[i].path)) < 0 ||
                     json_array_append_new(args, json_string(number)) < 0 ||
@@ -284,6 +341,10 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
         for (size_t i = 0; args != NULL && i < n_env; i++)
                 if (json_array_append_new(args, json_string(spec->envp[i])) < 0)
                         json_decref(steal_pointer(&args));
+        if (args != NULL &&
+            json_array_append_new(
+                    args, json_string(spec->artifact_fd > 0 ? spec->artifact_path : "-")) < 0)
+                json_decref(steal_pointer(&args));
         json_t *env = json_pack("[s]", GVISOR_STAGE_ENVIRONMENT);
         json_t *rlimits = rlimits_json(&spec->limits);
         /* A pool entry's loader takes its execution on stdin (sandbox/agent.h) and follows its
@@ -321,12 +382,38 @@ static json_t *process_json(const struct sbx_spec *spec, struct sbx_error *err)
         return process;
 }
 
-json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, struct sbx_error *err)
+int gvisor_artifact_split(const void *out, size_t len, size_t *program, size_t *size)
+{
+        const size_t trailer = GVISOR_ARTIFACT_TRAILER_BYTES;
+        const size_t marker = strlen(GVISOR_ARTIFACT_MARKER);
+        if (len < trailer)
+                return -1;
+        const char *at = (const char *)out + len - trailer;
+        if (at[0] != '\n' || memcmp(at + 1, GVISOR_ARTIFACT_MARKER, marker) != 0 ||
+            at[trailer - 1] != '\n')
+                return -1;
+        uint64_t value = 0;
+        for (const char *digit = at + 1 + marker; digit < at + trailer - 1; digit++) {
+                if (*digit < '0' || *digit > '9' || value > UINT64_MAX / 10)
+                        return -1;
+                value = value * 10 + (uint64_t)(*digit - '0');
+                if (value > len)
+                        return -1;
+        }
+        if (value > len - trailer)
+                return -1;
+        *size = (size_t)value;
+        *program = len - trailer - *size;
+        return 0;
+}
+
+json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, const struct gvisor_files *files,
+                      struct sbx_error *err)
 {
         json_t *process = process_json(spec, err);
         if (process == NULL)
                 return NULL;
-        json_t *mounts = mounts_json(spec, rootfs_fd, err);
+        json_t *mounts = mounts_json(spec, rootfs_fd, files, err);
         if (mounts == NULL) {
                 json_decref(process);
                 return NULL;

@@ -15,8 +15,8 @@
 #include "util/error.h"
 
 /* The stage script: the container's process is /bin/sh -c GVISOR_STAGE_SCRIPT sandboxd-stage N
- * PATH SIZE FLAG ... E NAME=VALUE ... ARGV..., which writes the N files into /workspace from its
- * stdin, in order (head -c reads exactly SIZE bytes each: the rest of stdin is the program's;
+ * PATH SIZE FLAG ... E NAME=VALUE ... MODE ARGV..., which writes the N files into /workspace from
+ * its stdin, in order (head -c reads exactly SIZE bytes each: the rest of stdin is the program's;
  * FLAG "x" makes one executable), then exports the E variables of the program's environment and
  * runs ARGV there (the shell's own PWD unset) under no_new_privs (runsc 2022-12 does not set it
  * from the spec's noNewPrivileges; its exec honours setuid bits all the same, inside its own
@@ -30,7 +30,14 @@
  * own stderr is /dev/null: its report of a program killed by a signal ("Killed") is not the
  * program's output, which has no such line natively. The program's stderr is set in a subshell
  * that becomes it (exec): dash applies a command's redirections in the shell itself until the
- * command ends, and would report on the program's stderr. */
+ * command ends, and would report on the program's stderr.
+ *
+ * MODE "-" ends there. Else MODE is a compile stage's artifact path (spec->artifact_path): no fd
+ * reaches into runsc's sandbox, so the program's fd 3, where a compile copies its artifact at its
+ * end, is stdout itself, and once the program has exited 0 the shell follows it with
+ * GVISOR_ARTIFACT_TRAILER_FORMAT, the size of the file at MODE: gvisor.c takes the artifact
+ * from the end of stdout. Only the compile's environment (sandboxd's, never the request's) is
+ * exported by then. */
 #define GVISOR_STAGE_SCRIPT                                                                        \
         "n=$1; shift; while [ \"$n\" -gt 0 ]; do "                                                 \
         "case $1 in */*) mkdir -p -- \"${1%/*}\" || exit 125;; esac; "                             \
@@ -39,8 +46,18 @@
         "shift 3; n=$((n - 1)); done; "                                                            \
         "e=$1; shift; unset PATH PWD; while [ \"$e\" -gt 0 ]; do "                                 \
         "export \"$1\" || exit 125; shift; e=$((e - 1)); done; "                                   \
-        "exec 3>&2 2>/dev/null; "                                                                  \
-        "(exec /usr/bin/setpriv --no-new-privs -- \"$@\" 2>&3 3>&-); exit $?"
+        "m=$1; shift; exec 4>&2 2>/dev/null; "                                                     \
+        "if [ \"$m\" = - ]; then (exec /usr/bin/setpriv --no-new-privs -- \"$@\" 2>&4 4>&-); "     \
+        "exit $?; fi; "                                                                            \
+        "(exec /usr/bin/setpriv --no-new-privs -- \"$@\" 2>&4 4>&- 3>&1); s=$?; "                  \
+        "[ \"$s\" -eq 0 ] || exit \"$s\"; "                                                        \
+        "printf '" GVISOR_ARTIFACT_TRAILER_FORMAT "' \"$(/usr/bin/wc -c < \"$m\")\" || exit 125"
+
+/* A compile stage's stdout ends with this line (GVISOR_STAGE_SCRIPT): a newline, the marker, the
+ * artifact's size in 20 digits, a newline; the artifact's bytes come right before it. */
+#define GVISOR_ARTIFACT_MARKER         "SANDBOXD-ARTIFACT "
+#define GVISOR_ARTIFACT_TRAILER_FORMAT "\\n" GVISOR_ARTIFACT_MARKER "%020d\\n"
+#define GVISOR_ARTIFACT_TRAILER_BYTES  (1 + sizeof(GVISOR_ARTIFACT_MARKER) - 1 + 20 + 1)
 
 /* The stage shell's own environment (GVISOR_STAGE_SCRIPT). */
 #define GVISOR_STAGE_ENVIRONMENT "PATH=/usr/bin:/bin"
@@ -51,6 +68,19 @@
 #define GVISOR_ROOT_CAPABILITIES 6
 extern const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES];
 
+/* A compile stage's stdout (GVISOR_STAGE_SCRIPT, MODE a path) of len bytes: the program's own
+ * output, then the artifact, then the trailer. Sets *program (the program's bytes, first) and
+ * *size (the artifact's, which follow); -1 when stdout does not end with a trailer whose size
+ * fits before it. */
+int gvisor_artifact_split(const void *out, size_t len, size_t *program, size_t *size);
+
+/* The bundle's directory for the read-only files' bytes, outside the root: open, and its path on
+ * the host (the mounts' source). */
+struct gvisor_files {
+        int fd;
+        const char *path;
+};
+
 /* Makes the bundle's root directory in rootfs_fd (an empty directory): the mount points, the
  * host's top-level links into /usr, the /etc links and generated files; and returns the runtime
  * spec for spec's execution, whose files' bytes come first on its stdin (pool mode, spec->agent:
@@ -59,5 +89,7 @@ extern const char *const gvisor_root_capabilities[GVISOR_ROOT_CAPABILITIES];
  * to execute its execution's argv in its own place (the only way into runsc's sandbox is stdin,
  * which the other backends' init reads instead): the program keeps the loader's pid, which the
  * Wait call is for, its rlimits, files and no_new_privs; its argv, environment and signal
- * dispositions are the execution's, as a cold run's. NULL on failure. */
-json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, struct sbx_error *err);
+ * dispositions are the execution's, as a cold run's. The read-only files' bytes are written into
+ * files and bound from there (a pool entry has none). NULL on failure. */
+json_t *gvisor_bundle(const struct sbx_spec *spec, int rootfs_fd, const struct gvisor_files *files,
+                      struct sbx_error *err);
