@@ -11,7 +11,7 @@
 //   u32 (little-endian) header length, then the header: NUL-terminated fields
 //     count, argv..., count, "NAME=value"..., count, (path, size, flags)..., main path
 //   then each file's bytes in order. argv[0] is node itself; flags hold "x" when the file is
-//   executable.
+//   executable, "r" when it is read-only (TypeScript's artifact).
 //
 // It writes the files into /workspace, closes fd 3 and runs the program as `node main.js` would:
 // Node's own entry point (Module.runMain) loads it as the main module (CommonJS, or an ES module
@@ -19,6 +19,12 @@
 // unhandled rejections and pending timers handled by node as usual. Only node's own stack frames
 // below the program's differ from a cold run's. One execution per loader: the sandbox is
 // destroyed afterwards, never reused.
+//
+// A read-only file is a read-only mount the entry's init made at its path (the loader cannot
+// mount, and the program, which runs in this process, must not be able to write it): init left
+// fd 5 open on it, writable, from before the mount. The loader writes the file through fd 5 and
+// closes it before the program runs, as it does without such a file: nothing writable of it is
+// left. A read-only file with no such fd, or at another path, fails the execution.
 'use strict';
 
 const fs = require('fs');
@@ -29,6 +35,7 @@ fs.unlinkSync(__filename);
 delete require.cache[__filename];
 
 const AGENT_FD = 3;
+const READ_ONLY_FILE_FD = 5; // sandbox/native/launch_internal.h's PROGRAM_LOADER_WRITE_FD
 
 function readExactly(size) {
   const buffer = Buffer.alloc(size);
@@ -47,6 +54,20 @@ function readExactly(size) {
   return buffer;
 }
 
+// Writes a read-only file through the fd init left to it (see above), once sure it is the file
+// at target.
+function writeReadOnly(target, data, executable) {
+  const held = fs.fstatSync(READ_ONLY_FILE_FD);
+  const there = fs.statSync(target);
+  if (held.dev !== there.dev || held.ino !== there.ino || held.size !== 0) {
+    throw new Error(`${target}: not this entry's read-only file`);
+  }
+  for (let done = 0; done < data.length;) {
+    done += fs.writeSync(READ_ONLY_FILE_FD, data, done, data.length - done);
+  }
+  fs.fchmodSync(READ_ONLY_FILE_FD, executable ? 0o555 : 0o444);
+}
+
 function receive() {
   const length = readExactly(4).readUInt32LE(0);
   const fields = readExactly(length).toString('utf8').split('\0');
@@ -63,17 +84,27 @@ function receive() {
   const fileCount = Number(fields[next++]);
   for (let i = 0; i < fileCount; i++) {
     files.push({path: fields[next], size: Number(fields[next + 1]),
-                executable: fields[next + 2].includes('x')});
+                executable: fields[next + 2].includes('x'),
+                readOnly: fields[next + 2].includes('r')});
     next += 3;
   }
   const main = fields[next];
   for (const file of files) {
     const data = readExactly(file.size);
     const target = path.join('/workspace', file.path);
+    if (file.readOnly) {
+      writeReadOnly(target, data, file.executable);
+      continue;
+    }
     fs.mkdirSync(path.dirname(target), {recursive: true});
     fs.writeFileSync(target, data, {mode: file.executable ? 0o755 : 0o644, flag: 'wx'});
   }
   fs.closeSync(AGENT_FD);
+  try {
+    fs.closeSync(READ_ONLY_FILE_FD);
+  } catch (error) {
+    if (error.code !== 'EBADF') throw error; // an entry without a read-only file
+  }
   return {argv, env, main};
 }
 

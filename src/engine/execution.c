@@ -552,7 +552,9 @@ struct sbx_pool_entry {
         const struct sbx_language *language;
         const char *argv[4];
         char loader_path[64];
-        struct sbx_file loader_file; /* a loader run as a file: written by init */
+        /* A loader run as a file, written by init; and a compiled language's artifact path,
+         * made read-only there for the loader to write (sbx_file.loader_writes). */
+        struct sbx_file files[2];
         struct sbx_spec spec;
         /* A compiled language's second sandbox, for the compile stage: an exec entry with the
          * disk of the language's default compile limits (compile_entry_disk_bytes). */
@@ -696,6 +698,7 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
         /* A language with a loader (python) waits in its interpreter; every other one in an
          * exec entry, whose init waits to start the program (argv comes with the execution). */
         const struct loader *loader = loader_of(entry->language);
+        size_t n_files = 0;
         entry->argv[0] = loader ? entry->language->interpreter : exec_entry_argv[0];
         if (loader != NULL && loader->eval_flag != NULL) {
                 entry->argv[1] = loader->eval_flag;
@@ -704,17 +707,26 @@ int sbx_pool_entry_create(const char *language_name, const char *backend_name,
                 snprintf(entry->loader_path, sizeof(entry->loader_path), "/workspace/%s",
                          loader->file);
                 entry->argv[1] = entry->loader_path;
-                entry->loader_file = (struct sbx_file){
+                entry->files[n_files++] = (struct sbx_file){
                         .path = loader->file,
                         .data = loader->source,
                         .size = strlen(loader->source),
                 };
         }
+        /* The run stage's artifact is read-only (plan_run_files): made so by init here, where
+         * the loader's execution cannot mount. */
+        if (loader != NULL && sbx_language_compiles(entry->language))
+                entry->files[n_files++] = (struct sbx_file){
+                        .path = entry->language->artifact,
+                        .data = "",
+                        .read_only = true,
+                        .loader_writes = true,
+                };
         entry->spec = (struct sbx_spec){
                 .argv = entry->argv,
                 .envp = sbx_request_base_environment,
-                .files = &entry->loader_file,
-                .n_files = entry->loader_file.path != NULL ? 1 : 0,
+                .files = entry->files,
+                .n_files = n_files,
                 .network = SBX_NETWORK_NONE,
                 .agent = true,
                 .exec_on_acquire = loader == NULL,

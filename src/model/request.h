@@ -33,6 +33,11 @@ struct sbx_file {
         /* A read-only mount of its own: the program can neither change, chmod nor replace it (a
          * compiled artifact: the program cannot rewrite its own binary). */
         bool read_only;
+        /* With read_only, in a loader's pool entry (native): the loader gets a writable fd to the
+         * file, made before the mount, as its fd 5, writes the read-only file an execution brings
+         * for this path through it and closes it before the program runs: a loader, which may not
+         * mount, thus holds an artifact its program cannot write (guest/node_loader.js). */
+        bool loader_writes;
 };
 
 /* Layers a test can turn off one at a time (the hostile suite's `without:<layer>` controls).

@@ -432,6 +432,31 @@ int main(void) {
     assert re.fullmatch(r"chmod=-1/30 open=-1/(26|30) mode=555 uid=0\n", r["stdout"]), r.describe()
 
 
+@pytest.mark.parametrize("pooled", [False, True], ids=["cold", "pooled"])
+def test_typescripts_artifact_is_read_only_to_the_program_warm_too(run_language, pooled):
+    """TypeScript's artifact (main.js) runs in node's loader when pooled: in the program's own
+    process, which cannot mount. The entry's init made main.js a read-only mount and left the
+    loader a writable fd from before it, which the loader writes the artifact through and closes
+    (guest/node_loader.js): the program finds the artifact as a cold run does."""
+    program = """import * as fs from "fs";
+const outcomes: string[] = [];
+const attempt = (f: () => void) => { try { f(); outcomes.push("done"); } catch (e: any) { outcomes.push(e.code); } };
+attempt(() => fs.writeFileSync(__filename, "x"));
+attempt(() => fs.unlinkSync(__filename));
+attempt(() => fs.renameSync(__filename, "moved.js"));
+attempt(() => fs.chmodSync(__filename, 0o777));
+attempt(() => fs.writeFileSync("scratch", "x"));
+const st = fs.statSync(__filename);
+console.log(__filename, outcomes.join(" "), (st.mode & 0o7777).toString(8), st.uid,
+            fs.readFileSync(__filename, "utf8").includes("outcomes"));
+"""
+    r = run_language("typescript", program, *(("--pooled",) if pooled else ()))
+    r.expect("ok", rc=0)
+    assert r["pooled"] == pooled
+    assert r["stdout"] == "/workspace/main.js EROFS EBUSY EBUSY EROFS done 444 0 true\n", \
+        r.describe()
+
+
 def test_every_source_of_the_language_is_compiled_and_other_files_are_there(tmp_path):
     need("c")
     from conftest import run_json

@@ -104,6 +104,11 @@ static int make_file_read_only(int fd, const char *path, bool executable, struct
         return 0;
 }
 
+/* A pool entry's writable fd to its loader_writes file (write_files), for the program to keep as
+ * PROGRAM_LOADER_WRITE_FD; -1 for none. Init's own copy goes with the rest of its fds
+ * (init_keep_only) once the program runs. */
+static int loader_write_fd = -1;
+
 static int write_files(const struct sbx_spec *spec, struct sbx_error *err)
 {
         if (chdir("/workspace") < 0)
@@ -123,6 +128,10 @@ static int write_files(const struct sbx_spec *spec, struct sbx_error *err)
                         return sbx_error_set(err, errno, "create %s", file->path);
                 if (sbx_write_all(fd, file->data, file->size) < 0)
                         return sbx_error_set(err, errno, "write %s", file->path);
+                /* Opened before the mount: through the tmpfs's own, writable, as no path is. */
+                if (file->read_only && file->loader_writes && loader_write_fd < 0 &&
+                    (loader_write_fd = fcntl(fd, F_DUPFD_CLOEXEC, PROGRAM_LOADER_WRITE_FD + 1)) < 0)
+                        return sbx_error_set(err, errno, "keep %s for the loader", file->path);
                 if (file->read_only && make_file_read_only(fd, path, file->executable, err) < 0)
                         return -1;
         }
@@ -140,14 +149,15 @@ static int connect_stdio(struct launch_pipes *p, struct sbx_error *err)
         return 0;
 }
 
-/* Keeps fds 0-2, `keep` (moved to PROGRAM_ERROR_FD, close-on-exec) and, in pool mode, `agent`
- * (moved to PROGRAM_AGENT_FD, kept across execve), and closes every other fd, so that nothing of
- * the supervisor's (other sandboxes' pipes, cgroup dirs) leaks into the sandbox. */
+/* Keeps fds 0-2, `keep` (moved to PROGRAM_ERROR_FD, close-on-exec), in pool mode `agent` (moved
+ * to PROGRAM_AGENT_FD, kept across execve) and loader_write_fd (PROGRAM_LOADER_WRITE_FD, kept),
+ * and closes every other fd, so that nothing of the supervisor's (other sandboxes' pipes, cgroup
+ * dirs) leaks into the sandbox. */
 static int close_other_fds(int keep, int agent, struct sbx_error *err)
 {
         /* Out of the way first: keep or agent may sit on the other's target number. */
-        int keep_high = fcntl(keep, F_DUPFD_CLOEXEC, PROGRAM_ERROR_FD + 1);
-        int agent_high = agent >= 0 ? fcntl(agent, F_DUPFD, PROGRAM_ERROR_FD + 1) : -1;
+        int keep_high = fcntl(keep, F_DUPFD_CLOEXEC, PROGRAM_LOADER_WRITE_FD + 1);
+        int agent_high = agent >= 0 ? fcntl(agent, F_DUPFD, PROGRAM_LOADER_WRITE_FD + 1) : -1;
         if (keep_high < 0 || (agent >= 0 && agent_high < 0))
                 return sbx_error_set(err, errno, "fcntl F_DUPFD");
         if (dup3(keep_high, PROGRAM_ERROR_FD, O_CLOEXEC) < 0)
@@ -156,7 +166,11 @@ static int close_other_fds(int keep, int agent, struct sbx_error *err)
                 return sbx_error_set(err, errno, "dup2 agent");
         if (agent_high < 0)
                 close(PROGRAM_AGENT_FD); /* nothing in a cold run; EBADF is fine */
-        if (close_range(PROGRAM_ERROR_FD + 1, ~0U, 0) < 0)
+        if (loader_write_fd >= 0 && dup2(loader_write_fd, PROGRAM_LOADER_WRITE_FD) < 0)
+                return sbx_error_set(err, errno, "dup2 the loader's file");
+        if (loader_write_fd < 0)
+                close(PROGRAM_LOADER_WRITE_FD);
+        if (close_range(PROGRAM_LOADER_WRITE_FD + 1, ~0U, 0) < 0)
                 return sbx_error_set(err, errno, "close_range");
         return 0;
 }

@@ -36,9 +36,11 @@ struct launch_clone_args {
 #endif
 
 /* The fd numbers in the program: the agent channel (pool mode) or the artifact file (a compile
- * stage) for the program to keep, and the error pipe between setup and execve (close-on-exec). */
-#define PROGRAM_AGENT_FD 3
-#define PROGRAM_ERROR_FD 4
+ * stage) for the program to keep, the error pipe between setup and execve (close-on-exec), and
+ * a loader's writable fd to its entry's read-only file (sbx_file.loader_writes). */
+#define PROGRAM_AGENT_FD        3
+#define PROGRAM_ERROR_FD        4
+#define PROGRAM_LOADER_WRITE_FD 5
 
 /* Both ends of every pipe of a launch; each side closes the other's. -1: none. */
 struct launch_pipes {
