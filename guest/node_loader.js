@@ -68,6 +68,20 @@ function writeReadOnly(target, data, executable) {
   fs.fchmodSync(READ_ONLY_FILE_FD, executable ? 0o555 : 0o444);
 }
 
+// Closes fd 5 when it is init's read-only file, written or not. Without one (an entry of a language
+// that compiles nothing), fd 5 was free at the exec and node may hold one of its own pipes there:
+// init's is the only regular file it can be.
+function closeReadOnlyFile() {
+  let held;
+  try {
+    held = fs.fstatSync(READ_ONLY_FILE_FD);
+  } catch (error) {
+    if (error.code === 'EBADF') return;
+    throw error;
+  }
+  if (held.isFile()) fs.closeSync(READ_ONLY_FILE_FD);
+}
+
 function receive() {
   const length = readExactly(4).readUInt32LE(0);
   const fields = readExactly(length).toString('utf8').split('\0');
@@ -100,11 +114,7 @@ function receive() {
     fs.writeFileSync(target, data, {mode: file.executable ? 0o755 : 0o644, flag: 'wx'});
   }
   fs.closeSync(AGENT_FD);
-  try {
-    fs.closeSync(READ_ONLY_FILE_FD);
-  } catch (error) {
-    if (error.code !== 'EBADF') throw error; // an entry without a read-only file
-  }
+  closeReadOnlyFile();
   return {argv, env, main};
 }
 

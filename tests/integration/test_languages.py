@@ -457,6 +457,22 @@ console.log(__filename, outcomes.join(" "), (st.mode & 0o7777).toString(8), st.u
         r.describe()
 
 
+def test_nodes_own_descriptors_are_left_to_it_warm(run_language):
+    """The loader closes fd 5 only when it is init's read-only file (TypeScript's): in a
+    JavaScript entry fd 5 was free at node's exec, and node keeps a pipe of its own there, as in a
+    cold run."""
+    program = """const fs = require("fs");
+let kind;
+try { const st = fs.fstatSync(5); kind = st.isFIFO() ? "fifo" : st.isFile() ? "file" : "other"; }
+catch (e) { kind = e.code; }
+console.log(kind);
+"""
+    cold, pooled = (run_language("javascript", program, *flags) for flags in ((), ("--pooled",)))
+    for r in (cold, pooled):
+        r.expect("ok", rc=0)
+    assert pooled["pooled"] and pooled["stdout"] == cold["stdout"] == "fifo\n", pooled.describe()
+
+
 def test_every_source_of_the_language_is_compiled_and_other_files_are_there(tmp_path):
     need("c")
     from conftest import run_json
