@@ -205,8 +205,8 @@ static int add_etc(json_t *mounts, int rootfs_fd, struct sbx_error *err)
  * path under /workspace, which runsc makes in the sandbox's tmpfs. The program, its sandbox's
  * root, can neither write nor remove it: a mount (no CAP_SYS_ADMIN to undo it), served by the
  * gofer read-only, as the native backend's read-only bind. The files' bytes are held on the
- * host's /run until the sandbox is destroyed; the tmpfs is smaller by them (ro_bytes), as the
- * native one holds them. */
+ * host's /run until the sandbox is destroyed; the tmpfs is smaller by them (read_only_bytes), as
+ * the native one holds them. */
 static int add_read_only_files(json_t *mounts, const struct sbx_spec *spec,
                                const struct gvisor_files *files, struct sbx_error *err)
 {
@@ -259,9 +259,10 @@ static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd,
         for (size_t i = 0; i < SBX_ARRAY_SIZE(mount_points) && rc == 0; i++)
                 rc = make_directory_at(rootfs_fd, mount_points[i], err);
         uint64_t disk = spec->limits.disk_bytes;
-        /* size=0 would be no bound at all: a page is the least left. */
+        /* The read-only files' room taken off (a disk of 0 stays unbounded); size=0 would be no
+         * bound at all: a page is the least left. */
         uint64_t ro_bytes = read_only_bytes(spec);
-        uint64_t workspace = disk > ro_bytes + 4096 ? disk - ro_bytes : 4096;
+        uint64_t workspace = disk == 0 ? 0 : disk > ro_bytes + 4096 ? disk - ro_bytes : 4096;
         /* /proc read-only: gVisor's procfs has no subset=pid, and no Landlock keeps the program
          * from opening its knobs (/proc/sys, /proc/self/oom_score_adj, uid_map, comm) for writing,
          * as the native backend's does: the hostile payload proc_sys_write. */
@@ -273,7 +274,7 @@ static json_t *mounts_json(const struct sbx_spec *spec, int rootfs_fd,
                       json_pack("[s,s,s,s,s]", "ro", "size=4096", "nosuid", "nodev", "noexec"),
                       err) < 0 ||
             add_runtime(mounts, rootfs_fd, err) < 0 || add_etc(mounts, rootfs_fd, err) < 0 ||
-            add_tmpfs(mounts, "/workspace", disk == 0 ? 0 : workspace, "0755", err) < 0 ||
+            add_tmpfs(mounts, "/workspace", workspace, "0755", err) < 0 ||
             add_read_only_files(mounts, spec, files, err) < 0 ||
             add_tmpfs(mounts, "/tmp", disk, "1777", err) < 0 ||
             add_tmpfs(mounts, "/dev/shm", disk, "1777", err) < 0) {
@@ -394,11 +395,9 @@ int gvisor_artifact_split(const void *out, size_t len, size_t *program, size_t *
                 return -1;
         uint64_t value = 0;
         for (const char *digit = at + 1 + marker; digit < at + trailer - 1; digit++) {
-                if (*digit < '0' || *digit > '9' || value > UINT64_MAX / 10)
+                if (*digit < '0' || *digit > '9' || value > (UINT64_MAX - 9) / 10)
                         return -1;
                 value = value * 10 + (uint64_t)(*digit - '0');
-                if (value > len)
-                        return -1;
         }
         if (value > len - trailer)
                 return -1;
