@@ -33,6 +33,34 @@ def free_port():
         return s.getsockname()[1]
 
 
+# What PostgreSQL and HAProxy print (strerror(EADDRINUSE)) when another process took their port.
+_ADDRESS_IN_USE = "Address already in use"
+
+
+def listener_pids(port):
+    """The pids holding a socket that listens on 127.0.0.1:port (or on any address).
+
+    A connection that succeeds proves only that something listens there: make test runs two
+    integration stages side by side, each picking free ports, so the other stage's server may
+    have taken the port between free_port() and our server's bind (ours then exits with
+    EADDRINUSE, perhaps after our probe was answered by theirs)."""
+    inodes = set()
+    with open("/proc/net/tcp") as table:
+        next(table)
+        for row in table:
+            fields = row.split()
+            address, state, inode = fields[1], fields[3], fields[9]
+            host, hex_port = address.split(":")
+            if state == "0A" and int(hex_port, 16) == port and host in ("0100007F", "00000000"):
+                inodes.add(f"socket:[{inode}]")
+    pids = set()
+    for fd_dir in glob.glob("/proc/[0-9]*/fd") if inodes else []:
+        with contextlib.suppress(OSError):
+            if any(os.readlink(os.path.join(fd_dir, fd)) in inodes for fd in os.listdir(fd_dir)):
+                pids.add(int(fd_dir.split("/")[2]))
+    return pids
+
+
 def postgres_bin_dir():
     """The newest PostgreSQL's bin directory, or None."""
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/postgres"),
@@ -84,6 +112,7 @@ class Postgres:
         self.data = os.path.join(self.dir, "data")
         self.log_path = os.path.join(self.dir, "postgres.log")
         self.proc = None
+        self.started = False
         self.port = free_port()
         made = subprocess.run([os.path.join(self.bin_dir, "initdb"), "-D", self.data, "-U",
                                "postgres", "--auth=trust", "-E", "UTF8", "--no-sync",
@@ -99,25 +128,41 @@ class Postgres:
         return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
 
     def start(self):
-        with open(self.log_path, "ab") as log:
-            # fsync off: a test's cluster is thrown away; the socket directory is its own.
-            self.proc = subprocess.Popen(
-                [os.path.join(self.bin_dir, "postgres"), "-D", self.data, "-p", str(self.port),
-                 "-k", self.dir, "-c", "listen_addresses=127.0.0.1", "-c", "fsync=off",
-                 "-c", "max_connections=60"],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.dir,
-                preexec_fn=_as_postgres(self.account), start_new_session=True)
-        if self.on_pid:
-            self.on_pid(self.proc.pid)
+        # Its first start may find the port taken (listener_pids); a restart keeps its port,
+        # which the nodes' configs name.
+        for _attempt in range(8):
+            log_before = len(self.log())
+            with open(self.log_path, "ab") as log:
+                # fsync off: a test's cluster is thrown away; the socket directory is its own.
+                self.proc = subprocess.Popen(
+                    [os.path.join(self.bin_dir, "postgres"), "-D", self.data, "-p",
+                     str(self.port), "-k", self.dir, "-c", "listen_addresses=127.0.0.1", "-c",
+                     "fsync=off", "-c", "max_connections=60"],
+                    stdin=subprocess.DEVNULL, stdout=log, stderr=log, cwd=self.dir,
+                    preexec_fn=_as_postgres(self.account), start_new_session=True)
+            if self.on_pid:
+                self.on_pid(self.proc.pid)
+            if self._wait_ready():
+                self.started = True
+                return self
+            exited, self.proc = self.proc.returncode, None  # reaped: its pid is no longer ours
+            if self.started or _ADDRESS_IN_USE not in self.log()[log_before:]:
+                raise RuntimeError(f"postgres exited with {exited}:\n{self.log()[-3000:]}")
+            self.port = free_port()
+        raise RuntimeError("postgres found no free port in 8 attempts")
+
+    def _wait_ready(self):
+        """True once the postmaster accepts connections on its port; False if it exited."""
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"postgres exited with {self.proc.returncode}:\n"
-                                   f"{self.log()[-3000:]}")
+                if self.on_pid:
+                    self.on_pid(None)
+                return False
             ready = subprocess.run([os.path.join(self.bin_dir, "pg_isready"), "-q", "-h",
                                     "127.0.0.1", "-p", str(self.port)], check=False)
-            if ready.returncode == 0:
-                return self
+            if ready.returncode == 0 and self.proc.pid in listener_pids(self.port):
+                return True
             time.sleep(0.1)
         raise RuntimeError(f"postgres did not get ready within 60 s:\n{self.log()[-3000:]}")
 
@@ -136,10 +181,12 @@ class Postgres:
         self.proc = None
         if self.on_pid:
             self.on_pid(None)
-        # Its port is free once it has gone: a client connecting now is refused.
-        with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                raise RuntimeError(f"port {self.port} still answers after postgres stopped")
+        # Its port is free once it has gone: no process of this cluster (they run in its data
+        # directory) listens there. (Another stage's server may, having taken the port since.)
+        for pid in listener_pids(self.port):
+            with contextlib.suppress(OSError):
+                if os.readlink(f"/proc/{pid}/cwd") == self.data:
+                    raise RuntimeError(f"port {self.port} still listens after postgres stopped")
 
     def url_of(self, database):
         return self.url.rsplit("/", 1)[0] + "/" + database
@@ -188,13 +235,11 @@ class HAProxy:
     """HAProxy in the foreground (-db) in front of node_ports; remove() stops it by its pid."""
 
     def __init__(self, binary, node_ports, on_pid=None):
-        self.binary, self.on_pid = binary, on_pid
-        self.port = free_port()
+        self.binary, self.node_ports, self.on_pid = binary, node_ports, on_pid
+        self.port = None
         self.dir = tempfile.mkdtemp(prefix="sandboxd-haproxy-")
         self.held = leak_audit.hold(self.dir)
         self.config = os.path.join(self.dir, "haproxy.cfg")
-        with open(self.config, "w") as f:
-            f.write(render_haproxy_cfg(self.port, node_ports))
         self.log_path = os.path.join(self.dir, "haproxy.log")
         self.proc = None
 
@@ -203,20 +248,34 @@ class HAProxy:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self):
-        with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([self.binary, "-db", "-f", self.config],
-                                         stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                                         start_new_session=True)
-        if self.on_pid:
-            self.on_pid(self.proc.pid)
+        for _attempt in range(8):
+            self.port = free_port()
+            with open(self.config, "w") as f:
+                f.write(render_haproxy_cfg(self.port, self.node_ports))
+            log_before = len(self.log())
+            with open(self.log_path, "ab") as log:
+                self.proc = subprocess.Popen([self.binary, "-db", "-f", self.config],
+                                             stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                             start_new_session=True)
+            if self.on_pid:
+                self.on_pid(self.proc.pid)
+            if self._wait_listening():
+                return self
+            exited, self.proc = self.proc.returncode, None  # reaped: its pid is no longer ours
+            if _ADDRESS_IN_USE not in self.log()[log_before:]:
+                raise RuntimeError(f"haproxy exited with {exited}:\n{self.log()[-3000:]}")
+        raise RuntimeError("haproxy found no free port in 8 attempts")
+
+    def _wait_listening(self):
+        """True once HAProxy itself listens on its port; False if it exited."""
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"haproxy exited with {self.proc.returncode}:\n"
-                                   f"{self.log()[-3000:]}")
-            with socket.socket() as s:
-                if s.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return self
+                if self.on_pid:
+                    self.on_pid(None)
+                return False
+            if self.proc.pid in listener_pids(self.port):
+                return True
             time.sleep(0.05)
         raise RuntimeError(f"haproxy did not listen within 30 s:\n{self.log()[-3000:]}")
 

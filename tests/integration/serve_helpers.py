@@ -390,11 +390,20 @@ class Server:
         raise AssertionError("no free port after 8 attempts")
 
     def _wait_healthy(self):
-        """True once /health answers 200; False when the process exited first."""
+        """True once /health answers 200; False when the process exited first.
+
+        Only after the server has said it listens (it bound the port then): make test runs two
+        integration stages side by side, and the other stage's server may have taken the port
+        between free_port() and this one's bind. Its /health would answer 200 too, and every
+        request after would be refused 401 with the other stage's tokens."""
         deadline = time.monotonic() + START_TIMEOUT
+        listening = f"serve: listening on 127.0.0.1:{self.port} "
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return False
+            if listening not in self.stderr():
+                time.sleep(0.02)
+                continue
             try:
                 r = requests.get(self.url("/health"), timeout=(1, 5 * SLOW))
                 if r.status_code == 200:
