@@ -344,10 +344,17 @@ static int wait_for_loader(int stdout_fd, pid_t *loader_pid, struct sbx_error *e
         size_t len = 0;
         while (len < sizeof(line)) {
                 uint64_t now = sbx_now_us();
+                if (now >= until)
+                        return sbx_error_set(err, ETIMEDOUT,
+                                             "setup step 'exec': the pool loader was not ready "
+                                             "within %d ms",
+                                             GVISOR_LOADER_READY_TIMEOUT_MS);
                 struct pollfd pfd = {.fd = stdout_fd, .events = POLLIN};
-                int ready = now < until ? poll(&pfd, 1, (int)((until - now + 999) / 1000)) : 0;
+                int ready = poll(&pfd, 1, (int)((until - now + 999) / 1000));
                 if (ready < 0 && errno == EINTR)
                         continue;
+                if (ready == 0)
+                        continue; /* the deadline, judged above */
                 ssize_t n = ready > 0 ? read(stdout_fd, &line[len], 1) : -1;
                 if (n < 0 && errno == EINTR)
                         continue;
@@ -364,7 +371,8 @@ static int wait_for_loader(int stdout_fd, pid_t *loader_pid, struct sbx_error *e
                 return 0;
         }
         return sbx_error_set(err, EPROTO,
-                             "setup step 'exec': the pool loader did not become ready");
+                             "setup step 'exec': the pool loader ended or did not say it was "
+                             "ready");
 }
 
 /* The id runsc knows the sandbox and its one container by. */
