@@ -38,6 +38,7 @@ import pytest
 import requests
 
 import conftest
+from fleet_servers import free_port, listener_pids  # noqa: F401 (test_fleet imports free_port)
 
 SANDBOXD = conftest.SANDBOXD
 SANITIZED = conftest.SANITIZED
@@ -269,12 +270,6 @@ def no_new_leaks():
 # --- the server ----------------------------------------------------------------------------------
 
 
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _die_with_parent():
     # PR_SET_PDEATHSIG = 1: if pytest dies, the server gets SIGTERM and cleans up.
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
@@ -440,11 +435,14 @@ class Server:
         self.expected_rc = -signal.SIGKILL
         # Until the API process's exit has closed its listening socket, a connection is still
         # taken into its backlog, then reset.
+        # (A listener of another process is another stage's server, which took the port since.)
         deadline = time.monotonic() + 10 * SLOW
         while True:
             with socket.socket() as probe:
                 if probe.connect_ex(("127.0.0.1", self.port)) != 0:
                     break
+            if listener_pids(self.port) - {api, self.proc.pid}:
+                break
             assert time.monotonic() < deadline, f"port {self.port} still listens after kill -9"
             time.sleep(0.02)
 
