@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import threading
@@ -21,6 +22,7 @@ import time
 import pytest
 import requests
 
+import fleet_servers
 from fleet_helpers import running_haproxy, running_postgres
 from conftest import SANDBOXD
 from serve_helpers import (HTTP_TIMEOUT, NO_POOL, SLOW, Server, expect_json, expect_problem,
@@ -586,3 +588,29 @@ def test_the_systemd_unit_verifies():
         out = subprocess.run([analyze, "verify", path], capture_output=True, text=True,
                              check=False, cwd=tmp)
     assert out.returncode == 0 and out.stderr.strip() == "", out.stderr
+
+
+def test_a_port_taken_before_postgres_or_haproxy_binds_is_never_taken_for_theirs(monkeypatch):
+    """As for sandboxd's own servers (test_serve_lifecycle.py): make test's two lanes pick free
+    ports side by side, and a port the other lane's server took between free_port() and the
+    bind must not pass for PostgreSQL's or HAProxy's (pg_isready or a connect() answered by
+    that server). A bare listener holds the first port each is offered: each comes up on
+    another, and listens there itself."""
+    real_free_port = fleet_servers.free_port
+
+    def offer_first(port):
+        offered = [port]
+        monkeypatch.setattr(fleet_servers, "free_port",
+                            lambda: offered.pop() if offered else real_free_port())
+
+    with socket.create_server(("127.0.0.1", 0)) as impostor:
+        taken = impostor.getsockname()[1]
+        offer_first(taken)
+        with running_postgres() as postgres:
+            assert postgres.port != taken
+            assert postgres.proc.pid in fleet_servers.listener_pids(postgres.port)
+            assert postgres.sql("SELECT 1") == "1"
+            offer_first(taken)
+            with running_haproxy([postgres.port]) as proxy:
+                assert proxy.port != taken
+                assert proxy.proc.pid in fleet_servers.listener_pids(proxy.port)

@@ -6,6 +6,7 @@ execution ends canceled and recorded, and no sandbox remains; killing the API st
 whose worker keeps the result in the spool for the next start to record; the audit log and the
 local tenant's token survive a restart."""
 
+import http.server
 import os
 import re
 import shutil
@@ -19,6 +20,8 @@ import time
 import pytest
 import requests
 
+import fleet_servers
+import serve_helpers
 from serve_helpers import (API_UID, FREE_TIER, SANDBOXD, SLOW, STANDARD_TENANTS, STANDARD_TIERS,
                            audit_rows, expect_json, expect_problem, kept_data_dir, make_token,
                            no_new_leaks, proc_status, render_config, running_server, sample,
@@ -456,3 +459,38 @@ def test_bad_config_is_refused_before_anything_starts(tmp_path):
                           text=True, timeout=30 * SLOW, check=False)
     assert proc.returncode != 0
     assert f"{config}:4" in proc.stderr and "max_memory" in proc.stderr, proc.stderr
+
+
+class _Impostor(http.server.BaseHTTPRequestHandler):
+    """Another lane's server, as a test sees it through a port it took: healthy, and refusing
+    every token of ours."""
+
+    def do_GET(self):
+        self.send_response(200 if self.path == "/health" else 401)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_POST = do_GET
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_port_taken_before_the_servers_bind_is_never_taken_for_its_own(monkeypatch):
+    """make test runs two integration lanes side by side, each picking free ports: another
+    lane's server may take a port between free_port() and the bind of the server a test starts
+    on it (seen in CI: every request of the test then got 401). Here an impostor that answers
+    /health holds the first port offered: the server comes up on the next one, and is ours."""
+    impostor = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Impostor)
+    taken = impostor.server_address[1]
+    threading.Thread(target=impostor.serve_forever, daemon=True).start()
+    offered = [taken]
+    monkeypatch.setattr(serve_helpers, "free_port",
+                        lambda: offered.pop() if offered else fleet_servers.free_port())
+    try:
+        with running_server(tiers=STANDARD_TIERS, tenants=STANDARD_TENANTS) as srv:
+            assert srv.port != taken and not offered
+            assert srv.run("print('ours')")["stdout"] == "ours\n"
+    finally:
+        impostor.shutdown()
+        impostor.server_close()
