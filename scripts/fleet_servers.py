@@ -11,6 +11,7 @@ Their temp dirs are named /tmp/sandboxd-*, so that the leak audit (scripts/leak_
 one left behind, and held with its flock while in use, so that they are not one meanwhile."""
 
 import contextlib
+import errno
 import glob
 import os
 import pwd
@@ -33,8 +34,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-# What PostgreSQL and HAProxy print (strerror(EADDRINUSE)) when another process took their port.
-_ADDRESS_IN_USE = "Address already in use"
+# What a server prints (sandboxd serve, PostgreSQL, HAProxy: strerror's words) when another
+# process took its port.
+ADDRESS_IN_USE = os.strerror(errno.EADDRINUSE)
 
 
 def listener_pids(port):
@@ -146,7 +148,7 @@ class Postgres:
                 self.started = True
                 return self
             exited, self.proc = self.proc.returncode, None  # reaped: its pid is no longer ours
-            if self.started or _ADDRESS_IN_USE not in self.log()[log_before:]:
+            if self.started or ADDRESS_IN_USE not in self.log()[log_before:]:
                 raise RuntimeError(f"postgres exited with {exited}:\n{self.log()[-3000:]}")
             self.port = free_port()
         raise RuntimeError("postgres found no free port in 8 attempts")
@@ -262,7 +264,7 @@ class HAProxy:
             if self._wait_listening():
                 return self
             exited, self.proc = self.proc.returncode, None  # reaped: its pid is no longer ours
-            if _ADDRESS_IN_USE not in self.log()[log_before:]:
+            if ADDRESS_IN_USE not in self.log()[log_before:]:
                 raise RuntimeError(f"haproxy exited with {exited}:\n{self.log()[-3000:]}")
         raise RuntimeError("haproxy found no free port in 8 attempts")
 

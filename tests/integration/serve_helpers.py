@@ -19,7 +19,6 @@ ASan pass (SANDBOXD=/abs/build-asan/sandboxd) tests both sanitized programs.
 import collections
 import contextlib
 import ctypes
-import errno
 import hashlib
 import http.server
 import json
@@ -38,7 +37,7 @@ import pytest
 import requests
 
 import conftest
-from fleet_servers import free_port, listener_pids  # noqa: F401 (test_fleet imports free_port)
+from fleet_servers import ADDRESS_IN_USE, free_port, listener_pids  # noqa: F401 (test_fleet)
 
 SANDBOXD = conftest.SANDBOXD
 SANITIZED = conftest.SANITIZED
@@ -378,7 +377,7 @@ class Server:
             rc = self.proc.wait(timeout=10 * SLOW)
             self.proc = None
             stderr = self.stderr()
-            if "Address already in use" in stderr or os.strerror(errno.EADDRINUSE) in stderr:
+            if ADDRESS_IN_USE in stderr:
                 continue  # someone took the port between our probe and the server's bind
             raise AssertionError(f"sandboxd serve exited with {rc} before /health answered:\n"
                                  f"{stderr[-4000:]}")

@@ -653,9 +653,9 @@ static int next_end(void *ctx, bool *final)
         return sandbox->pidfd;
 }
 
-/* A compile stage's run (MODE "artifact", spec.h): the artifact is the bytes before the trailer
- * that ends stdout when the program exited 0; they go to the spec's artifact fd, and stdout is the
- * program's alone again, under the output cap (past it: output_limit, as natively, where the
+/* A compile stage's run (MODE the artifact's path, spec.h): the artifact is the bytes before the
+ * trailer that ends stdout when the program exited 0; they go to the spec's artifact fd, and stdout
+ * is the program's alone again, under the output cap (past it: output_limit, as natively, where the
  * program is stopped at the cap itself). */
 static int take_artifact(const struct sbx_spec *spec, struct sbx_run *run, struct sbx_error *err)
 {
@@ -703,7 +703,8 @@ static int gvisor_wait(struct sbx_sandbox *sandbox, struct sbx_run *run, struct 
                 .end_ctx = sandbox,
                 .deadline_us = started + sandbox->spec->limits.wall_ms * 1000,
                 .output_cap = sandbox->spec->limits.output_bytes,
-                /* A compile's artifact: at most its own disk's worth (spec.h's /dev/shm copy). */
+                /* A compile's artifact: at most its own disk's worth (spec->artifact_path is in
+                 * /tmp, a tmpfs of the compile's disk size). */
                 .stdout_extra =
                         sandbox->spec->artifact_fd > 0
                                 ? sandbox->spec->limits.disk_bytes + GVISOR_ARTIFACT_TRAILER_BYTES
