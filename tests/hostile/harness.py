@@ -446,14 +446,20 @@ def compare(actual, spec, resolve):
     return ok, f"{actual!r} {op} {shown}"
 
 
-def scaled_upper_bound(spec, scale):
-    """spec with its upper bounds ("<=N", "<N") multiplied by scale; others as they are."""
+def rewrite_upper_bounds(spec, rewrite):
+    """spec with the right-hand side of its upper bounds ("<=N", "<N") rewritten; others as
+    they are."""
     if isinstance(spec, list):
-        return [scaled_upper_bound(one, scale) for one in spec]
+        return [rewrite_upper_bounds(one, rewrite) for one in spec]
     match = _COMPARISON_RE.match(str(spec)) if isinstance(spec, str) else None
-    if scale == 1.0 or not match or match.group(1) not in ("<=", "<"):
+    if not match or match.group(1) not in ("<=", "<"):
         return spec
-    return f"{match.group(1)}({match.group(2)})*{scale:g}"
+    return f"{match.group(1)}{rewrite(match.group(2))}"
+
+
+def scaled_upper_bound(spec, scale):
+    """spec with its upper bounds multiplied by scale."""
+    return spec if scale == 1.0 else rewrite_upper_bounds(spec, lambda rhs: f"({rhs})*{scale:g}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -1552,7 +1558,7 @@ def judge(payload, outcome, before_result, probe_clean, probe_findings):
         if result["status"] not in statuses:
             reasons.append(f"status {result['status']} not in {statuses}")
     for path, spec in expect.get("evidence", {}).items():
-        if path.startswith("host.") and path.endswith("wall_ms"):
+        if is_host_wall_time(path):
             spec = scaled_upper_bound(spec, HOST_TIME_SCALE)
         try:
             actual = subject.resolve(path)
@@ -1825,14 +1831,33 @@ def backend_eligible(payload, backend, classes=None):
     return True, None
 
 
+# What a backend adds to sandboxd's whole run as the harness sees it (host.*wall_ms), added to
+# the upper bounds of a payload's own [expect] when it runs there (a backend's [expect] states its
+# bounds whole). gVisor: runsc's start-up comes before the program's deadline starts (1.4 s cold,
+# 1.7 s through a pool entry, alone); beside two other payloads in make test, runs with a 1 s
+# deadline took 2.6 s through a pool entry (sigstop_self_sh), 2.58 s cold (block_futex_c) and
+# 2.80 s pooled (block_sleep_sh), over their native bound of 2.5 s.
+BACKEND_HOST_WALL_ALLOWANCE_MS = {"gvisor": 1500}
+
+
+def is_host_wall_time(path):
+    """Whether an evidence path is sandboxd's whole run as the harness saw it (host.*wall_ms)."""
+    return path.startswith("host.") and path.endswith("wall_ms")
+
+
 def judged_on(payload, backend):
     """The payload as run and judged on backend: its limits, args and [expect] with the
-    backend's replacements."""
+    backend's replacements, and its own host wall-time bounds with the backend's allowance."""
     variant = payload.backends.get(backend, {})
-    if not any(variant.get(key) for key in ("expect", "limits", "args")):
-        return payload
+    allowance = BACKEND_HOST_WALL_ALLOWANCE_MS.get(backend, 0)
     judged = copy.copy(payload)
-    judged.expect = dict(payload.expect, **variant.get("expect", {}))
+    own = dict(payload.expect)
+    if allowance and "evidence" in own:
+        own["evidence"] = {
+            path: rewrite_upper_bounds(spec, lambda rhs: f"({rhs})+{allowance}")
+            if is_host_wall_time(path) else spec
+            for path, spec in own["evidence"].items()}
+    judged.expect = dict(own, **variant.get("expect", {}))
     judged.limits = dict(payload.limits, **variant.get("limits", {}))
     judged.args = [str(a) for a in variant.get("args", payload.args)]
     return judged
